@@ -1,0 +1,40 @@
+# staticfleet: the two commands that matter are `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+CACHE ?= $(HOME)/.cache/staticfleet
+export STATICFLEET_CACHE := $(CACHE)
+
+.PHONY: help venv test lint typecheck unit clean
+
+help:
+	@echo "make test       run every test (lint, types, unit, conformance, e2e); installs what it needs"
+	@echo "make lint       ruff"
+	@echo "make typecheck  mypy"
+	@echo "make unit       unit and component tests only"
+
+# The venv is rebuilt when the project's dependencies change.
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	@touch $@
+
+venv: $(VENV)/.installed
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: venv
+	$(VENV)/bin/mypy
+
+unit: venv
+	$(VENV)/bin/pytest operator/tests
+
+test: lint typecheck
+	$(VENV)/bin/pytest
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
