@@ -1,0 +1,1 @@
+"""Kafka-wire-compatible broker: protocol server, topic log and HTTP API."""

@@ -1,0 +1,756 @@
+"""One partition's log: append-only segment files, sparse in-memory indexes, recovery, reads, retention.
+
+A partition directory holds segment files named by the offset of their first batch
+(`00000000000000000000.log`, like Kafka) and a `recovery-point` file. Batches are stored exactly as the
+producer sent them, with baseOffset and partitionLeaderEpoch filled in.
+
+Indexes are rebuilt on open by scanning batch headers. Each segment keeps a sparse index with an entry
+every `index.interval.bytes`: (base offset, file position, largest timestamp of the batches before that
+position). A lookup bisects the index and then reads a few batch headers from that position on.
+
+Durability: appends are `os.write`s into the page cache; `flush()` fsyncs the segments written since the
+last flush, the directory when segments were created or deleted, and then records in `recovery-point`
+the base offset of the active segment: every segment below it is durable. Recovery after a crash checks
+the CRC of every batch in the segments at or above the recovery point and truncates the log at the first
+torn or corrupt batch; the segments below are checked for consistent framing only.
+
+Not thread-safe: one owner (the asyncio event loop thread) calls every method. The only work that may
+run elsewhere is the fsync step of a flush (see `prepare_flush`), which touches duplicated descriptors.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import struct
+import uuid
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from staticfleet.broker.recordbatch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
+    NO_TIMESTAMP,
+    BatchRef,
+    Buffer,
+    RecordBatchHeader,
+    assign_offsets,
+    batch_size_at,
+    check_framing,
+    first_record_at_or_after,
+    max_timestamp_record,
+    parse_header,
+    validate_produce_records,
+)
+from staticfleet.broker.topiclog_errors import (
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+    TopicLogError,
+)
+
+log = logging.getLogger(__name__)
+
+LEADER_EPOCH: Final = 0  # a single node that never changes leadership
+SEGMENT_SUFFIX: Final = ".log"
+RECOVERY_POINT_FILE: Final = "recovery-point"
+
+_HEADER_WINDOW: Final = 64 * 1024
+_CRC_WINDOW: Final = 1024 * 1024
+_POSITION_CACHE_LIMIT: Final = 1024
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta
+_OFFSET_PREFIX: Final = struct.Struct(">qiibIhi")
+_LAST_OFFSET_DELTA: Final = struct.Struct(">i")
+_LENGTH: Final = struct.Struct(">i")
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """The topic configs the log acts on, parsed (Kafka's names in the comments)."""
+
+    segment_bytes: int = 1073741824  # segment.bytes
+    segment_ms: int = 604800000  # segment.ms
+    retention_bytes: int = -1  # retention.bytes, per partition; -1 keeps everything
+    retention_ms: int = 604800000  # retention.ms; -1 keeps everything
+    max_message_bytes: int = 1048588  # max.message.bytes, per batch
+    index_interval_bytes: int = 4096  # index.interval.bytes
+    log_append_time: bool = False  # message.timestamp.type=LogAppendTime
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndTimestamp:
+    offset: int
+    timestamp: int
+
+
+def segment_file_name(base_offset: int) -> str:
+    return f"{base_offset:020d}{SEGMENT_SUFFIX}"
+
+
+def _parse_segment_file_name(name: str) -> int | None:
+    stem, dot, suffix = name.partition(".")
+    if dot and "." + suffix == SEGMENT_SUFFIX and len(stem) == 20 and stem.isdigit():
+        return int(stem)
+    return None
+
+
+def _fsync_directory(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _Window:
+    """Sequential reader over a file that serves small reads from one larger pread."""
+
+    def __init__(self, fd: int, file_size: int, chunk: int) -> None:
+        self._fd = fd
+        self._file_size = file_size
+        self._chunk = chunk
+        self._start = 0
+        self._data = b""
+
+    def get(self, pos: int, n: int) -> memoryview | None:
+        if n < 0 or pos + n > self._file_size:
+            return None
+        off = pos - self._start
+        if off < 0 or off + n > len(self._data):
+            self._start = pos
+            self._data = os.pread(self._fd, max(n, self._chunk), pos)
+            off = 0
+            if len(self._data) < n:
+                return None
+        return memoryview(self._data)[off : off + n]
+
+
+class Segment:
+    """One segment file and its in-memory indexes."""
+
+    def __init__(self, path: Path, base_offset: int, fd: int, index_interval_bytes: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.fd = fd
+        self.index_interval_bytes = index_interval_bytes
+        self.size = 0
+        self.flushed_size = 0
+        self.next_offset = base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.max_timestamp_position = -1
+        self.rolling_base_ms: int | None = None
+        self.broken = False
+        self._index_offsets = array("q", [base_offset])
+        self._index_positions = array("q", [0])
+        self._index_max_timestamp_before = array("q", [NO_TIMESTAMP])
+        self._last_indexed_position = 0
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, index_interval_bytes: int) -> Segment:
+        path = directory / segment_file_name(base_offset)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot create segment {path}: {exc}") from exc
+        return cls(path, base_offset, fd, index_interval_bytes)
+
+    @classmethod
+    def open(cls, path: Path, base_offset: int, index_interval_bytes: int) -> Segment:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot open segment {path}: {exc}") from exc
+        return cls(path, base_offset, fd, index_interval_bytes)
+
+    # -- state --------------------------------------------------------------------------------------
+
+    def _note(self, position: int, header: RecordBatchHeader) -> None:
+        """Account for a batch now present in the file at `position`."""
+        if position - self._last_indexed_position >= self.index_interval_bytes and position > 0:
+            self._index_offsets.append(header.base_offset)
+            self._index_positions.append(position)
+            self._index_max_timestamp_before.append(self.max_timestamp)
+            self._last_indexed_position = position
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.max_timestamp_position = position
+        self.next_offset = header.next_offset
+        self.size = position + header.size
+
+    def retention_timestamp_ms(self) -> int:
+        """The time retention.ms is measured from: the largest timestamp, else the file's mtime."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return os.fstat(self.fd).st_mtime_ns // 1_000_000
+
+    # -- recovery -----------------------------------------------------------------------------------
+
+    def recover(self, *, verify_crc: bool) -> bool:
+        """Rebuild the indexes from the file; truncate a torn or corrupt tail. True if truncated.
+
+        Every batch must start at the expected offset (the segment's base, then the previous batch's
+        next offset). With `verify_crc`, each batch's CRC is checked too; otherwise only its framing.
+        """
+        file_size = os.fstat(self.fd).st_size
+        window = _Window(self.fd, file_size, _CRC_WINDOW if verify_crc else _HEADER_WINDOW)
+        pos = 0
+        expected = self.base_offset
+        first_timestamp: int | None = None
+        reason = ""
+        while pos < file_size:
+            header, reason = self._scan_one(window, pos, file_size, verify_crc)
+            if header is None:
+                break
+            if header.base_offset != expected or header.last_offset_delta < 0:
+                reason = f"batch at position {pos} has offsets [{header.base_offset}, {header.last_offset}]"
+                reason += f" where offset {expected} was expected"
+                break
+            if first_timestamp is None:
+                first_timestamp = header.max_timestamp
+            self._note(pos, header)
+            pos += header.size
+            expected = header.next_offset
+        self.flushed_size = pos
+        if self.size > 0:
+            if first_timestamp is not None and first_timestamp >= 0:
+                self.rolling_base_ms = first_timestamp
+            else:
+                self.rolling_base_ms = os.fstat(self.fd).st_mtime_ns // 1_000_000
+        if pos < file_size:
+            log.warning(
+                "truncating segment %s from %d to %d bytes: %s", self.path, file_size, pos, reason or "torn"
+            )
+            os.ftruncate(self.fd, pos)
+            os.fsync(self.fd)
+            return True
+        return False
+
+    @staticmethod
+    def _scan_one(
+        window: _Window, pos: int, file_size: int, verify_crc: bool
+    ) -> tuple[RecordBatchHeader | None, str]:
+        prefix = window.get(pos, LOG_OVERHEAD)
+        if prefix is None:
+            return None, f"{file_size - pos} trailing bytes at position {pos} are a torn batch"
+        size = batch_size_at(prefix, 0)
+        if size < HEADER_SIZE:
+            return None, f"batch at position {pos} has an invalid length {size - LOG_OVERHEAD}"
+        if pos + size > file_size:
+            return None, f"batch at position {pos} of {size} bytes runs past the end of the file"
+        if verify_crc:
+            batch = window.get(pos, size)
+            if batch is None:
+                return None, f"batch at position {pos} cannot be read"
+            try:
+                return check_framing(batch, 0, size), ""
+            except TopicLogError as exc:
+                return None, str(exc)
+        head = window.get(pos, HEADER_SIZE)
+        if head is None:
+            return None, f"batch header at position {pos} cannot be read"
+        header = parse_header(head)
+        if header.magic != 2 or header.batch_length < MIN_BATCH_LENGTH:
+            return None, f"batch at position {pos} has magic {header.magic}"
+        return header, ""
+
+    # -- lookups ------------------------------------------------------------------------------------
+
+    def _offset_prefix_at(self, pos: int) -> tuple[int, int, int]:
+        """(base offset, size, last offset) of the batch at `pos`, reading only its first 27 bytes."""
+        raw = os.pread(self.fd, _OFFSET_PREFIX.size, pos)
+        base, length, _, _, _, _, last_delta = _OFFSET_PREFIX.unpack(raw)
+        return base, length + LOG_OVERHEAD, base + last_delta
+
+    def position_of(self, offset: int) -> int:
+        """Position of the first batch whose last offset is >= `offset`, or `size` if there is none."""
+        i = bisect.bisect_right(self._index_offsets, offset) - 1
+        pos = self._index_positions[max(i, 0)]
+        while pos < self.size:
+            _, size, last = self._offset_prefix_at(pos)
+            if last >= offset:
+                return pos
+            pos += size
+        return self.size
+
+    def position_of_timestamp(self, timestamp: int) -> int | None:
+        """Position of the first batch whose maxTimestamp is >= `timestamp`, if any."""
+        if self.max_timestamp < timestamp:
+            return None
+        i = bisect.bisect_left(self._index_max_timestamp_before, timestamp) - 1
+        pos = self._index_positions[max(i, 0)]
+        while pos < self.size:
+            header = self.header_at(pos)
+            if header.max_timestamp >= timestamp:
+                return pos
+            pos += header.size
+        return None
+
+    def header_at(self, pos: int) -> RecordBatchHeader:
+        return parse_header(os.pread(self.fd, HEADER_SIZE, pos))
+
+    def batch_at(self, pos: int) -> bytes:
+        size = batch_size_at(os.pread(self.fd, LOG_OVERHEAD, pos), 0)
+        return os.pread(self.fd, size, pos)
+
+    def read(self, pos: int, max_bytes: int, min_one_batch: bool) -> tuple[bytes, int]:
+        """Whole batches from `pos` within `max_bytes`, and the offset after the last one.
+
+        With `min_one_batch` the first batch is returned even when it alone exceeds `max_bytes`.
+        Returns (b"", -1) when nothing fits.
+        """
+        available = self.size - pos
+        if available <= 0:
+            return b"", -1
+        data = os.pread(self.fd, min(available, max(max_bytes, LOG_OVERHEAD)), pos)
+        first_size = batch_size_at(data, 0)
+        if first_size > len(data):  # the first batch alone is larger than max_bytes
+            if not min_one_batch:
+                return b"", -1
+            data = os.pread(self.fd, first_size, pos)
+            return data, self._next_offset_of(data, 0)
+        end = 0
+        last = 0
+        length_at = _LENGTH.unpack_from
+        limit = len(data) - LOG_OVERHEAD
+        while end <= limit:
+            size = length_at(data, end + 8)[0] + LOG_OVERHEAD
+            if end + size > len(data):
+                break
+            last = end
+            end += size
+        if end < len(data):
+            data = data[:end]
+        return data, self._next_offset_of(data, last)
+
+    @staticmethod
+    def _next_offset_of(data: bytes, pos: int) -> int:
+        base = int(struct.unpack_from(">q", data, pos)[0])
+        last_delta = int(_LAST_OFFSET_DELTA.unpack_from(data, pos + 23)[0])
+        return base + last_delta + 1
+
+    # -- writes -------------------------------------------------------------------------------------
+
+    def append(self, data: bytearray, batches: list[BatchRef], now_ms: int) -> None:
+        if self.broken:
+            raise KafkaStorageError(f"segment {self.path} failed an earlier write; reopen the log to recover")
+        start = self.size
+        view = memoryview(data)
+        written = 0
+        try:
+            while written < len(data):
+                n = os.write(self.fd, view[written:])
+                if n <= 0:
+                    raise OSError(f"write returned {n}")
+                written += n
+        except OSError as exc:
+            try:
+                os.ftruncate(self.fd, start)
+            except OSError:
+                self.broken = True  # bytes past `size` would shift every later append
+            raise KafkaStorageError(f"cannot append to {self.path}: {exc}") from exc
+        for ref in batches:
+            self._note(start + ref.position, ref.header)
+        if self.rolling_base_ms is None:
+            self.rolling_base_ms = now_ms
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.error("cannot delete segment %s: %s", self.path, exc)
+
+
+@dataclass
+class FlushPlan:
+    """What one flush of a partition must make durable; built and completed on the owning thread."""
+
+    directory: Path
+    segments: list[tuple[Segment, int, int]] = field(default_factory=list)  # (segment, dup fd, size)
+    directory_version: int = 0
+    sync_directory: bool = False
+    recovery_point: int | None = None
+
+    def execute(self) -> None:
+        """The blocking part: fsync and record the recovery point. Safe to run in a worker thread."""
+        try:
+            for _, fd, _ in self.segments:
+                os.fsync(fd)
+            if self.sync_directory:
+                _fsync_directory(self.directory)
+            if self.recovery_point is not None:
+                _write_recovery_point(self.directory, self.recovery_point)
+        except FileNotFoundError:
+            pass  # the partition was deleted meanwhile
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot flush {self.directory}: {exc}") from exc
+        finally:
+            for _, fd, _ in self.segments:
+                os.close(fd)
+
+
+def _write_recovery_point(directory: Path, offset: int) -> None:
+    tmp = directory / f"{RECOVERY_POINT_FILE}.{uuid.uuid4().hex}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, f"{offset}\n".encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, directory / RECOVERY_POINT_FILE)
+    _fsync_directory(directory)
+
+
+def _read_recovery_point(directory: Path) -> int:
+    try:
+        return int((directory / RECOVERY_POINT_FILE).read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return 0
+
+
+class PartitionLog:
+    """The log of one partition. Offsets are contiguous: the high watermark is the log end offset."""
+
+    def __init__(self, directory: Path, config: LogConfig, *, verify_all: bool = False) -> None:
+        self.directory = directory
+        self._config = config
+        self._segments: list[Segment] = []
+        self._bases: list[int] = []
+        self._positions: dict[int, tuple[Segment, int]] = {}
+        self._dirty: set[Segment] = set()
+        self._directory_version = 0
+        self._directory_synced_version = 0
+        self._closed = False
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            self._recovery_point = _read_recovery_point(directory)
+            self._load(verify_all)
+        except OSError as exc:
+            self.close_without_flush()
+            raise KafkaStorageError(f"cannot open partition log {directory}: {exc}") from exc
+        except BaseException:
+            self.close_without_flush()
+            raise
+
+    def _load(self, verify_all: bool) -> None:
+        for name in os.listdir(self.directory):
+            if name.startswith(RECOVERY_POINT_FILE) and name.endswith(".tmp"):
+                (self.directory / name).unlink()
+        bases = sorted(
+            base
+            for name in os.listdir(self.directory)
+            if (base := _parse_segment_file_name(name)) is not None
+        )
+        if bases and self._recovery_point > bases[-1]:
+            self._recovery_point = 0  # not this log's: trust nothing it claims
+        if not bases:
+            self._add_segment(Segment.create(self.directory, 0, self._config.index_interval_bytes))
+            self._directory_version += 1
+            return
+        for i, base in enumerate(bases):
+            path = self.directory / segment_file_name(base)
+            if self._segments and base < self._segments[-1].next_offset:
+                self._drop_files(bases[i:], f"segment {path.name} overlaps the segment before it")
+                return
+            if self._segments and base > self._segments[-1].next_offset:
+                log.warning(
+                    "offsets %d..%d are missing before %s", self._segments[-1].next_offset, base, path
+                )
+            segment = Segment.open(path, base, self._config.index_interval_bytes)
+            last = i == len(bases) - 1
+            truncated = segment.recover(verify_crc=verify_all or last or base >= self._recovery_point)
+            self._add_segment(segment)
+            if truncated and not last:
+                self._drop_files(bases[i + 1 :], f"segment {path.name} was truncated")
+                return
+
+    def _drop_files(self, bases: list[int], reason: str) -> None:
+        for base in bases:
+            path = self.directory / segment_file_name(base)
+            log.error("deleting segment %s: %s", path, reason)
+            path.unlink()
+        self._directory_version += 1
+
+    def _add_segment(self, segment: Segment) -> None:
+        self._segments.append(segment)
+        self._bases.append(segment.base_offset)
+
+    # -- properties ---------------------------------------------------------------------------------
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        self._config = config
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._segments[0].base_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    @property
+    def segment_base_offsets(self) -> list[int]:
+        return list(self._bases)
+
+    # -- append -------------------------------------------------------------------------------------
+
+    def append(self, records: Buffer, now_ms: int) -> AppendResult:
+        """Validate and append the record batches of one produce request; assign their offsets."""
+        self._check_open()
+        config = self._config
+        batches = validate_produce_records(records, max_message_bytes=config.max_message_bytes)
+        total = len(records)
+        if total > config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"{total} bytes of record batches exceed segment.bytes {config.segment_bytes}"
+            )
+        data = bytearray(records)
+        append_time = now_ms if config.log_append_time else None
+        first = self.log_end_offset
+        assigned = assign_offsets(
+            data, batches, first, leader_epoch=LEADER_EPOCH, log_append_time_ms=append_time
+        )
+        active = self._segments[-1]
+        if active.size > 0 and (
+            active.size + total > config.segment_bytes
+            or (active.rolling_base_ms is not None and now_ms - active.rolling_base_ms > config.segment_ms)
+        ):
+            active = self._roll()
+        active.append(data, assigned, now_ms)
+        self._dirty.add(active)
+        return AppendResult(
+            base_offset=first,
+            last_offset=assigned[-1].header.last_offset,
+            log_append_time_ms=-1 if append_time is None else append_time,
+            log_start_offset=self.log_start_offset,
+        )
+
+    def _roll(self) -> Segment:
+        segment = Segment.create(self.directory, self.log_end_offset, self._config.index_interval_bytes)
+        self._add_segment(segment)
+        self._directory_version += 1
+        return segment
+
+    # -- reads --------------------------------------------------------------------------------------
+
+    def _check_range(self, offset: int) -> None:
+        start, end = self.log_start_offset, self.log_end_offset
+        if offset < start or offset > end:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is out of range for {self.directory.parent.name}-{self.directory.name}: "
+                f"the log holds offsets {start} to {end}"
+            )
+
+    def _locate(self, offset: int) -> tuple[int, int]:
+        """(segment index, position) of the batch holding `offset` or the first batch after it."""
+        cached = self._positions.get(offset)
+        if cached is not None:
+            segment, pos = cached
+            i = bisect.bisect_left(self._bases, segment.base_offset)
+            if i < len(self._segments) and self._segments[i] is segment:
+                return i, pos
+        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        return i, self._segments[i].position_of(offset)
+
+    def _remember(self, offset: int, segment: Segment, pos: int) -> None:
+        if len(self._positions) >= _POSITION_CACHE_LIMIT:
+            self._positions.clear()
+        self._positions[offset] = (segment, pos)
+
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> bytes:
+        """Whole batches from the one holding `offset`, up to `max_bytes` (but at least one batch when
+        `min_one_batch`). Empty at the log end; OffsetOutOfRangeError outside [log start, log end]."""
+        self._check_open()
+        self._check_range(offset)
+        if offset == self.log_end_offset:
+            return b""
+        index, pos = self._locate(offset)
+        chunks: list[bytes] = []
+        budget = max_bytes
+        min_one = min_one_batch
+        while index < len(self._segments):
+            segment = self._segments[index]
+            if pos < segment.size:
+                data, next_offset = segment.read(pos, budget, min_one)
+                if not data:
+                    break
+                chunks.append(data)
+                budget -= len(data)
+                min_one = False
+                pos += len(data)
+                self._remember(next_offset, segment, pos)
+                if pos < segment.size or budget <= 0:
+                    break
+            index += 1
+            pos = 0
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def bytes_available(self, offset: int) -> int:
+        """Bytes from the batch holding `offset` to the log end (0 at or past the end)."""
+        if offset >= self.log_end_offset:
+            return 0
+        index, pos = self._locate(max(offset, self.log_start_offset))
+        return self._segments[index].size - pos + sum(s.size for s in self._segments[index + 1 :])
+
+    def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
+        """The first record whose timestamp is >= `timestamp` (Kafka's ListOffsets by time)."""
+        self._check_open()
+        for segment in self._segments:
+            pos = segment.position_of_timestamp(timestamp)
+            if pos is None:
+                continue
+            batch = segment.batch_at(pos)
+            found = first_record_at_or_after(batch, timestamp)
+            if found is None:  # the header's maxTimestamp promised more than its records hold
+                header = parse_header(batch)
+                return OffsetAndTimestamp(header.base_offset, header.max_timestamp)
+            return OffsetAndTimestamp(*found)
+        return None
+
+    def max_timestamp(self) -> OffsetAndTimestamp | None:
+        """The record with the largest timestamp (the earliest one on ties), if any record has one."""
+        self._check_open()
+        best: Segment | None = None
+        for segment in self._segments:
+            if segment.max_timestamp_position >= 0 and (
+                best is None or segment.max_timestamp > best.max_timestamp
+            ):
+                best = segment
+        if best is None or best.max_timestamp < 0:
+            return None
+        return OffsetAndTimestamp(*max_timestamp_record(best.batch_at(best.max_timestamp_position)))
+
+    # -- retention ----------------------------------------------------------------------------------
+
+    def enforce_retention(self, now_ms: int) -> int:
+        """Delete the oldest segments past retention.ms or beyond retention.bytes; return how many.
+
+        Whole segments only. As in Kafka, the active segment is deleted too when it is past retention
+        (a new empty segment at the log end takes its place), so the log start offset can reach the
+        log end offset.
+        """
+        self._check_open()
+        config = self._config
+        segments = self._segments
+        count = 0
+
+        def deletable(i: int) -> bool:
+            return i < len(segments) and not (i == len(segments) - 1 and segments[i].size == 0)
+
+        if config.retention_ms >= 0:
+            while (
+                deletable(count) and now_ms - segments[count].retention_timestamp_ms() > config.retention_ms
+            ):
+                count += 1
+        if config.retention_bytes >= 0:
+            excess = sum(s.size for s in segments[count:]) - config.retention_bytes
+            while deletable(count) and excess - segments[count].size >= 0:
+                excess -= segments[count].size
+                count += 1
+        if count == 0:
+            return 0
+        if count == len(segments):
+            self._roll()
+        doomed = segments[:count]
+        del self._segments[:count]
+        del self._bases[:count]
+        for segment in doomed:
+            self._dirty.discard(segment)
+            segment.delete()
+        self._positions.clear()
+        self._directory_version += 1
+        log.info(
+            "deleted %d segment(s) of %s; log start offset is now %d",
+            count,
+            self.directory,
+            self.log_start_offset,
+        )
+        return count
+
+    # -- durability ---------------------------------------------------------------------------------
+
+    @property
+    def needs_flush(self) -> bool:
+        return (
+            bool(self._dirty)
+            or self._directory_version != self._directory_synced_version
+            or self._segments[-1].base_offset > self._recovery_point
+        )
+
+    def prepare_flush(self) -> FlushPlan:
+        """Capture what is not yet durable. Run `plan.execute()` (anywhere), then `complete_flush(plan)`."""
+        plan = FlushPlan(self.directory, directory_version=self._directory_version)
+        for segment in sorted(self._dirty, key=lambda s: s.base_offset):
+            plan.segments.append((segment, os.dup(segment.fd), segment.size))
+        plan.sync_directory = self._directory_version != self._directory_synced_version
+        active_base = self._segments[-1].base_offset
+        if active_base > self._recovery_point:
+            plan.recovery_point = active_base
+        return plan
+
+    def complete_flush(self, plan: FlushPlan) -> None:
+        for segment, _, size in plan.segments:
+            segment.flushed_size = max(segment.flushed_size, size)
+            if segment.flushed_size >= segment.size:
+                self._dirty.discard(segment)
+        self._directory_synced_version = max(self._directory_synced_version, plan.directory_version)
+        if plan.recovery_point is not None:
+            self._recovery_point = max(self._recovery_point, plan.recovery_point)
+
+    def flush(self) -> None:
+        """fsync everything appended so far (blocking)."""
+        self._check_open()
+        if not self.needs_flush:
+            return
+        plan = self.prepare_flush()
+        plan.execute()
+        self.complete_flush(plan)
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaStorageError(f"partition log {self.directory} is closed")
+
+    def close(self) -> None:
+        """Flush and close the segment files."""
+        if self._closed:
+            return
+        try:
+            self.flush()
+        finally:
+            self.close_without_flush()
+
+    def close_without_flush(self) -> None:
+        self._closed = True
+        for segment in self._segments:
+            segment.close()
+        self._positions.clear()

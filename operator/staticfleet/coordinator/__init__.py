@@ -1,0 +1,24 @@
+"""Kafka's classic group coordinator with static membership, as a pure state machine, plus its durable
+log and its event log."""
+
+from staticfleet.coordinator.clock import Clock, ManualClock, SystemClock
+from staticfleet.coordinator.config import CoordinatorConfig
+from staticfleet.coordinator.coordinator import EXPECTED_INSTANCE_IDS, GroupCoordinator, GroupStore
+from staticfleet.coordinator.errors import CoordinatorError, ErrorCode, StoreError
+from staticfleet.coordinator.group import ClassicGroup, GroupState, Member
+
+__all__ = [
+    "EXPECTED_INSTANCE_IDS",
+    "ClassicGroup",
+    "Clock",
+    "CoordinatorConfig",
+    "CoordinatorError",
+    "ErrorCode",
+    "GroupCoordinator",
+    "GroupState",
+    "GroupStore",
+    "ManualClock",
+    "Member",
+    "StoreError",
+    "SystemClock",
+]

@@ -1,0 +1,40 @@
+"""Coordinator settings, named and defaulted as Kafka's `group.*` and `offsets.*` broker configs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorConfig:
+    min_session_timeout_ms: int = 6_000
+    """group.min.session.timeout.ms"""
+    max_session_timeout_ms: int = 1_800_000
+    """group.max.session.timeout.ms"""
+    initial_rebalance_delay_ms: int = 3_000
+    """group.initial.rebalance.delay.ms"""
+    max_size: int = INT32_MAX
+    """group.max.size"""
+    new_member_join_timeout_ms: int = 300_000
+    """How long a new member may stay parked in JoinGroup (a constant in Kafka)."""
+    offset_metadata_max_bytes: int = 4_096
+    """offset.metadata.max.bytes"""
+    offsets_retention_ms: int = 7 * 24 * 3_600_000
+    """offsets.retention.minutes, in milliseconds"""
+    offsets_retention_check_interval_ms: int = 600_000
+    """offsets.retention.check.interval.ms"""
+    rebalance_history_size: int = 20
+    """How many completed rebalances each group remembers for the HTTP API."""
+
+    def __post_init__(self) -> None:
+        if self.min_session_timeout_ms > self.max_session_timeout_ms:
+            raise ValueError(
+                f"group.min.session.timeout.ms {self.min_session_timeout_ms} is above "
+                f"group.max.session.timeout.ms {self.max_session_timeout_ms}"
+            )
+        if self.initial_rebalance_delay_ms < 0:
+            raise ValueError("group.initial.rebalance.delay.ms must not be negative")
+        if self.max_size < 1:
+            raise ValueError("group.max.size must be at least 1")

@@ -1,0 +1,91 @@
+"""Keyed timers in virtual time.
+
+Scheduling a key replaces any timer already under that key, as Kafka's coordinator timer does.
+Rescheduling to a later deadline (every heartbeat does this) costs a dict lookup and an attribute
+write: the heap entry stays where it is and is pushed back when it surfaces early.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True, eq=False)
+class _Entry:
+    key: Hashable
+    deadline: int
+    payload: Any
+    queued_at: int
+    cancelled: bool = False
+
+
+@dataclass(slots=True)
+class Timers:
+    _entries: dict[Hashable, _Entry] = field(default_factory=dict)
+    _heap: list[tuple[int, int, _Entry]] = field(default_factory=list)
+    _seq: itertools.count[int] = field(default_factory=itertools.count)
+
+    def schedule(self, key: Hashable, deadline: int, payload: Any = None) -> None:
+        entry = self._entries.get(key)
+        if entry is not None and entry.queued_at <= deadline:
+            entry.deadline = deadline
+            entry.payload = payload
+            return
+        if entry is not None:
+            entry.cancelled = True
+        entry = _Entry(key, deadline, payload, deadline)
+        self._entries[key] = entry
+        heapq.heappush(self._heap, (deadline, next(self._seq), entry))
+
+    def cancel(self, key: Hashable) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            entry.cancelled = True
+
+    def deadline(self, key: Hashable) -> int | None:
+        entry = self._entries.get(key)
+        return None if entry is None else entry.deadline
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def next_deadline(self) -> int | None:
+        """The earliest time at which `pop_due` may return something."""
+        heap = self._heap
+        while heap:
+            queued, _, entry = heap[0]
+            if entry.cancelled:
+                heapq.heappop(heap)
+                continue
+            if entry.deadline > queued:
+                heapq.heapreplace(heap, (entry.deadline, next(self._seq), entry))
+                entry.queued_at = entry.deadline
+                continue
+            return queued
+        return None
+
+    def pop_due(self, now: int) -> tuple[Hashable, Any] | None:
+        """Remove and return the earliest timer due at `now`, or None."""
+        heap = self._heap
+        while heap:
+            queued, _, entry = heap[0]
+            if entry.cancelled:
+                heapq.heappop(heap)
+                continue
+            if entry.deadline > queued:
+                heapq.heapreplace(heap, (entry.deadline, next(self._seq), entry))
+                entry.queued_at = entry.deadline
+                continue
+            if queued > now:
+                return None
+            heapq.heappop(heap)
+            del self._entries[entry.key]
+            return entry.key, entry.payload
+        return None

@@ -1,0 +1,219 @@
+"""OffsetCommit / OffsetFetch by state, and DescribeGroups / ListGroups / DeleteGroups."""
+
+from __future__ import annotations
+
+from staticfleet.coordinator import ErrorCode, GroupState
+from staticfleet.coordinator.messages import (
+    ListGroupsRequest,
+    OffsetFetchRequest,
+    OffsetFetchTopic,
+    RequestContext,
+)
+
+from .harness import Harness
+
+E = ErrorCode
+
+
+def _errors(resp: object) -> list[int]:
+    return [p.error for t in resp.topics for p in t.partitions]  # type: ignore[attr-defined]
+
+
+def _fetch(h: Harness, group: str = "g", topics: dict[str, tuple[int, ...]] | None = None) -> dict:  # type: ignore[type-arg]
+    request = OffsetFetchRequest(
+        group, None if topics is None else tuple(OffsetFetchTopic(t, p) for t, p in topics.items())
+    )
+    resp = h.coordinator.fetch_offsets(RequestContext(8), request)
+    return {(t.name, p.partition): (p.offset, p.metadata, p.error) for t in resp.topics for p in t.partitions}
+
+
+# --- OffsetCommit ------------------------------------------------------------------------------------
+
+
+def test_commit_with_generation_minus_one_to_unknown_group_creates_a_simple_group() -> None:
+    h = Harness()
+    assert _errors(h.commit("", -1, offsets={("t", 0): 5})) == [E.NONE]
+    assert h.state() is GroupState.EMPTY
+    assert h.describe().protocol_type == ""
+    assert _fetch(h, topics={"t": (0,)}) == {("t", 0): (5, "", 0)}
+
+
+def test_commit_to_unknown_group_with_a_generation_is_illegal_generation_before_v9() -> None:
+    h = Harness()
+    assert _errors(h.commit("m", 1, version=8)) == [E.ILLEGAL_GENERATION]
+    assert h.state() is GroupState.DEAD
+
+
+def test_commit_to_unknown_group_with_a_generation_is_group_id_not_found_from_v9() -> None:
+    assert _errors(Harness().commit("m", 1, version=9)) == [E.GROUP_ID_NOT_FOUND]
+
+
+def test_manual_commit_to_an_empty_group_skips_member_validation_even_with_an_instance_id() -> None:
+    h = Harness()
+    ids = h.stable_static_group("a")
+    h.leave((ids["a"], "a"))
+    assert _errors(h.commit("whoever", -1, "zzz")) == [E.NONE]
+
+
+def test_commit_without_identity_to_a_non_empty_group_is_unknown_member_id() -> None:
+    h = Harness()
+    h.stable_static_group("a")
+    assert _errors(h.commit("", -1)) == [E.UNKNOWN_MEMBER_ID]
+
+
+def test_commit_in_completing_rebalance_is_rebalance_in_progress() -> None:
+    h = Harness()
+    a = h.join("", "a")
+    h.tick()
+    assert _errors(h.commit(a.get().member_id, 1, "a")) == [E.REBALANCE_IN_PROGRESS]
+
+
+def test_commit_in_preparing_rebalance_is_accepted_and_refreshes_the_session() -> None:
+    h = Harness()
+    ids = h.stable_static_group("a", "b", session=2_000, rebalance=60_000)
+    h.join(ids["a"], "a", session=2_000, rebalance=60_000)
+    for _ in range(4):
+        h.advance(1_500)
+        assert _errors(h.commit(ids["b"], 1, "b")) == [E.NONE]
+    assert ids["b"] in h.coordinator.groups["g"].members
+
+
+def test_commit_with_wrong_generation_is_illegal_generation_and_identity_is_checked_first() -> None:
+    h = Harness()
+    ids = h.stable_static_group("a", "b")
+    assert _errors(h.commit(ids["a"], 5, "a")) == [E.ILLEGAL_GENERATION]
+    assert _errors(h.commit(ids["a"], 5, "b")) == [E.FENCED_INSTANCE_ID]
+    assert _errors(h.commit("nope", 1, None)) == [E.UNKNOWN_MEMBER_ID]
+
+
+def test_commit_metadata_over_the_limit_fails_only_that_partition() -> None:
+    h = Harness()
+    resp = h.commit("", -1, offsets={("t", 0): 1}, metadata="x" * 4097)
+    assert _errors(resp) == [E.OFFSET_METADATA_TOO_LARGE]
+    assert _errors(h.commit("", -1, offsets={("t", 0): 1}, metadata="x" * 4096)) == [E.NONE]
+
+
+def test_committed_offsets_are_persisted_and_fetched_back() -> None:
+    h = Harness()
+    ids = h.stable_static_group("a")
+    h.commit(ids["a"], 1, "a", offsets={("t", 0): 10, ("t", 1): 20, ("u", 0): 3}, metadata="m")
+    assert _fetch(h, topics={"t": (0, 1, 2)}) == {
+        ("t", 0): (10, "m", 0),
+        ("t", 1): (20, "m", 0),
+        ("t", 2): (-1, "", 0),
+    }
+    assert set(_fetch(h)) == {("t", 0), ("t", 1), ("u", 0)}
+    assert sum(1 for r in h.store.records if r.__class__.__name__ == "OffsetCommitRecord") == 3
+
+
+def test_fetch_from_unknown_group_returns_no_offsets_without_error() -> None:
+    h = Harness()
+    assert _fetch(h, "nope", {"t": (0,)}) == {("t", 0): (-1, "", 0)}
+    assert _fetch(h, "nope") == {}
+
+
+# --- DescribeGroups ----------------------------------------------------------------------------------
+
+
+def test_describe_stable_group_shows_instance_ids_metadata_and_assignments() -> None:
+    h = Harness()
+    ids = h.stable_static_group("a", "b")
+    d = h.describe()
+    assert (d.state, d.protocol_type, d.protocol_data) == ("Stable", "consumer", "range")
+    assert {(m.member_id, m.group_instance_id, m.metadata, m.assignment) for m in d.members} == {
+        (ids["a"], "a", b"m", b"assignment-a"),
+        (ids["b"], "b", b"m", b"assignment-b"),
+    }
+
+
+def test_describe_rebalancing_group_shows_no_protocol_and_no_metadata() -> None:
+    h = Harness()
+    ids = h.stable_static_group("a", "b")
+    h.join(ids["a"], "a")
+    d = h.describe()
+    assert (d.state, d.protocol_data) == ("PreparingRebalance", "")
+    assert {m.metadata for m in d.members} == {b""}
+
+
+def test_describe_unknown_group_is_dead_before_v6_and_group_id_not_found_from_v6() -> None:
+    h = Harness()
+    old = h.describe("nope", version=5)
+    assert (old.error, old.state, old.members) == (E.NONE, "Dead", ())
+    new = h.describe("nope", version=6)
+    assert (new.error, new.state, new.error_message) == (
+        E.GROUP_ID_NOT_FOUND,
+        "Dead",
+        "Group nope not found.",
+    )
+
+
+# --- ListGroups --------------------------------------------------------------------------------------
+
+
+def test_list_groups_filters_states_case_insensitively_and_types() -> None:
+    h = Harness()
+    h.stable_static_group("a", group="stable")
+    h.commit("", -1, group="simple")
+    ctx = RequestContext(5)
+    every = h.coordinator.list_groups(ctx, ListGroupsRequest())
+    assert {(g.group_id, g.protocol_type, g.state) for g in every.groups} == {
+        ("stable", "consumer", "Stable"),
+        ("simple", "", "Empty"),
+    }
+    only_stable = h.coordinator.list_groups(ctx, ListGroupsRequest(states_filter=(" STABLE",)))
+    assert [g.group_id for g in only_stable.groups] == ["stable"]
+    assert h.coordinator.list_groups(ctx, ListGroupsRequest(types_filter=("consumer",))).groups == ()
+    assert len(h.coordinator.list_groups(ctx, ListGroupsRequest(types_filter=("Classic",))).groups) == 2
+
+
+# --- DeleteGroups ------------------------------------------------------------------------------------
+
+
+def test_delete_non_empty_group_is_non_empty_group_and_unknown_is_group_id_not_found() -> None:
+    h = Harness()
+    h.stable_static_group("a")
+    results = h.coordinator.delete_groups(RequestContext(2), ["g", "nope"])
+    assert [(r.group_id, r.error) for r in results] == [
+        ("g", E.NON_EMPTY_GROUP),
+        ("nope", E.GROUP_ID_NOT_FOUND),
+    ]
+
+
+def test_delete_empty_group_removes_it_and_its_offsets() -> None:
+    h = Harness()
+    ids = h.stable_static_group("a")
+    h.commit(ids["a"], 1, "a")
+    h.leave((ids["a"], "a"))
+    results = h.coordinator.delete_groups(RequestContext(2), ["g", "g"])
+    assert [(r.group_id, r.error) for r in results] == [("g", E.NONE)]
+    assert h.state() is GroupState.DEAD
+    assert _fetch(h, topics={"t": (0,)}) == {("t", 0): (-1, "", 0)}
+    kinds = [r.__class__.__name__ for r in h.store.records[-2:]]
+    assert kinds == ["OffsetTombstone", "GroupTombstone"]
+
+
+# --- offset retention --------------------------------------------------------------------------------
+
+
+def test_offsets_of_an_empty_group_expire_after_retention_and_the_group_is_deleted() -> None:
+    from staticfleet.coordinator import CoordinatorConfig
+
+    h = Harness(
+        config=CoordinatorConfig(
+            initial_rebalance_delay_ms=0,
+            min_session_timeout_ms=10,
+            offsets_retention_ms=60_000,
+            offsets_retention_check_interval_ms=10_000,
+        )
+    )
+    h.coordinator.schedule_cleanup()
+    ids = h.stable_static_group("a", session=600_000)
+    h.commit(ids["a"], 1, "a")
+    h.advance(100_000)
+    assert h.state() is GroupState.STABLE, "offsets of an active group never expire"
+    h.leave((ids["a"], "a"))
+    h.advance(59_000)
+    assert h.state() is GroupState.EMPTY
+    h.advance(20_000)
+    assert h.state() is GroupState.DEAD
+    assert _fetch(h, topics={"t": (0,)})[("t", 0)][0] == -1
