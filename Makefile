@@ -38,3 +38,7 @@ test: lint typecheck
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+
+-include e2e/e2e.mk
+
+include conformance/conformance.mk

@@ -17,7 +17,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Kafka consumer fleets on Kubernetes with static group membership.",
     )
     parser.add_argument("--version", action="version", version=f"staticfleet {__version__}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    from staticfleet.commands import coordinator
+
+    coordinator.register(subparsers)
     return parser
 
 

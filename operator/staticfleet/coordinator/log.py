@@ -209,11 +209,11 @@ class DurableLog:
         return self._dirty
 
     def sync(self) -> None:
-        """Make every appended record durable. A failure here is fatal: durability is unknown."""
+        """Make every record appended before this call durable. May run in another thread than append."""
         if self._dirty and self._fd is not None:
+            self._dirty = False  # cleared first: an append racing with the fsync marks the log dirty again
             if self.fsync:
                 os.fsync(self._fd)
-            self._dirty = False
 
     # --- snapshots ---------------------------------------------------------------------------------
 

@@ -1,0 +1,66 @@
+"""Fixtures for the differential conformance suite.
+
+One `ConformanceRun` per pytest session owns the event loop, the backends (started on demand, shared by
+scenarios with identical group settings) and every outcome. At the end of a session that ran every
+scenario on Kafka it writes docs/conformance.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from conformance import report
+from conformance.backends import KAFKA, STATICFLEET, staticfleet_coordinator_available, staticfleet_version
+from conformance.kafka_broker import ensure_kafka_jars, kafka_version
+from conformance.runner import ConformanceRun
+from conformance.scenario import Scenario, all_scenarios
+
+_RUN = pytest.StashKey[ConformanceRun]()
+_SELECTED = pytest.StashKey[list[Scenario]]()
+
+
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    selected: dict[str, Scenario] = {}
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and isinstance(callspec.params.get("scenario"), Scenario):
+            scenario = callspec.params["scenario"]
+            selected[scenario.name] = scenario
+    config.stash[_SELECTED] = list(selected.values())
+
+
+@pytest.fixture(scope="session")
+def conformance_run(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ConformanceRun]:
+    # Never skip for want of the oracle: resolve its jars (once, cached) if they are missing.
+    ensure_kafka_jars()
+    run = ConformanceRun(tmp_path_factory.mktemp("conformance"))
+    run.batch = request.config.stash.get(_SELECTED, [])
+    request.config.stash[_RUN] = run
+    try:
+        yield run
+    finally:
+        run.close()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    run = session.config.stash.get(_RUN, None)
+    if run is None:
+        return
+    scenarios = all_scenarios()
+    kafka = run.results[KAFKA]
+    if any(s.name not in kafka for s in scenarios):
+        return  # a partial run does not rewrite the report
+    staticfleet = run.results[STATICFLEET]
+    if staticfleet:
+        note = f"{staticfleet_version()} (`staticfleet coordinator`)"
+    elif staticfleet_coordinator_available():
+        note = "not run in this session"
+    else:
+        note = "not run: the `staticfleet coordinator` command does not exist yet"
+    report.write(scenarios, kafka, staticfleet, kafka_version=kafka_version(), staticfleet_note=note)

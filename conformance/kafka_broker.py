@@ -1,0 +1,477 @@
+"""A real Apache Kafka broker (single-node KRaft, broker and controller in one JVM) for conformance tests.
+
+The jars come from Maven Central through conformance/kafka/pom.xml, whose `kafka.version` property is the
+one place the oracle's version is pinned. They are resolved once into
+`$STATICFLEET_CACHE/kafka-<version>/lib` (default cache: ~/.cache/staticfleet).
+
+    python -m conformance.kafka_broker provision     # resolve the jars (idempotent)
+    python -m conformance.kafka_broker measure       # time a cold resolve and a warm broker start
+    python -m conformance.kafka_broker run           # start a broker and keep it up until Ctrl-C
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import atexit
+import contextlib
+import fcntl
+import functools
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from conformance.driver import wait_until_serving
+
+HERE = Path(__file__).resolve().parent
+POM = HERE / "kafka" / "pom.xml"
+LOG4J2_CONFIG = HERE / "kafka" / "log4j2.xml"
+_POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
+
+RESOLVE_TIMEOUT_S = 900.0
+START_TIMEOUT_S = 90.0
+STOP_TIMEOUT_S = 20.0
+JVM_OPTIONS = (
+    "-Xms64m",
+    "-Xmx512m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-Djava.awt.headless=true",
+)
+
+
+@functools.cache
+def kafka_version() -> str:
+    """The pinned Kafka version (the `kafka.version` property of conformance/kafka/pom.xml)."""
+    node = ET.parse(POM).getroot().find("m:properties/m:kafka.version", _POM_NS)
+    if node is None or not (node.text or "").strip():
+        raise RuntimeError(f"{POM} has no kafka.version property")
+    return (node.text or "").strip()
+
+
+def cache_root() -> Path:
+    configured = os.environ.get("STATICFLEET_CACHE")
+    return Path(configured) if configured else Path.home() / ".cache" / "staticfleet"
+
+
+def kafka_home() -> Path:
+    return cache_root() / f"kafka-{kafka_version()}"
+
+
+def java_executable() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").exists():
+        return str(Path(java_home) / "bin" / "java")
+    found = shutil.which("java")
+    if found is None:
+        raise RuntimeError("java not found: the conformance oracle needs a JDK 17+ on PATH or in JAVA_HOME")
+    return found
+
+
+def _pom_digest() -> str:
+    return hashlib.sha256(POM.read_bytes()).hexdigest()
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def ensure_kafka_jars(*, quiet: bool = True) -> Path:
+    """Resolves the broker's jars once and returns the lib directory.
+
+    A stamp file records the digest of the pom the jars were resolved from; a changed pom resolves again.
+    Concurrent callers (two pytest processes, say) serialise on a lock file.
+    """
+    home = kafka_home()
+    lib = home / "lib"
+    stamp = home / ".resolved"
+    digest = _pom_digest()
+    if stamp.exists() and stamp.read_text().strip() == digest and any(lib.glob("kafka_2.13-*.jar")):
+        return lib
+    with _locked(home / ".lock"):
+        if stamp.exists() and stamp.read_text().strip() == digest and any(lib.glob("kafka_2.13-*.jar")):
+            return lib
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise RuntimeError("mvn not found: Maven resolves the Kafka jars from Maven Central")
+        staging = home / "lib.partial"
+        shutil.rmtree(staging, ignore_errors=True)
+        command = [
+            mvn,
+            "-B",
+            *(["-q"] if quiet else []),
+            "-f",
+            str(POM),
+            f"-Dmaven.repo.local={cache_root() / 'm2'}",
+            "dependency:copy-dependencies",
+            f"-DoutputDirectory={staging}",
+        ]
+        result = subprocess.run(
+            command, capture_output=quiet, text=True, timeout=RESOLVE_TIMEOUT_S, check=False
+        )
+        if result.returncode != 0:
+            detail = (result.stdout or "") + (result.stderr or "") if quiet else ""
+            raise RuntimeError(
+                f"resolving Kafka {kafka_version()} failed ({' '.join(command)}):\n{detail[-4000:]}"
+            )
+        shutil.rmtree(lib, ignore_errors=True)
+        staging.rename(lib)
+        stamp.write_text(digest + "\n")
+    return lib
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@functools.cache
+def _cluster_id(lib: Path) -> str:
+    """A cluster id from `StorageTool random-uuid`; brokers are independent, so one per process suffices."""
+    result = subprocess.run(
+        [java_executable(), *JVM_OPTIONS, "-cp", f"{lib}/*", "kafka.tools.StorageTool", "random-uuid"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return result.stdout.strip().splitlines()[-1].strip()
+
+
+@dataclass(frozen=True)
+class GroupSettings:
+    """The group coordinator settings a scenario runs under (identical on every backend)."""
+
+    initial_rebalance_delay_ms: int = 300
+    min_session_timeout_ms: int = 100
+    max_session_timeout_ms: int = 30_000
+    max_size: int | None = None
+
+    def kafka_properties(self) -> dict[str, str]:
+        props = {
+            "group.initial.rebalance.delay.ms": str(self.initial_rebalance_delay_ms),
+            "group.min.session.timeout.ms": str(self.min_session_timeout_ms),
+            "group.max.session.timeout.ms": str(self.max_session_timeout_ms),
+        }
+        if self.max_size is not None:
+            props["group.max.size"] = str(self.max_size)
+        return props
+
+    def describe(self) -> str:
+        text = (
+            f"initial delay {self.initial_rebalance_delay_ms} ms, session timeout "
+            f"{self.min_session_timeout_ms}..{self.max_session_timeout_ms} ms"
+        )
+        return text + (f", max size {self.max_size}" if self.max_size is not None else "")
+
+
+def parent_death_prefix() -> list[str]:
+    """A prefix that kills the child when this process dies (Linux `setpriv --pdeathsig`)."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
+
+
+_LIVE: set[KafkaBroker] = set()
+
+
+class KafkaBroker:
+    """One single-node KRaft broker on 127.0.0.1 with random free ports and its own data directory."""
+
+    def __init__(self, settings: GroupSettings, workdir: Path, lib: Path | None = None) -> None:
+        self.settings = settings
+        self.workdir = workdir
+        self.lib = lib or ensure_kafka_jars()
+        self.host = "127.0.0.1"
+        self.port = free_port()
+        self.controller_port = free_port()
+        self.version = kafka_version()
+        self.log_file = workdir / "broker.log"
+        self._process: subprocess.Popen[bytes] | None = None
+        self._formatted = False
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def _properties(self) -> dict[str, str]:
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(self.workdir / "data"),
+            "num.partitions": "1",
+            "offsets.topic.num.partitions": "1",
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "share.coordinator.state.topic.num.partitions": "1",
+            "num.network.threads": "2",
+            "num.io.threads": "4",
+            "group.coordinator.threads": "1",
+            "log.flush.interval.messages": "1000000",
+        }
+        props.update(self.settings.kafka_properties())
+        return props
+
+    def _write_config(self) -> Path:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        path = self.workdir / "server.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in self._properties().items()))
+        return path
+
+    def _java(self, main: str, *args: str) -> list[str]:
+        return [
+            java_executable(),
+            *JVM_OPTIONS,
+            f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}",
+            f"-Dstaticfleet.kafka.log={self.log_file}",
+            "-cp",
+            f"{self.lib}/*",
+            main,
+            *args,
+        ]
+
+    def format(self) -> None:
+        config = self._write_config()
+        subprocess.run(
+            self._java(
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                _cluster_id(self.lib),
+                "-c",
+                str(config),
+                "--ignore-formatted",
+            ),
+            capture_output=True,
+            timeout=60,
+            check=True,
+        )
+        self._formatted = True
+
+    def launch(self) -> None:
+        """Spawns the broker process (does not wait). Call from the thread that outlives the broker."""
+        if self._process is not None and self._process.poll() is None:
+            raise RuntimeError("broker already running")
+        if not self._formatted:
+            raise RuntimeError("format the storage first")
+        config = self.workdir / "server.properties"
+        stdout = (self.workdir / "stdout.log").open("ab")
+        try:
+            self._process = subprocess.Popen(
+                [*parent_death_prefix(), *self._java("kafka.Kafka", str(config))],
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        finally:
+            stdout.close()
+        _LIVE.add(self)
+
+    async def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
+        process = self._process
+        if process is None:
+            raise RuntimeError("broker not launched")
+        ready = asyncio.create_task(wait_until_serving(self.host, self.port, timeout=timeout))
+        try:
+            while not ready.done():
+                if process.poll() is not None:
+                    ready.cancel()
+                    raise RuntimeError(
+                        f"Kafka exited with {process.returncode} during start-up; see "
+                        f"{self.workdir}/stdout.log "
+                        f"and {self.log_file}"
+                    )
+                await asyncio.wait({ready}, timeout=0.2)
+            ready.result()
+        finally:
+            if not ready.done():
+                ready.cancel()
+
+    async def start(self, timeout: float = START_TIMEOUT_S) -> None:
+        """Formats the storage (first time only), spawns the broker and waits until it serves groups."""
+        if not self._formatted:
+            await asyncio.to_thread(self.format)
+        self.launch()
+        try:
+            await self.wait_ready(timeout)
+        except BaseException:
+            self.terminate()
+            await asyncio.to_thread(self.wait_stopped)
+            raise
+
+    def terminate(self) -> None:
+        """Asks the broker to stop (SIGTERM to its process group)."""
+        process = self._process
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+
+    def wait_stopped(self, timeout: float = STOP_TIMEOUT_S) -> None:
+        """Waits for the broker to exit, killing its process group after `timeout` seconds."""
+        process = self._process
+        if process is None:
+            return
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+        self._process = None
+        _LIVE.discard(self)
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
+        self.terminate()
+        self.wait_stopped(timeout)
+
+    async def restart(self) -> None:
+        """Stops the broker cleanly and starts it again on the same ports and data."""
+        await asyncio.to_thread(self.stop)
+        await self.start()
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+
+def stop_all(brokers: Sequence[KafkaBroker] | None = None) -> None:
+    """Stops brokers concurrently: SIGTERM to all first, then wait for each."""
+    targets = list(_LIVE if brokers is None else brokers)
+    for broker in targets:
+        broker.terminate()
+    for broker in targets:
+        broker.wait_stopped()
+
+
+def _kill_leftovers() -> None:
+    for broker in list(_LIVE):
+        process = broker._process
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+
+
+atexit.register(_kill_leftovers)
+
+
+# --------------------------------------------------------------------------------------------------
+# Command line
+
+
+def _measure() -> int:
+    with tempfile.TemporaryDirectory(prefix="staticfleet-kafka-") as tmp:
+        previous = os.environ.get("STATICFLEET_CACHE")
+        os.environ["STATICFLEET_CACHE"] = str(Path(tmp) / "cache")
+        try:
+            t0 = time.monotonic()
+            cold_lib = ensure_kafka_jars()
+            cold = time.monotonic() - t0
+            jars = len(list(cold_lib.glob("*.jar")))
+        finally:
+            if previous is None:
+                os.environ.pop("STATICFLEET_CACHE")
+            else:
+                os.environ["STATICFLEET_CACHE"] = previous
+        print(f"cold resolve of Kafka {kafka_version()} ({jars} jars, empty Maven repository): {cold:.1f}s")
+        lib = ensure_kafka_jars()
+        t0 = time.monotonic()
+        ensure_kafka_jars()
+        print(f"warm resolve (stamp hit): {time.monotonic() - t0:.3f}s")
+        _cluster_id(lib)
+        for attempt in range(1, 4):
+            broker = KafkaBroker(GroupSettings(), Path(tmp) / f"broker{attempt}", lib)
+            t0 = time.monotonic()
+            broker.format()
+            formatted = time.monotonic() - t0
+            t1 = time.monotonic()
+            asyncio.run(broker.start())
+            started = time.monotonic() - t1
+            t2 = time.monotonic()
+            broker.stop()
+            stopped = time.monotonic() - t2
+            print(
+                f"warm start #{attempt}: format {formatted:.1f}s, start until serving groups {started:.1f}s, "
+                f"stop {stopped:.1f}s"
+            )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m conformance.kafka_broker")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("provision", help="resolve the Kafka jars into the cache")
+    sub.add_parser("version", help="print the pinned Kafka version")
+    sub.add_parser("lib", help="print the lib directory (resolving it if needed)")
+    sub.add_parser("measure", help="time a cold resolve and warm broker starts")
+    run = sub.add_parser("run", help="start a broker and keep it running until interrupted")
+    run.add_argument(
+        "--initial-rebalance-delay-ms", type=int, default=GroupSettings.initial_rebalance_delay_ms
+    )
+    run.add_argument("--min-session-timeout-ms", type=int, default=GroupSettings.min_session_timeout_ms)
+    run.add_argument("--max-session-timeout-ms", type=int, default=GroupSettings.max_session_timeout_ms)
+    run.add_argument("--max-size", type=int, default=None)
+    args = parser.parse_args(argv)
+    if args.command == "version":
+        print(kafka_version())
+    elif args.command == "provision":
+        t0 = time.monotonic()
+        lib = ensure_kafka_jars(quiet=False)
+        print(f"Kafka {kafka_version()} jars in {lib} ({time.monotonic() - t0:.1f}s)")
+    elif args.command == "lib":
+        print(ensure_kafka_jars())
+    elif args.command == "measure":
+        return _measure()
+    elif args.command == "run":
+        settings = GroupSettings(
+            args.initial_rebalance_delay_ms,
+            args.min_session_timeout_ms,
+            args.max_session_timeout_ms,
+            args.max_size,
+        )
+        workdir = Path(tempfile.mkdtemp(prefix="staticfleet-kafka-"))
+        broker = KafkaBroker(settings, workdir)
+        asyncio.run(broker.start())
+        print(
+            f"Kafka {broker.version} serving on {broker.bootstrap} ({settings.describe()}); logs in {workdir}"
+        )
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            signal.sigwait({signal.SIGINT, signal.SIGTERM})
+        finally:
+            broker.stop()
+            shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,27 @@
+"""Every conformance scenario; importing this package registers them."""
+
+from conformance.scenarios import (
+    admin,
+    dynamic,
+    leave,
+    limits,
+    offsets,
+    persistence,
+    protocols,
+    static,
+    sync_heartbeat,
+    timeouts,
+)
+
+__all__ = [
+    "admin",
+    "dynamic",
+    "leave",
+    "limits",
+    "offsets",
+    "persistence",
+    "protocols",
+    "static",
+    "sync_heartbeat",
+    "timeouts",
+]

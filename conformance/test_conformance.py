@@ -1,0 +1,37 @@
+"""The differential suite: every scenario on Apache Kafka (the oracle) and on staticfleet, compared.
+
+`test_scenario[kafka-<name>]` runs the scenario on Kafka and checks the oracle-sanity expectations some
+scenarios carry (they catch a broken driver). `test_scenario[staticfleet-<name>]` runs it on staticfleet
+and requires the normalised outcome to equal Kafka's.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.backends import KAFKA, STATICFLEET, staticfleet_coordinator_available
+from conformance.runner import ConformanceRun, outcome_diff
+from conformance.scenario import Scenario, all_scenarios
+
+SCENARIOS = all_scenarios()
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+@pytest.mark.parametrize("backend", [KAFKA, STATICFLEET])
+def test_scenario(backend: str, scenario: Scenario, conformance_run: ConformanceRun) -> None:
+    if backend == STATICFLEET and not staticfleet_coordinator_available():
+        pytest.skip("not run: the `staticfleet coordinator` command does not exist yet")
+    kafka = conformance_run.result(KAFKA, scenario)
+    if kafka.error is not None:
+        pytest.fail(f"scenario failed on Kafka:\n{kafka.error}", pytrace=False)
+    assert kafka.outcome is not None
+    if backend == KAFKA:
+        if scenario.sanity is not None:
+            scenario.sanity(kafka.outcome)
+        return
+    ours = conformance_run.result(STATICFLEET, scenario)
+    if ours.error is not None:
+        pytest.fail(f"scenario failed on staticfleet:\n{ours.error}", pytrace=False)
+    assert ours.outcome is not None
+    if ours.outcome != kafka.outcome:
+        pytest.fail(f"staticfleet answers differ from Kafka's:\n{outcome_diff(kafka.outcome, ours.outcome)}")

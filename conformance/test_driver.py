@@ -1,0 +1,219 @@
+"""The conformance driver on its own: codecs, request builders, normaliser, parked requests (no broker)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import io
+import struct
+from collections.abc import Awaitable, Callable
+
+import pytest
+from kio.schema.errors import ErrorCode
+from kio.schema.heartbeat.v4.response import HeartbeatResponse
+from kio.schema.join_group.v9.response import JoinGroupResponse, JoinGroupResponseMember
+from kio.schema.request_header.v2.header import RequestHeader
+from kio.schema.response_header.v1.header import ResponseHeader
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i32, i32Timedelta
+
+from conformance import driver as d
+from conformance.report import compact
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_subscription_round_trip(version: int) -> None:
+    owned = (("t1", (0, 2)),) if version >= 1 else ()
+    original = d.Subscription(
+        topics=("t1", "t2"),
+        user_data=b"\x01",
+        owned_partitions=owned,
+        generation_id=7 if version >= 2 else -1,
+        rack_id="r1" if version >= 3 else None,
+        version=version,
+    )
+    data = d.encode_subscription(original)
+    assert struct.unpack(">h", data[:2]) == (version,)
+    assert d.decode_subscription(data) == original
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_assignment_round_trip(version: int) -> None:
+    original = d.Assignment(partitions=(("t1", (0, 1)), ("t2", (3,))), user_data=None, version=version)
+    assert d.decode_assignment(d.encode_assignment(original)) == original
+
+
+def test_subscription_v0_bytes_match_the_java_layout() -> None:
+    # int16 version, array of strings (int32 count, int16 length + bytes), nullable bytes (-1 = null).
+    assert d.subscription("t1") == b"\x00\x00" + b"\x00\x00\x00\x01" + b"\x00\x02t1" + b"\xff\xff\xff\xff"
+
+
+def test_join_group_builder_follows_the_version() -> None:
+    v0 = d.join_group(0, "g", protocols=(("range", b"m"),), session_timeout_ms=10_000, rebalance_timeout_ms=5)
+    assert not hasattr(v0, "rebalance_timeout")
+    v9 = d.join_group(9, "g", instance_id="i", protocols=(("range", b"m"),), reason="r")
+    assert v9.__version__ == 9
+    assert getattr(v9, "group_instance_id") == "i"  # noqa: B009
+    with pytest.raises(ValueError, match="group_instance_id"):
+        d.join_group(4, "g", instance_id="i", protocols=(("range", b"m"),))
+
+
+def test_leave_group_builder_single_or_batch() -> None:
+    assert getattr(d.leave_group(2, "g", member_id="m"), "member_id") == "m"  # noqa: B009
+    batch = d.leave_group(5, "g", members=[("", "A", "bye"), ("m", None)])
+    assert [(m.member_id, m.group_instance_id, m.reason) for m in getattr(batch, "members")] == [  # noqa: B009
+        ("", "A", "bye"),
+        ("m", None, None),
+    ]
+    with pytest.raises(ValueError):
+        d.leave_group(2, "g", members=[("", "A")])
+
+
+def test_builders_cover_every_version_kafka_4_serves() -> None:
+    for version in range(10):
+        d.join_group(version, "g", protocols=(("range", b"m"),))
+    for version in range(6):
+        d.sync_group(version, "g", generation=1, member_id="m")
+        if version < 3:
+            d.leave_group(version, "g", member_id="m")
+        else:
+            d.leave_group(version, "g", members=[("", "A")])
+    for version in range(5):
+        d.heartbeat(version, "g", generation=1, member_id="m")
+        d.api_versions(version)
+    for version in range(2, 10):
+        d.offset_commit(version, "g", offsets={"t": {0: 1}})
+    for version in range(1, 10):
+        d.offset_fetch(version, "g", partitions={"t": [0]})
+    for version in range(7):
+        d.describe_groups(version, "g")
+        d.find_coordinator(version, "g")
+    for version in range(6):
+        d.list_groups(version)
+    for version in range(3):
+        d.delete_groups(version, "g")
+
+
+def _member_id(prefix: str, n: int) -> str:
+    return f"{prefix}-{n:08x}-0000-4000-8000-{n:012x}"
+
+
+def test_normaliser_names_member_ids_by_prefix_and_identity() -> None:
+    norm = d.Normaliser({"grp-123": "<group>"})
+    a1, a2, dyn = _member_id("A", 1), _member_id("A", 2), _member_id("client", 3)
+    assert norm.member(a1) == "A#1"
+    assert norm.member(a2) == "A#2"
+    assert norm.member(a1) == "A#1"
+    assert norm.member(dyn) == "client#1"
+    assert norm.member("bogus") == "bogus"
+    assert norm.text(f"Group grp-123 member {a2} fenced") == "Group <group> member A#2 fenced"
+
+
+def test_normaliser_plain_data() -> None:
+    norm = d.Normaliser()
+    a, b = _member_id("A", 1), _member_id("B", 2)
+    response = JoinGroupResponse(
+        throttle_time=i32Timedelta.parse(datetime.timedelta(milliseconds=5)),
+        error_code=ErrorCode.none,
+        generation_id=i32(3),
+        protocol_type="consumer",
+        protocol_name="range",
+        leader=a,
+        skip_assignment=True,
+        member_id=a,
+        members=(
+            JoinGroupResponseMember(member_id=b, group_instance_id="B", metadata=d.subscription("t1")),
+            JoinGroupResponseMember(member_id=a, group_instance_id="A", metadata=b"\x00\xff"),
+        ),
+    )
+    value = norm.value(d.JoinResult.of(response))
+    assert value == {
+        "error_code": "NONE",
+        "generation_id": 3,
+        "protocol_type": "consumer",
+        "protocol_name": "range",
+        "leader": "A#1",
+        "skip_assignment": True,
+        "member_id": "A#1",
+        "members": [
+            {"member_id": "A#1", "group_instance_id": "A", "metadata": "hex:00ff"},
+            {
+                "member_id": "B#1",
+                "group_instance_id": "B",
+                "metadata": {"consumer_protocol": {"topics": ["t1"], "version": 0}},
+            },
+        ],
+    }
+    assert compact(value).startswith(
+        "{NONE, gen=3, protocol_type=consumer, proto=range, leader=A#1, skip=true"
+    )
+
+
+# --- a tiny fake broker: answers Heartbeat v4 after a delay, or closes the connection
+
+
+async def _with_fake_broker(
+    behaviour: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+    body: Callable[[int], Awaitable[None]],
+) -> None:
+    server = await asyncio.start_server(behaviour, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        await body(port)
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def _read_request(reader: asyncio.StreamReader) -> RequestHeader:
+    (size,) = struct.unpack(">i", await reader.readexactly(4))
+    frame = await reader.readexactly(size)
+    header, _ = entity_reader(RequestHeader)(frame, 0)
+    return header
+
+
+def _answer(correlation: int, error: ErrorCode) -> bytes:
+    out = io.BytesIO()
+    entity_writer(ResponseHeader)(out, ResponseHeader(correlation_id=i32(correlation)))
+    entity_writer(HeartbeatResponse)(
+        out, HeartbeatResponse(throttle_time=i32Timedelta.parse(datetime.timedelta()), error_code=error)
+    )
+    data = out.getvalue()
+    return struct.pack(">i", len(data)) + data
+
+
+def test_parked_request_is_answered_later() -> None:
+    async def slow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        header = await _read_request(reader)
+        await asyncio.sleep(0.4)
+        writer.write(_answer(header.correlation_id, ErrorCode.rebalance_in_progress))
+        await writer.drain()
+        await reader.read()
+
+    async def body(port: int) -> None:
+        async with d.Driver("127.0.0.1", port) as driver:
+            conn = await driver.connect()
+            pending = conn.send(d.heartbeat(4, "g", generation=1, member_id="m"))
+            await pending.assert_parked(200)
+            with pytest.raises(d.StillParked):
+                await pending.result(timeout=0.01)
+            answer = await pending.result(timeout=2.0)
+            assert answer.error_code == ErrorCode.rebalance_in_progress
+            with pytest.raises(d.AnsweredTooEarly):
+                await pending.assert_parked(10)
+
+    asyncio.run(_with_fake_broker(slow, body))
+
+
+def test_closed_connection_fails_pending_requests() -> None:
+    async def rude(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        writer.close()
+
+    async def body(port: int) -> None:
+        async with d.Driver("127.0.0.1", port) as driver:
+            conn = await driver.connect()
+            with pytest.raises(d.ConnectionClosed):
+                await conn.request(d.heartbeat(4, "g", generation=1, member_id="m"), timeout=2.0)
+
+    asyncio.run(_with_fake_broker(rude, body))

@@ -1,0 +1,352 @@
+"""Kafka wire framing on top of kio's generated entities.
+
+kio parses and writes every message; this module adds what a server needs around it:
+  * reading the request header for any API version (header v1 or v2) and the body behind it;
+  * tolerating unknown tagged fields, which the protocol says a receiver must skip (kio rejects them,
+    so a frame that trips over one is rewritten without the unknown tags and parsed again);
+  * building responses from plain keyword values for whatever version was asked, so handlers are
+    written once for all versions (fields a version lacks are dropped, ints become timedeltas and
+    error-code enums, nested dicts become nested entities);
+  * writing responses with the right header (v0, or v1 for flexible versions, but always v0 for
+    ApiVersions).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import io
+import struct
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode as KioErrorCode
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.serial import entity_reader, entity_writer
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveTupleField,
+    classify_field,
+    get_field_tag,
+    is_optional,
+)
+from kio.static.primitive import i32
+from kio.static.protocol import Entity
+
+API_VERSIONS_KEY = 18
+
+_HEAD = struct.Struct(">hhi")
+_SIZE = struct.Struct(">i")
+
+
+class FrameError(ValueError):
+    """The frame cannot be parsed; the connection that sent it is closed."""
+
+
+class UnsupportedVersion(Exception):
+    def __init__(self, api_key: int, api_version: int, correlation_id: int) -> None:
+        super().__init__(f"api {api_key} version {api_version} is not supported")
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+def peek_header(frame: bytes) -> tuple[int, int, int]:
+    """api key, api version and correlation id: the fixed start of every request header."""
+    if len(frame) < _HEAD.size:
+        raise FrameError(f"frame of {len(frame)} bytes is too short for a request header")
+    api_key, api_version, correlation_id = _HEAD.unpack_from(frame, 0)
+    return api_key, api_version, correlation_id
+
+
+# --- unknown tagged fields -----------------------------------------------------------------------------
+
+
+def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = 0
+    shift = 0
+    while True:
+        if pos >= len(buf):
+            raise FrameError("varint runs past the end of the frame")
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 35:
+            raise FrameError("varint is too long")
+
+
+def _write_uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_FIXED_SIZES = {
+    "int8": 1,
+    "bool": 1,
+    "int16": 2,
+    "uint16": 2,
+    "error_code": 2,
+    "int32": 4,
+    "timedelta_i32": 4,
+    "int64": 8,
+    "timedelta_i64": 8,
+    "datetime_i64": 8,
+    "float64": 8,
+    "uuid": 16,
+}
+
+
+def _skip_flexible_primitive(kafka_type: str, buf: bytes, pos: int) -> int:
+    size = _FIXED_SIZES.get(kafka_type)
+    if size is not None:
+        return pos + size
+    if kafka_type in ("string", "bytes", "records"):
+        length, pos = _read_uvarint(buf, pos)
+        return pos + max(length - 1, 0)
+    raise FrameError(f"cannot skip a field of type {kafka_type}")
+
+
+_LAYOUTS: dict[type[Any], tuple[list[tuple[str, Any]], dict[int, Any]]] = {}
+
+
+def _layout(entity: type[Any]) -> tuple[list[tuple[str, Any]], dict[int, Any]]:
+    """(untagged fields in wire order, tagged fields by tag) of a flexible entity."""
+    if entity in _LAYOUTS:
+        return _LAYOUTS[entity]
+    untagged: list[tuple[str, Any]] = []
+    tagged: dict[int, Any] = {}
+    for field in dataclasses.fields(entity):
+        tag = get_field_tag(field)
+        entry = (field.metadata.get("kafka_type", ""), classify_field(field))
+        if tag is None:
+            untagged.append(entry)
+        else:
+            tagged[int(tag)] = entry
+    _LAYOUTS[entity] = (untagged, tagged)
+    return untagged, tagged
+
+
+def strip_unknown_tags(entity: type[Entity], buf: bytes, pos: int) -> tuple[bytes, int]:
+    """Re-encode the flexible entity at `pos` without tagged fields it does not know.
+
+    Returns the rewritten bytes of the entity and the position just after it in `buf`.
+    """
+    untagged, tagged = _layout(entity)
+    out = bytearray()
+    for kafka_type, klass in untagged:
+        start = pos
+        if isinstance(klass, EntityField):
+            # (nullable structs, which carry a marker byte, do not occur in the requests served here)
+            inner, pos = strip_unknown_tags(klass.type_, buf, pos)
+            out += inner
+            continue
+        if isinstance(klass, EntityTupleField):
+            length, pos = _read_uvarint(buf, pos)
+            out += buf[start:pos]
+            for _ in range(max(length - 1, 0)):
+                inner, pos = strip_unknown_tags(klass.type_, buf, pos)
+                out += inner
+            continue
+        if isinstance(klass, PrimitiveTupleField):
+            length, pos = _read_uvarint(buf, pos)
+            for _ in range(max(length - 1, 0)):
+                pos = _skip_flexible_primitive(kafka_type, buf, pos)
+        else:
+            pos = _skip_flexible_primitive(kafka_type, buf, pos)
+        if pos > len(buf):
+            raise FrameError("field runs past the end of the frame")
+        out += buf[start:pos]
+    count, pos = _read_uvarint(buf, pos)
+    kept = bytearray()
+    kept_count = 0
+    for _ in range(count):
+        tag_start = pos
+        tag, pos = _read_uvarint(buf, pos)
+        size, pos = _read_uvarint(buf, pos)
+        if pos + size > len(buf):
+            raise FrameError("tagged field runs past the end of the frame")
+        if tag in tagged:
+            kept += buf[tag_start : pos + size]
+            kept_count += 1
+        pos += size
+    out += _write_uvarint(kept_count) + kept
+    return bytes(out), pos
+
+
+def _read_entity(entity: type[Entity], frame: bytes, offset: int) -> tuple[Any, int]:
+    try:
+        return entity_reader(entity)(frame, offset)
+    except KeyError as exc:
+        if "tagged field" not in str(exc) or not getattr(entity, "__flexible__", False):
+            raise
+    cleaned, end = strip_unknown_tags(entity, frame, offset)
+    value, _ = entity_reader(entity)(cleaned, 0)
+    return value, end - offset
+
+
+# --- requests ----------------------------------------------------------------------------------------
+
+
+@cache
+def request_schema(api_key: int, api_version: int) -> type[Any]:
+    schema: type[Any] = load_request_schema(api_key, api_version)
+    return schema
+
+
+@cache
+def response_schema(api_key: int, api_version: int) -> type[Any]:
+    schema: type[Any] = load_response_schema(api_key, api_version)
+    return schema
+
+
+def parse_request(frame: bytes, supported: Callable[[int, int], bool]) -> tuple[RequestHeader, Any]:
+    """Parse a request frame. Raises UnsupportedVersion (answerable) or FrameError (close the connection)."""
+    api_key, api_version, correlation_id = peek_header(frame)
+    if not supported(api_key, api_version):
+        raise UnsupportedVersion(api_key, api_version, correlation_id)
+    schema = request_schema(api_key, api_version)
+    header_schema = schema.__header_schema__
+    try:
+        header, header_size = _read_entity(header_schema, frame, 0)
+        body, _ = _read_entity(schema, frame, header_size)
+    except FrameError:
+        raise
+    except Exception as exc:  # kio raises many kinds of errors on garbage
+        raise FrameError(f"cannot parse api {api_key} v{api_version}: {type(exc).__name__}: {exc}") from exc
+    return RequestHeader(api_key, api_version, correlation_id, header.client_id), body
+
+
+def parse_client_id(frame: bytes) -> str | None:
+    """The client id of any request header (v1 and v2 both start with it), or None when unreadable."""
+    if len(frame) < 10:
+        return None
+    (length,) = struct.unpack_from(">h", frame, 8)
+    if length < 0 or 10 + length > len(frame):
+        return None
+    return frame[10 : 10 + length].decode("utf-8", errors="replace")
+
+
+# --- responses ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _FieldPlan:
+    name: str
+    kafka_type: str
+    klass: Any
+    optional: bool
+    has_default: bool
+
+
+_PLANS: dict[type[Any], tuple[_FieldPlan, ...]] = {}
+
+
+def _plan(entity: type[Any]) -> tuple[_FieldPlan, ...]:
+    cached = _PLANS.get(entity)
+    if cached is not None:
+        return cached
+    plans = []
+    for field in dataclasses.fields(entity):
+        has_default = (
+            field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
+        )
+        plans.append(
+            _FieldPlan(
+                field.name,
+                field.metadata.get("kafka_type", ""),
+                classify_field(field),
+                is_optional(field),
+                has_default,
+            )
+        )
+    _PLANS[entity] = result = tuple(plans)
+    return result
+
+
+def _convert(plan: _FieldPlan, value: Any) -> Any:
+    klass = plan.klass
+    if value is None and isinstance(klass, (EntityTupleField, PrimitiveTupleField)):
+        return None if plan.optional else ()
+    if isinstance(klass, EntityTupleField):
+        return tuple(build(klass.type_, item) if isinstance(item, Mapping) else item for item in value)
+    if isinstance(klass, EntityField):
+        if value is None:
+            return None
+        return build(klass.type_, value) if isinstance(value, Mapping) else value
+    if isinstance(klass, PrimitiveTupleField):
+        return tuple(value)
+    if value is None:
+        if plan.optional:
+            return None
+        if plan.kafka_type == "string":
+            return ""  # versions without a nullable string send "" for null
+        if plan.kafka_type == "bytes":
+            return b""
+        return None
+    kind = plan.kafka_type
+    if kind == "error_code":
+        return KioErrorCode(int(value))
+    if kind in ("timedelta_i32", "timedelta_i64") and not isinstance(value, datetime.timedelta):
+        return datetime.timedelta(milliseconds=int(value))
+    if kind == "datetime_i64" and isinstance(value, int):
+        if value < 0:
+            return None if plan.optional else datetime.datetime.fromtimestamp(0, datetime.UTC)
+        return datetime.datetime.fromtimestamp(value / 1000, datetime.UTC)
+    return value
+
+
+def build(entity: type[Any], values: Mapping[str, Any]) -> Any:
+    """An entity of exactly this version from keyword values; fields the version lacks are ignored."""
+    kwargs: dict[str, Any] = {}
+    for plan in _plan(entity):
+        if plan.name in values:
+            kwargs[plan.name] = _convert(plan, values[plan.name])
+        elif not plan.has_default:
+            if plan.kafka_type in ("timedelta_i32", "timedelta_i64"):
+                kwargs[plan.name] = datetime.timedelta(0)
+            elif plan.kafka_type == "error_code":
+                kwargs[plan.name] = KioErrorCode(0)
+            elif isinstance(plan.klass, (EntityTupleField, PrimitiveTupleField)):
+                kwargs[plan.name] = ()
+            else:
+                raise TypeError(f"{entity.__name__} v{entity.__version__} needs field {plan.name}")
+    return entity(**kwargs)
+
+
+def build_response(api_key: int, api_version: int, values: Mapping[str, Any]) -> Any:
+    return build(response_schema(api_key, api_version), values)
+
+
+def encode_response(correlation_id: int, response: Any) -> bytes:
+    """The full frame (size prefix included) of a response entity."""
+    buffer = io.BytesIO()
+    buffer.write(b"\x00\x00\x00\x00")
+    header_schema = response.__header_schema__
+    if response.__api_key__ == API_VERSIONS_KEY or header_schema is ResponseHeaderV0:
+        entity_writer(ResponseHeaderV0)(buffer, ResponseHeaderV0(correlation_id=i32(correlation_id)))
+    else:
+        entity_writer(ResponseHeaderV1)(buffer, ResponseHeaderV1(correlation_id=i32(correlation_id)))
+    entity_writer(type(response))(buffer, response)
+    frame = buffer.getbuffer()
+    _SIZE.pack_into(frame, 0, len(frame) - 4)
+    return bytes(frame)

@@ -1,0 +1,125 @@
+"""Prometheus metrics of the embedded broker (one registry per server, so tests can run several)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from staticfleet.coordinator import GroupCoordinator, GroupState
+from staticfleet.coordinator import events as ev
+
+_LATENCY_BUCKETS = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1,
+    2.5,
+    5,
+    10,
+    30,
+    60,
+    300,
+)
+
+
+class _GroupCollector(Collector):
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self.coordinator = coordinator
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        by_state = GaugeMetricFamily("staticfleet_groups", "Consumer groups by state", labels=["state"])
+        counts: dict[GroupState, int] = {state: 0 for state in GroupState if state is not GroupState.DEAD}
+        members = GaugeMetricFamily("staticfleet_group_members", "Members of each group", labels=["group"])
+        generation = GaugeMetricFamily(
+            "staticfleet_group_generation", "Generation of each group", labels=["group"]
+        )
+        for group in list(self.coordinator.groups.values()):
+            counts[group.state] = counts.get(group.state, 0) + 1
+            members.add_metric([group.group_id], len(group.members))
+            generation.add_metric([group.group_id], group.generation_id)
+        for state, count in counts.items():
+            by_state.add_metric([str(state)], count)
+        yield by_state
+        yield members
+        yield generation
+
+
+class BrokerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "staticfleet_requests",
+            "Kafka requests handled, by API, version and error",
+            ["api", "version", "error"],
+            registry=self.registry,
+        )
+        self.request_latency = Histogram(
+            "staticfleet_request_latency_seconds",
+            "Time from reading a request to writing its response (JoinGroup and SyncGroup include parking)",
+            ["api"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.rebalances = Counter(
+            "staticfleet_rebalances",
+            "Rebalances started, by reason",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.rebalances_completed = Counter(
+            "staticfleet_rebalances_completed",
+            "Rebalances completed (group Stable again, or Empty)",
+            registry=self.registry,
+        )
+        self.static_restarts = Counter(
+            "staticfleet_static_member_restarts_absorbed",
+            "Static members that rejoined with a new member id without causing a rebalance",
+            registry=self.registry,
+        )
+        self.member_events = Counter(
+            "staticfleet_member_events", "Membership events by type", ["type"], registry=self.registry
+        )
+        self.log_append_latency = Histogram(
+            "staticfleet_log_append_seconds",
+            "Time to append one frame to the coordinator log (fsync not included)",
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.log_fsync_latency = Histogram(
+            "staticfleet_log_fsync_seconds",
+            "Time of one group-commit fsync of the coordinator log",
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.connections = Counter(
+            "staticfleet_connections_closed",
+            "Connections closed, by reason",
+            ["reason"],
+            registry=self.registry,
+        )
+
+    def watch(self, coordinator: GroupCoordinator) -> None:
+        self.registry.register(_GroupCollector(coordinator))
+
+    # An EventSink: membership events feed the counters.
+    def emit(self, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == ev.REBALANCE_STARTED:
+            self.rebalances.labels(str(event.get("reason", ""))).inc()
+        elif kind in (ev.REBALANCE_COMPLETED, ev.GROUP_EMPTY):
+            self.rebalances_completed.inc()
+        elif kind == ev.STATIC_MEMBER_REPLACED and not event.get("rebalance"):
+            self.static_restarts.inc()
+        if kind in (ev.MEMBER_JOINED, ev.MEMBER_LEFT, ev.MEMBER_REMOVED, ev.MEMBER_EXPIRED, ev.MEMBER_FENCED):
+            self.member_events.labels(str(kind)).inc()

@@ -1,0 +1,1 @@
+"""Subcommands of the `staticfleet` command line, one module each."""

@@ -1,0 +1,115 @@
+"""`staticfleet coordinator`: run the embedded Kafka-compatible group coordinator."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from pathlib import Path
+
+from staticfleet.coordinator import CoordinatorConfig
+
+
+def host_port(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
+    return host or "0.0.0.0", int(port)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "coordinator",
+        help="run the embedded Kafka-compatible group coordinator",
+        description="A single Kafka node serving the classic group protocol with static membership, "
+        "offsets and a small topic log, so unmodified Kafka clients can consume through it.",
+    )
+    p.add_argument(
+        "--listen",
+        type=host_port,
+        default=("0.0.0.0", 9092),
+        metavar="HOST:PORT",
+        help="Kafka listener (default 0.0.0.0:9092)",
+    )
+    p.add_argument(
+        "--advertised-listener",
+        type=host_port,
+        metavar="HOST:PORT",
+        help="address given to clients in Metadata and FindCoordinator (default: --listen)",
+    )
+    p.add_argument("--data-dir", type=Path, required=True, help="where the logs live")
+    p.add_argument(
+        "--http",
+        type=host_port,
+        default=("0.0.0.0", 8080),
+        metavar="HOST:PORT",
+        help="HTTP API: /healthz /readyz /metrics /api/groups (default 0.0.0.0:8080)",
+    )
+    p.add_argument("--node-id", type=int, default=1)
+    p.add_argument("--group-initial-rebalance-delay-ms", type=int, default=3_000)
+    p.add_argument("--group-min-session-timeout-ms", type=int, default=6_000)
+    p.add_argument("--group-max-session-timeout-ms", type=int, default=1_800_000)
+    p.add_argument("--group-max-size", type=int, default=2**31 - 1)
+    p.add_argument(
+        "--default-partitions",
+        type=int,
+        default=1,
+        help="partitions of auto-created topics and of CreateTopics asking for the default",
+    )
+    p.add_argument("--no-auto-create-topics", action="store_true", help="do not create topics on Metadata")
+    p.add_argument(
+        "--no-partition-growth-rebalance",
+        action="store_true",
+        help="do not rebalance consumer groups when a subscribed topic gains partitions",
+    )
+    p.add_argument(
+        "--no-fsync", action="store_true", help="skip fsync (tests only: loses data on power loss)"
+    )
+    p.add_argument("--log-level", default="INFO")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from staticfleet.broker.server import BrokerServer, BrokerSettings
+
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        config = CoordinatorConfig(
+            min_session_timeout_ms=args.group_min_session_timeout_ms,
+            max_session_timeout_ms=args.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
+            max_size=args.group_max_size,
+        )
+    except ValueError as exc:
+        logging.error("%s", exc)
+        return 2
+    listen_host, listen_port = args.listen
+    advertised_host, advertised_port = args.advertised_listener or (None, None)
+    if advertised_host is None and listen_host == "0.0.0.0":
+        logging.error("--advertised-listener is required when listening on all interfaces")
+        return 2
+    settings = BrokerSettings(
+        data_dir=args.data_dir,
+        listen_host=listen_host,
+        listen_port=listen_port,
+        advertised_host=advertised_host,
+        advertised_port=advertised_port,
+        http_host=args.http[0],
+        http_port=args.http[1],
+        node_id=args.node_id,
+        coordinator=config,
+        fsync=not args.no_fsync,
+        auto_create_topics=not args.no_auto_create_topics,
+        default_partitions=args.default_partitions,
+        partition_growth_rebalance=not args.no_partition_growth_rebalance,
+    )
+
+    async def main() -> None:
+        server = BrokerServer(settings)
+        await server.start()
+        await server.serve_until_signalled()
+
+    asyncio.run(main())
+    return 0
