@@ -10,6 +10,8 @@ export STATICFLEET_CACHE := $(CACHE)
 
 help:
 	@echo "make test       run every test (lint, types, unit, conformance, e2e); installs what it needs"
+	@echo "make e2e        the end-to-end suite on a local Kubernetes control plane (or E2E_KUBECONFIG)"
+	@echo "make conformance  the differential suite against Apache Kafka"
 	@echo "make lint       ruff"
 	@echo "make typecheck  mypy"
 	@echo "make unit       unit and component tests only"
@@ -33,12 +35,14 @@ typecheck: venv
 unit: venv
 	$(VENV)/bin/pytest operator/tests
 
-test: lint typecheck
+# The heavy, cached prerequisites come first so their progress is visible: Kafka from Maven Central,
+# Kubernetes binaries from the Go module proxy.
+test: lint typecheck kafka-jars cluster-binaries
 	$(VENV)/bin/pytest
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
 
--include e2e/e2e.mk
+include e2e/e2e.mk
 
 include conformance/conformance.mk

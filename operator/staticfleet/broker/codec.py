@@ -24,6 +24,7 @@ from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode as KioErrorCode
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader, entity_writer
@@ -204,6 +205,101 @@ def _read_entity(entity: type[Entity], frame: bytes, offset: int) -> tuple[Any, 
     return value, end - offset
 
 
+# --- length checks -----------------------------------------------------------------------------------
+#
+# kio's native reader sizes its buffers from the lengths a frame declares, before checking that the
+# bytes are there: a garbled length makes it ask for gigabytes and abort the whole process. Every
+# frame is therefore walked once in Python first, and each declared length or count must fit in what
+# is left of the frame.
+
+
+def _check_primitive(kafka_type: str, buf: bytes, pos: int, flexible: bool) -> int:
+    size = _FIXED_SIZES.get(kafka_type)
+    if size is not None:
+        end = pos + size
+    elif kafka_type == "string":
+        if flexible:
+            length, pos = _read_uvarint(buf, pos)
+            end = pos + max(length - 1, 0)
+        else:
+            if pos + 2 > len(buf):
+                raise FrameError("string length runs past the end of the frame")
+            (length,) = struct.unpack_from(">h", buf, pos)
+            end = pos + 2 + max(length, 0)
+    elif kafka_type in ("bytes", "records"):
+        if flexible:
+            length, pos = _read_uvarint(buf, pos)
+            end = pos + max(length - 1, 0)
+        else:
+            if pos + 4 > len(buf):
+                raise FrameError("bytes length runs past the end of the frame")
+            (length,) = _SIZE.unpack_from(buf, pos)
+            end = pos + 4 + max(length, 0)
+    else:
+        raise FrameError(f"cannot check a field of type {kafka_type}")
+    if end > len(buf):
+        raise FrameError(f"a {kafka_type} field runs past the end of the frame")
+    return end
+
+
+def _check_count(buf: bytes, pos: int, flexible: bool) -> tuple[int, int]:
+    if flexible:
+        raw, pos = _read_uvarint(buf, pos)
+        count = raw - 1
+    else:
+        if pos + 4 > len(buf):
+            raise FrameError("array length runs past the end of the frame")
+        (count,) = _SIZE.unpack_from(buf, pos)
+        pos += 4
+    if count > len(buf) - pos:
+        raise FrameError(f"an array of {count} elements cannot fit in the rest of the frame")
+    return max(count, 0), pos
+
+
+def _check_header(buf: bytes, flexible: bool) -> int:
+    """Request headers keep client_id as a legacy (int16-length) string even in flexible versions."""
+    pos = _check_primitive("string", buf, 8, flexible=False)
+    if flexible:
+        count, pos = _read_uvarint(buf, pos)
+        for _ in range(count):
+            _, pos = _read_uvarint(buf, pos)
+            size, pos = _read_uvarint(buf, pos)
+            pos += size
+        if pos > len(buf):
+            raise FrameError("request header runs past the end of the frame")
+    return pos
+
+
+def check_lengths(entity: type[Any], buf: bytes, pos: int) -> int:
+    """Walk the entity at `pos`; raise FrameError unless every declared length fits. Returns its end."""
+    flexible = bool(getattr(entity, "__flexible__", False))
+    untagged, _ = _layout(entity)
+    for kafka_type, klass in untagged:
+        if isinstance(klass, EntityField):
+            pos = check_lengths(klass.type_, buf, pos)
+        elif isinstance(klass, EntityTupleField):
+            count, pos = _check_count(buf, pos, flexible)
+            for _ in range(count):
+                pos = check_lengths(klass.type_, buf, pos)
+        elif isinstance(klass, PrimitiveTupleField):
+            count, pos = _check_count(buf, pos, flexible)
+            for _ in range(count):
+                pos = _check_primitive(kafka_type, buf, pos, flexible)
+        else:
+            pos = _check_primitive(kafka_type, buf, pos, flexible)
+    if flexible:
+        count, pos = _read_uvarint(buf, pos)
+        if count > len(buf) - pos:
+            raise FrameError("more tagged fields than bytes")
+        for _ in range(count):
+            _, pos = _read_uvarint(buf, pos)
+            size, pos = _read_uvarint(buf, pos)
+            pos += size
+            if pos > len(buf):
+                raise FrameError("tagged field runs past the end of the frame")
+    return pos
+
+
 # --- requests ----------------------------------------------------------------------------------------
 
 
@@ -227,10 +323,11 @@ def parse_request(frame: bytes, supported: Callable[[int, int], bool]) -> tuple[
     schema = request_schema(api_key, api_version)
     header_schema = schema.__header_schema__
     try:
+        check_lengths(schema, frame, _check_header(frame, header_schema is RequestHeaderV2))
         header, header_size = _read_entity(header_schema, frame, 0)
         body, _ = _read_entity(schema, frame, header_size)
-    except FrameError:
-        raise
+    except (FrameError, NameError, AttributeError):
+        raise  # garbage, or a bug here: never hide the latter behind "bad frame"
     except Exception as exc:  # kio raises many kinds of errors on garbage
         raise FrameError(f"cannot parse api {api_key} v{api_version}: {type(exc).__name__}: {exc}") from exc
     return RequestHeader(api_key, api_version, correlation_id, header.client_id), body

@@ -79,9 +79,12 @@ class CoordinatorMachine(RuleBasedStateMachine):
     # --- helpers -------------------------------------------------------------------------------
 
     def _note(self, proc: Process, member_id: str, error: int) -> None:
-        if error == E.FENCED_INSTANCE_ID:
-            self.fenced.add(member_id)
-        elif error == E.NONE:
+        # A member id is fenced for good once a restart of its instance replaced it.
+        self.fenced.update(e["old_member_id"] for e in self.h.events.of_type("static_member_replaced"))
+        group = self.h.coordinator.groups.get(GROUP)
+        if group is not None:
+            assert not self.fenced & set(group.members), "a fenced member id is a member again"
+        if error == E.NONE:
             assert member_id not in self.fenced, f"fenced member id {member_id} was answered NONE"
         if error in (E.FENCED_INSTANCE_ID, E.UNKNOWN_MEMBER_ID) and proc.member_id == member_id:
             proc.member_id, proc.generation = "", -1
@@ -240,6 +243,10 @@ class CoordinatorMachine(RuleBasedStateMachine):
             proc.join = proc.sync = None
         group = self.h.coordinator.groups.get(GROUP)
         self.max_generation = group.generation_id if group else 0
+        # A replacement during a rebalance is not written down (as in Kafka), so a restart can bring
+        # the replaced id back; only replacements that reached the log stay fenced.
+        if group is not None:
+            self.fenced -= set(group.members)
 
     # --- invariants ----------------------------------------------------------------------------
 

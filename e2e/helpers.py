@@ -1,0 +1,96 @@
+"""Helpers for e2e tests: a kubectl runner and a bounded wait."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from e2e.localcluster.controlplane import LocalCluster
+from e2e.localcluster.podspec import claim_dir, pod_dir
+
+T = TypeVar("T")
+Manifest = dict[str, Any]
+
+
+class KubectlError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Kubectl:
+    """Runs one kubectl binary against one kubeconfig."""
+
+    binary: Path | str
+    kubeconfig: Path
+
+    def run(
+        self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        argv = [str(self.binary), f"--kubeconfig={self.kubeconfig}", *args]
+        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
+        if check and done.returncode != 0:
+            raise KubectlError(f"kubectl {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}")
+        return done
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.run(*args, "-o", "json").stdout)
+
+    def get(self, kind: str, name: str, namespace: str) -> Manifest:
+        found: Manifest = self.json("get", kind, name, "-n", namespace)
+        return found
+
+    def get_or_none(self, kind: str, name: str, namespace: str) -> Manifest | None:
+        done = self.run("get", kind, name, "-n", namespace, "-o", "json", "--ignore-not-found", check=False)
+        if done.returncode != 0:
+            raise KubectlError(done.stderr.strip())
+        if not done.stdout.strip():
+            return None
+        found: Manifest = json.loads(done.stdout)
+        return found
+
+    def items(self, kind: str, namespace: str, *selector: str) -> list[Manifest]:
+        found: list[Manifest] = self.json("get", kind, "-n", namespace, *selector)["items"]
+        return found
+
+    def apply(self, manifests: Manifest | Sequence[Manifest], namespace: str) -> None:
+        documents = [manifests] if isinstance(manifests, dict) else list(manifests)
+        body = {"apiVersion": "v1", "kind": "List", "items": documents}
+        self.run("apply", "-n", namespace, "-f", "-", stdin=json.dumps(body))
+
+
+def wait_until(probe: Callable[[], T | None], *, timeout: float, what: str, interval: float = 0.2) -> T:
+    """Calls probe() until it returns something truthy and returns that; raises TimeoutError after timeout."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while True:
+        last = probe()
+        if last:
+            return last
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}; last value: {last!r}")
+        time.sleep(interval)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """What the `cluster` fixture gives a test."""
+
+    kubeconfig: Path
+    kubectl: Kubectl
+    local: LocalCluster | None  # None on an external cluster
+
+    def run_dir(self) -> Path:
+        if self.local is None:
+            raise RuntimeError("pod files are on this host only with the local cluster")
+        return self.local.run_dir
+
+    def pod_dir(self, namespace: str, pod: str) -> Path:
+        return pod_dir(self.run_dir(), namespace, pod)
+
+    def claim_dir(self, namespace: str, claim: str) -> Path:
+        return claim_dir(self.run_dir(), namespace, claim)

@@ -1,0 +1,414 @@
+"""Pure functions that turn a pod manifest into what a local process needs.
+
+Everything here works on the JSON form of Kubernetes objects (camelCase keys, as `kubectl get -o json`
+prints them) and does no I/O: ConfigMaps and Secrets come in through a `SourceLookup`.
+
+Volume convention (documented in docs/local-cluster.md):
+- every volume of the pod is a host directory; its path is exported to each container as
+  `STATICFLEET_VOLUME_<NAME>` (name upper-cased, every character outside [A-Za-z0-9] turned into `_`);
+- absolute paths under a container's `volumeMounts[].mountPath` are rewritten to the host directory
+  wherever they appear at the start of an env value, of a command/args word, or of the value part of a
+  `--flag=value` word; `workingDir` is rewritten the same way.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+Manifest = dict[str, Any]
+
+LOCAL_IP = "127.0.0.1"
+VOLUME_ENV_PREFIX = "STATICFLEET_VOLUME_"
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+_SUBSCRIPTED_FIELD = re.compile(r"^metadata\.(labels|annotations)\['(.+)'\]$")
+
+
+class EnvResolutionError(Exception):
+    """A referenced ConfigMap, Secret or key is missing, or a reference is not supported.
+
+    The kubelet reports this as the container waiting with reason CreateContainerConfigError.
+    """
+
+
+class SourceLookup(Protocol):
+    """Reads the data of ConfigMaps and Secrets; None when the object does not exist."""
+
+    def config_map(self, namespace: str, name: str) -> Mapping[str, str] | None: ...
+
+    def secret(self, namespace: str, name: str) -> Mapping[str, str] | None: ...
+
+
+def decode_secret_data(data: Mapping[str, str | bytes] | None) -> dict[str, str]:
+    """Secret.data holds base64; pods see the decoded text."""
+    return {key: base64.b64decode(value).decode("utf-8", "replace") for key, value in (data or {}).items()}
+
+
+# ---------------------------------------------------------------------------------------------- env
+
+
+def expand_references(value: str, env: Mapping[str, str]) -> str:
+    """Expands `$(NAME)` the way the kubelet does: `$$` is a literal `$`, unknown names stay as written."""
+    out: list[str] = []
+    i = 0
+    while i < len(value):
+        char = value[i]
+        if char != "$" or i + 1 == len(value):
+            out.append(char)
+            i += 1
+            continue
+        following = value[i + 1]
+        if following == "$":
+            out.append("$")
+            i += 2
+        elif following == "(":
+            end = value.find(")", i + 2)
+            if end == -1:
+                out.append(value[i:])
+                break
+            name = value[i + 2 : end]
+            out.append(env.get(name, value[i : end + 1]))
+            i = end + 1
+        else:
+            out.append(char)
+            i += 1
+    return "".join(out)
+
+
+def field_value(pod: Manifest, field_path: str, *, node_name: str, pod_ip: str = LOCAL_IP) -> str:
+    """The Downward API value of `fieldRef.fieldPath` for this pod."""
+    metadata: Manifest = pod.get("metadata", {})
+    spec: Manifest = pod.get("spec", {})
+    subscripted = _SUBSCRIPTED_FIELD.match(field_path)
+    if subscripted:
+        kind, key = subscripted.groups()
+        return str(metadata.get(kind, {}).get(key, ""))
+    simple: dict[str, str] = {
+        "metadata.name": str(metadata.get("name", "")),
+        "metadata.namespace": str(metadata.get("namespace", "")),
+        "metadata.uid": str(metadata.get("uid", "")),
+        "spec.nodeName": str(spec.get("nodeName") or node_name),
+        "spec.serviceAccountName": str(spec.get("serviceAccountName", "")),
+        "status.podIP": pod_ip,
+        "status.podIPs": pod_ip,
+        "status.hostIP": pod_ip,
+        "status.hostIPs": pod_ip,
+    }
+    if field_path not in simple:
+        raise EnvResolutionError(f"fieldRef {field_path!r} is not supported")
+    return simple[field_path]
+
+
+def _key_from(
+    source: Mapping[str, str] | None, kind: str, ref: Manifest, namespace: str
+) -> tuple[str | None, bool]:
+    """Returns (value, found); raises when a required object or key is missing."""
+    optional = bool(ref.get("optional", False))
+    name, key = str(ref.get("name", "")), str(ref.get("key", ""))
+    if source is None:
+        if optional:
+            return None, False
+        raise EnvResolutionError(f'{kind} "{name}" not found in namespace "{namespace}"')
+    if key not in source:
+        if optional:
+            return None, False
+        raise EnvResolutionError(f"couldn't find key {key} in {kind} {namespace}/{name}")
+    return source[key], True
+
+
+def _env_from_sources(container: Manifest, namespace: str, lookup: SourceLookup) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for entry in container.get("envFrom", []):
+        prefix = str(entry.get("prefix", ""))
+        if "configMapRef" in entry:
+            ref, kind = entry["configMapRef"], "configmap"
+            data = lookup.config_map(namespace, str(ref.get("name", "")))
+        elif "secretRef" in entry:
+            ref, kind = entry["secretRef"], "secret"
+            data = lookup.secret(namespace, str(ref.get("name", "")))
+        else:
+            continue
+        if data is None:
+            if ref.get("optional", False):
+                continue
+            raise EnvResolutionError(f'{kind} "{ref.get("name", "")}" not found in namespace "{namespace}"')
+        for key, value in data.items():
+            if _ENV_NAME.match(prefix + key):
+                env[prefix + key] = value
+    return env
+
+
+def resolve_env(
+    container: Manifest, pod: Manifest, lookup: SourceLookup, *, node_name: str
+) -> dict[str, str]:
+    """The container's environment: envFrom first, then env, each value expanded against the ones before."""
+    namespace = str(pod.get("metadata", {}).get("namespace", "default"))
+    env = _env_from_sources(container, namespace, lookup)
+    for entry in container.get("env", []):
+        name = str(entry["name"])
+        if "value" in entry or "valueFrom" not in entry:
+            env[name] = expand_references(str(entry.get("value", "")), env)
+            continue
+        source: Manifest = entry["valueFrom"]
+        if "fieldRef" in source:
+            env[name] = field_value(pod, str(source["fieldRef"]["fieldPath"]), node_name=node_name)
+        elif "configMapKeyRef" in source:
+            ref = source["configMapKeyRef"]
+            value, found = _key_from(
+                lookup.config_map(namespace, str(ref.get("name", ""))), "configmap", ref, namespace
+            )
+            if found and value is not None:
+                env[name] = value
+        elif "secretKeyRef" in source:
+            ref = source["secretKeyRef"]
+            value, found = _key_from(
+                lookup.secret(namespace, str(ref.get("name", ""))), "secret", ref, namespace
+            )
+            if found and value is not None:
+                env[name] = value
+        else:
+            kinds = ", ".join(sorted(source))
+            raise EnvResolutionError(
+                f"env {name}: valueFrom {kinds} is not supported by the local pod runner"
+            )
+    return env
+
+
+# ------------------------------------------------------------------------------------------ volumes
+
+
+VolumeKind = Literal["pod", "claim", "configMap", "secret"]
+
+
+@dataclass(frozen=True)
+class VolumePlan:
+    """Where one pod volume lives on the host and how it is filled."""
+
+    name: str
+    kind: VolumeKind
+    host_dir: Path
+    source: Manifest  # the volume's own source object (e.g. the persistentVolumeClaim block)
+
+
+def volume_env_name(volume_name: str) -> str:
+    return VOLUME_ENV_PREFIX + re.sub(r"[^A-Za-z0-9]", "_", volume_name).upper()
+
+
+def pod_dir(run_dir: Path, namespace: str, name: str) -> Path:
+    return run_dir / "pods" / namespace / name
+
+
+def claim_dir(run_dir: Path, namespace: str, claim: str) -> Path:
+    return run_dir / "volumes" / namespace / claim
+
+
+def plan_volumes(pod: Manifest, run_dir: Path) -> list[VolumePlan]:
+    """Host directories for the pod's volumes: PVCs by namespace/claim name, the rest inside the pod dir."""
+    metadata = pod["metadata"]
+    namespace, name = str(metadata["namespace"]), str(metadata["name"])
+    own = pod_dir(run_dir, namespace, name) / "volumes"
+    plans: list[VolumePlan] = []
+    for volume in pod.get("spec", {}).get("volumes", []):
+        volume_name = str(volume["name"])
+        if "persistentVolumeClaim" in volume:
+            claim = str(volume["persistentVolumeClaim"]["claimName"])
+            plans.append(
+                VolumePlan(
+                    volume_name,
+                    "claim",
+                    claim_dir(run_dir, namespace, claim),
+                    volume["persistentVolumeClaim"],
+                )
+            )
+        elif "configMap" in volume:
+            plans.append(VolumePlan(volume_name, "configMap", own / volume_name, volume["configMap"]))
+        elif "secret" in volume:
+            plans.append(VolumePlan(volume_name, "secret", own / volume_name, volume["secret"]))
+        else:
+            # emptyDir, and every other source (projected, downwardAPI, ephemeral, ...) as an empty dir.
+            plans.append(VolumePlan(volume_name, "pod", own / volume_name, {}))
+    return plans
+
+
+def projected_files(data: Mapping[str, str], source: Manifest) -> dict[str, str]:
+    """Relative file path -> content for a configMap/secret volume (all keys, or only `items`)."""
+    items = source.get("items")
+    if not items:
+        return dict(data)
+    files: dict[str, str] = {}
+    for item in items:
+        key = str(item["key"])
+        if key in data:
+            files[str(item.get("path", key))] = data[key]
+        elif not source.get("optional", False):
+            raise EnvResolutionError(f"volume key {key!r} not found")
+    return files
+
+
+@dataclass(frozen=True)
+class Mount:
+    mount_path: str
+    host_path: Path
+
+
+def container_mounts(container: Manifest, volumes: Sequence[VolumePlan]) -> list[Mount]:
+    """The container's mounts, longest mount path first so nested mounts win when rewriting."""
+    by_name = {plan.name: plan for plan in volumes}
+    mounts: list[Mount] = []
+    for mount in container.get("volumeMounts", []):
+        plan = by_name.get(str(mount["name"]))
+        if plan is None:
+            continue
+        host = plan.host_dir / str(mount["subPath"]) if mount.get("subPath") else plan.host_dir
+        mounts.append(Mount(str(mount["mountPath"]).rstrip("/") or "/", host))
+    return sorted(mounts, key=lambda m: len(m.mount_path), reverse=True)
+
+
+def rewrite_path(value: str, mounts: Sequence[Mount]) -> str:
+    """Maps an absolute in-container path under a mount to the host directory; other values unchanged."""
+    for mount in mounts:
+        if mount.mount_path == "/":
+            continue
+        if value == mount.mount_path or value.startswith(mount.mount_path + "/"):
+            return str(mount.host_path) + value[len(mount.mount_path) :]
+    return value
+
+
+def rewrite_word(word: str, mounts: Sequence[Mount]) -> str:
+    """Like rewrite_path, and also for the value part of `--flag=/mount/path`."""
+    rewritten = rewrite_path(word, mounts)
+    if rewritten != word or "=" not in word:
+        return rewritten
+    flag, _, value = word.partition("=")
+    return f"{flag}={rewrite_path(value, mounts)}"
+
+
+def container_argv(container: Manifest, env: Mapping[str, str], mounts: Sequence[Mount]) -> list[str]:
+    """command + args with `$(VAR)` expanded and mount paths rewritten; empty when there is no command."""
+    words = [*container.get("command", []), *container.get("args", [])]
+    return [rewrite_word(expand_references(str(word), env), mounts) for word in words]
+
+
+# ------------------------------------------------------------------------------------------- probes
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A container probe, with the kubelet's defaults filled in."""
+
+    action: Literal["exec", "http", "tcp"]
+    command: tuple[str, ...] = ()
+    scheme: str = "HTTP"
+    host: str = LOCAL_IP
+    port: int = 0
+    path: str = "/"
+    headers: tuple[tuple[str, str], ...] = ()
+    initial_delay_seconds: float = 0
+    period_seconds: float = 10
+    timeout_seconds: float = 1
+    success_threshold: int = 1
+    failure_threshold: int = 3
+
+
+class ProbeError(ValueError):
+    pass
+
+
+def _probe_port(port: Any, container: Manifest) -> int:
+    if isinstance(port, int):
+        return port
+    text = str(port)
+    if text.isdigit():
+        return int(text)
+    for declared in container.get("ports", []):
+        if declared.get("name") == text:
+            return int(declared["containerPort"])
+    raise ProbeError(f"probe port {text!r} is not a number nor a named container port")
+
+
+def parse_probe(probe: Manifest | None, container: Manifest) -> Probe | None:
+    """Turns a probe block (readinessProbe, livenessProbe, startupProbe) into a Probe."""
+    if not probe:
+        return None
+    timing: dict[str, Any] = {
+        "initial_delay_seconds": float(probe.get("initialDelaySeconds", 0)),
+        "period_seconds": float(probe.get("periodSeconds", 10)),
+        "timeout_seconds": float(probe.get("timeoutSeconds", 1)),
+        "success_threshold": int(probe.get("successThreshold", 1)),
+        "failure_threshold": int(probe.get("failureThreshold", 3)),
+    }
+    if "exec" in probe:
+        command = tuple(str(word) for word in probe["exec"].get("command", []))
+        if not command:
+            raise ProbeError("exec probe without a command")
+        return Probe("exec", command=command, **timing)
+    if "httpGet" in probe:
+        http = probe["httpGet"]
+        headers = tuple((str(h["name"]), str(h["value"])) for h in http.get("httpHeaders", []))
+        return Probe(
+            "http",
+            scheme=str(http.get("scheme", "HTTP")).upper(),
+            host=str(http.get("host") or LOCAL_IP),
+            port=_probe_port(http.get("port"), container),
+            path=str(http.get("path", "/")) or "/",
+            headers=headers,
+            **timing,
+        )
+    if "tcpSocket" in probe:
+        tcp = probe["tcpSocket"]
+        return Probe(
+            "tcp", host=str(tcp.get("host") or LOCAL_IP), port=_probe_port(tcp["port"], container), **timing
+        )
+    if "grpc" in probe:
+        # No gRPC health client here: an open port is the closest local meaning.
+        return Probe("tcp", port=_probe_port(probe["grpc"]["port"], container), **timing)
+    raise ProbeError(f"probe has no supported action: {sorted(probe)}")
+
+
+def probe_url(probe: Probe) -> str:
+    path = probe.path if probe.path.startswith("/") else "/" + probe.path
+    return f"{probe.scheme.lower()}://{probe.host}:{probe.port}{path}"
+
+
+# ------------------------------------------------------------------------------------------ restarts
+
+
+def should_restart(restart_policy: str, exit_code: int) -> bool:
+    if restart_policy == "Never":
+        return False
+    if restart_policy == "OnFailure":
+        return exit_code != 0
+    return True
+
+
+def restart_delay(restart_count: int, *, base_seconds: float, cap_seconds: float) -> float:
+    """Crash-loop backoff: base, 2*base, 4*base, ... capped (the kubelet uses 10 s doubling to 300 s)."""
+    if restart_count <= 0:
+        return 0.0
+    return float(min(cap_seconds, base_seconds * (2 ** (restart_count - 1))))
+
+
+def termination_grace_seconds(pod: Manifest) -> float:
+    """deletionGracePeriodSeconds once the pod is being deleted, else the spec's value, else 30."""
+    metadata = pod.get("metadata", {})
+    if metadata.get("deletionGracePeriodSeconds") is not None:
+        return float(metadata["deletionGracePeriodSeconds"])
+    spec_value = pod.get("spec", {}).get("terminationGracePeriodSeconds")
+    return float(spec_value) if spec_value is not None else 30.0
+
+
+def schedulable_here(pod: Manifest, node_labels: Mapping[str, str]) -> bool:
+    """An unbound pod meant for the default scheduler whose nodeSelector this node satisfies."""
+    spec = pod.get("spec", {})
+    if spec.get("nodeName") or pod.get("metadata", {}).get("deletionTimestamp"):
+        return False
+    if spec.get("schedulerName", "default-scheduler") not in ("", "default-scheduler"):
+        return False
+    if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+        return False
+    selector: Mapping[str, str] = spec.get("nodeSelector") or {}
+    return all(node_labels.get(key) == value for key, value in selector.items())

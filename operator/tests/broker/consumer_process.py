@@ -1,0 +1,182 @@
+"""A real Kafka consumer in its own process, for tests: confluent-kafka, kafka-python or aiokafka.
+
+    python -m tests.broker.consumer_process --client confluent --bootstrap HOST:PORT --group G
+        --instance ID --topic T [--session-ms 10000]
+
+It prints one JSON object per line: {"event": "assigned", "partitions": [...]}, {"event": "records",
+"records": [[partition, offset, value], ...]}, {"event": "committed", "offsets": {partition: offset}},
+{"event": "fatal", "error": "..."}. It commits after every batch. SIGTERM closes it the way the client
+closes a static member (no LeaveGroup); SIGKILL is a crash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+import threading
+from typing import Any
+
+
+def emit(event: str, **fields: Any) -> None:
+    sys.stdout.write(json.dumps({"event": event, **fields}) + "\n")
+    sys.stdout.flush()
+
+
+def run_confluent(args: argparse.Namespace, stop: threading.Event) -> int:
+    from confluent_kafka import Consumer, KafkaError, KafkaException
+
+    fatal: list[KafkaError] = []
+
+    def on_error(error: KafkaError) -> None:
+        # librdkafka reports fatal errors (such as being fenced) through the error callback.
+        if error.fatal():
+            fatal.append(error)
+
+    consumer = Consumer(
+        {
+            "error_cb": on_error,
+            "bootstrap.servers": args.bootstrap,
+            "group.id": args.group,
+            "group.instance.id": args.instance,
+            "session.timeout.ms": args.session_ms,
+            "heartbeat.interval.ms": args.heartbeat_ms,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "topic.metadata.refresh.interval.ms": 600_000,
+        }
+    )
+
+    def on_assign(c: Any, partitions: Any) -> None:
+        emit("assigned", partitions=sorted(p.partition for p in partitions))
+
+    consumer.subscribe([args.topic], on_assign=on_assign)
+    try:
+        while not stop.is_set():
+            msg = consumer.poll(0.2)
+            if fatal:
+                emit("fatal", error=str(fatal[0]), code=fatal[0].code())
+                return 3
+            if msg is None:
+                continue
+            error = msg.error()
+            if error is not None:
+                if error.fatal():
+                    emit("fatal", error=str(error), code=error.code())
+                    return 3
+                continue
+            offset = msg.offset() or 0
+            emit("records", records=[[msg.partition(), offset, (msg.value() or b"").decode()]])
+            consumer.commit(message=msg, asynchronous=False)
+            emit("committed", offsets={str(msg.partition()): offset + 1})
+    except KafkaException as exc:
+        emit("fatal", error=str(exc))
+        return 3
+    finally:
+        consumer.close()
+    return 0
+
+
+def run_kafka_python(args: argparse.Namespace, stop: threading.Event) -> int:
+    from kafka import KafkaConsumer
+    from kafka.consumer.subscription_state import ConsumerRebalanceListener
+    from kafka.errors import FencedInstanceIdError
+
+    class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            return None
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            emit("assigned", partitions=sorted(p.partition for p in assigned))
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=args.bootstrap,
+        group_id=args.group,
+        group_instance_id=args.instance,
+        session_timeout_ms=args.session_ms,
+        heartbeat_interval_ms=args.heartbeat_ms,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    consumer.subscribe([args.topic], listener=Listener())
+    try:
+        while not stop.is_set():
+            batches = consumer.poll(200)
+            for tp, records in batches.items():
+                emit("records", records=[[tp.partition, r.offset, r.value.decode()] for r in records])
+            if batches:
+                consumer.commit()
+                emit(
+                    "committed", offsets={str(tp.partition): rs[-1].offset + 1 for tp, rs in batches.items()}
+                )
+    except FencedInstanceIdError as exc:
+        emit("fatal", error=f"FencedInstanceIdError: {exc}")
+        return 3
+    finally:
+        consumer.close()
+    return 0
+
+
+def run_aiokafka(args: argparse.Namespace, stop: threading.Event) -> int:
+    from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+
+    class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+        async def on_partitions_revoked(self, revoked: Any) -> None:
+            return None
+
+        async def on_partitions_assigned(self, assigned: Any) -> None:
+            emit("assigned", partitions=sorted(p.partition for p in assigned))
+
+    async def main() -> int:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=args.bootstrap,
+            group_id=args.group,
+            group_instance_id=args.instance,
+            session_timeout_ms=args.session_ms,
+            heartbeat_interval_ms=args.heartbeat_ms,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+        consumer.subscribe([args.topic], listener=Listener())
+        await consumer.start()
+        try:
+            while not stop.is_set():
+                batches = await consumer.getmany(timeout_ms=200)
+                for tp, records in batches.items():
+                    emit("records", records=[[tp.partition, r.offset, r.value.decode()] for r in records])
+                if batches:
+                    await consumer.commit()
+                    emit(
+                        "committed",
+                        offsets={str(tp.partition): rs[-1].offset + 1 for tp, rs in batches.items()},
+                    )
+        finally:
+            await consumer.stop()
+        return 0
+
+    return asyncio.run(main())
+
+
+RUNNERS = {"confluent": run_confluent, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--client", choices=sorted(RUNNERS), required=True)
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--instance", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--session-ms", type=int, default=10_000)
+    parser.add_argument("--heartbeat-ms", type=int, default=500)
+    args = parser.parse_args()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    emit("started", client=args.client, instance=args.instance)
+    return RUNNERS[args.client](args, stop)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
