@@ -18,9 +18,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"staticfleet {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    from staticfleet.commands import coordinator
+    from staticfleet.commands import coordinator, group, members, operator
 
     coordinator.register(subparsers)
+    operator.register(subparsers)
+    members.register(subparsers)
+    group.register(subparsers)
     return parser
 
 

@@ -17,7 +17,13 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from staticfleet.broker.codec import API_VERSIONS_KEY, RequestHeader, build_response
+from staticfleet.broker.codec import (
+    API_VERSIONS_KEY,
+    EncodedBody,
+    RequestHeader,
+    build_response,
+    encode_body,
+)
 from staticfleet.broker.host import CoordinatorHost
 from staticfleet.broker.topiclog import TopicLog
 from staticfleet.broker.topiclog_errors import TopicLogError
@@ -153,7 +159,12 @@ async def handle_metadata(ctx: BrokerContext, header: RequestHeader, request: An
                 error = E.UNKNOWN_TOPIC_OR_PARTITION
         if error or not ctx.topics.has_topic(name):
             topics.append(
-                {"error_code": error or E.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "partitions": []}
+                {
+                    "error_code": error or E.UNKNOWN_TOPIC_OR_PARTITION,
+                    "name": name,
+                    "topic_id": uuid.UUID(int=0),
+                    "partitions": [],
+                }
             )
             continue
         description = ctx.topics.describe_topic(name)
@@ -311,18 +322,31 @@ async def handle_sync_group(ctx: BrokerContext, header: RequestHeader, request: 
     )
 
 
+_HEARTBEAT_BODIES: dict[tuple[int, int], EncodedBody] = {}
+
+
+def _heartbeat_body(version: int, error: int) -> EncodedBody:
+    """Heartbeat answers are tiny and few: encode each (version, error) pair once."""
+    body = _HEARTBEAT_BODIES.get((version, error))
+    if body is None:
+        body = encode_body(build_response(12, version, {"throttle_time": 0, "error_code": error}))
+        _HEARTBEAT_BODIES[(version, error)] = body
+    return body
+
+
 async def handle_heartbeat(ctx: BrokerContext, header: RequestHeader, request: Any, client_host: str) -> Any:
     hb = m.HeartbeatRequest(
         request.group_id, request.generation_id, request.member_id, _get(request, "group_instance_id")
     )
-    response = ctx.host.call(lambda c: c.heartbeat(_ctx(header, client_host), hb))
-    return await _gated(
-        ctx, build_response(12, header.api_version, {"throttle_time": 0, "error_code": response.error})
-    )
+    # A heartbeat writes nothing and only pushes timers later, so the host needs no after_change().
+    response = ctx.host.coordinator.heartbeat(_ctx(header, client_host), hb)
+    return await _gated(ctx, _heartbeat_body(header.api_version, response.error))
 
 
 async def _gated(ctx: BrokerContext, response: Any) -> Any:
     """Hold a synchronously computed response until the records it depends on are durable."""
+    if not ctx.host.unsynced:
+        return response
     future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     ctx.host.deliver(lambda: future.set_result(response))
     return await future

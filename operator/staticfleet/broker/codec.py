@@ -24,7 +24,6 @@ from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode as KioErrorCode
-from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader, entity_writer
@@ -207,39 +206,76 @@ def _read_entity(entity: type[Entity], frame: bytes, offset: int) -> tuple[Any, 
 
 # --- length checks -----------------------------------------------------------------------------------
 #
-# kio's native reader sizes its buffers from the lengths a frame declares, before checking that the
-# bytes are there: a garbled length makes it ask for gigabytes and abort the whole process. Every
-# frame is therefore walked once in Python first, and each declared length or count must fit in what
-# is left of the frame.
+# kio's native reader sizes an array from the count a frame declares, before checking that the bytes
+# are there: a garbled count makes it ask for gigabytes and abort the whole process. Every frame of a
+# message with arrays is therefore walked once in Python first, and each declared length or count must
+# fit in what is left of the frame. (Strings and bytes kio bounds-checks itself.)
 
 
-def _check_primitive(kafka_type: str, buf: bytes, pos: int, flexible: bool) -> int:
+_FIXED, _LEGACY_STR, _LEGACY_BYTES, _COMPACT, _ENTITY, _ENTITIES, _ARRAY = range(7)
+_Plan = tuple[tuple[int, Any], ...]
+_CHECK_PLANS: dict[type[Any], tuple[_Plan, bool]] = {}
+
+
+def _primitive_op(kafka_type: str, flexible: bool) -> tuple[int, Any]:
     size = _FIXED_SIZES.get(kafka_type)
     if size is not None:
-        end = pos + size
-    elif kafka_type == "string":
-        if flexible:
-            length, pos = _read_uvarint(buf, pos)
-            end = pos + max(length - 1, 0)
+        return (_FIXED, size)
+    if kafka_type == "string":
+        return (_COMPACT, None) if flexible else (_LEGACY_STR, None)
+    if kafka_type in ("bytes", "records"):
+        return (_COMPACT, None) if flexible else (_LEGACY_BYTES, None)
+    raise FrameError(f"cannot check a field of type {kafka_type}")
+
+
+def _check_plan(entity: type[Any]) -> tuple[_Plan, bool]:
+    """The entity's fields as a flat list of length-check operations (consecutive fixed sizes merged)."""
+    cached = _CHECK_PLANS.get(entity)
+    if cached is not None:
+        return cached
+    flexible = bool(getattr(entity, "__flexible__", False))
+    untagged, _ = _layout(entity)
+    ops: list[tuple[int, Any]] = []
+    for kafka_type, klass in untagged:
+        if isinstance(klass, EntityField):
+            op: tuple[int, Any] = (_ENTITY, klass.type_)
+        elif isinstance(klass, EntityTupleField):
+            op = (_ENTITIES, klass.type_)
+        elif isinstance(klass, PrimitiveTupleField):
+            op = (_ARRAY, _primitive_op(kafka_type, flexible))
         else:
-            if pos + 2 > len(buf):
-                raise FrameError("string length runs past the end of the frame")
-            (length,) = struct.unpack_from(">h", buf, pos)
-            end = pos + 2 + max(length, 0)
-    elif kafka_type in ("bytes", "records"):
-        if flexible:
-            length, pos = _read_uvarint(buf, pos)
-            end = pos + max(length - 1, 0)
+            op = _primitive_op(kafka_type, flexible)
+        if op[0] == _FIXED and ops and ops[-1][0] == _FIXED:
+            ops[-1] = (_FIXED, ops[-1][1] + op[1])
         else:
-            if pos + 4 > len(buf):
-                raise FrameError("bytes length runs past the end of the frame")
-            (length,) = _SIZE.unpack_from(buf, pos)
-            end = pos + 4 + max(length, 0)
-    else:
-        raise FrameError(f"cannot check a field of type {kafka_type}")
-    if end > len(buf):
-        raise FrameError(f"a {kafka_type} field runs past the end of the frame")
-    return end
+            ops.append(op)
+    _CHECK_PLANS[entity] = result = (tuple(ops), flexible)
+    return result
+
+
+_I16 = struct.Struct(">h")
+
+
+def _check_one(op: int, arg: Any, buf: bytes, pos: int, end: int) -> int:
+    if op == _FIXED:
+        pos += arg
+    elif op == _COMPACT:
+        length, pos = _read_uvarint(buf, pos)
+        if length:
+            pos += length - 1
+    elif op == _LEGACY_STR:
+        if pos + 2 > end:
+            raise FrameError("string length runs past the end of the frame")
+        (length,) = _I16.unpack_from(buf, pos)
+        pos += 2 + (length if length > 0 else 0)
+    else:  # _LEGACY_BYTES
+        if pos + 4 > end:
+            raise FrameError("bytes length runs past the end of the frame")
+        (length,) = _SIZE.unpack_from(buf, pos)
+        pos += 4 + (length if length > 0 else 0)
+    if pos > end:
+        raise FrameError("a field runs past the end of the frame")
+    return pos
 
 
 def _check_count(buf: bytes, pos: int, flexible: bool) -> tuple[int, int]:
@@ -256,46 +292,51 @@ def _check_count(buf: bytes, pos: int, flexible: bool) -> tuple[int, int]:
     return max(count, 0), pos
 
 
-def _check_header(buf: bytes, flexible: bool) -> int:
-    """Request headers keep client_id as a legacy (int16-length) string even in flexible versions."""
-    pos = _check_primitive("string", buf, 8, flexible=False)
-    if flexible:
-        count, pos = _read_uvarint(buf, pos)
-        for _ in range(count):
-            _, pos = _read_uvarint(buf, pos)
-            size, pos = _read_uvarint(buf, pos)
-            pos += size
-        if pos > len(buf):
-            raise FrameError("request header runs past the end of the frame")
-    return pos
+_HAS_ARRAYS: dict[type[Any], bool] = {}
+
+
+def _has_arrays(entity: type[Any]) -> bool:
+    """kio checks string and bytes lengths against the buffer itself; only arrays need the walk."""
+    cached = _HAS_ARRAYS.get(entity)
+    if cached is None:
+        ops, _ = _check_plan(entity)
+        cached = any(op in (_ENTITIES, _ARRAY) or (op == _ENTITY and _has_arrays(arg)) for op, arg in ops)
+        _HAS_ARRAYS[entity] = cached
+    return cached
 
 
 def check_lengths(entity: type[Any], buf: bytes, pos: int) -> int:
     """Walk the entity at `pos`; raise FrameError unless every declared length fits. Returns its end."""
-    flexible = bool(getattr(entity, "__flexible__", False))
-    untagged, _ = _layout(entity)
-    for kafka_type, klass in untagged:
-        if isinstance(klass, EntityField):
-            pos = check_lengths(klass.type_, buf, pos)
-        elif isinstance(klass, EntityTupleField):
+    ops, flexible = _check_plan(entity)
+    end = len(buf)
+    for op, arg in ops:
+        if op == _ENTITY:
+            pos = check_lengths(arg, buf, pos)
+        elif op == _ENTITIES:
             count, pos = _check_count(buf, pos, flexible)
             for _ in range(count):
-                pos = check_lengths(klass.type_, buf, pos)
-        elif isinstance(klass, PrimitiveTupleField):
+                pos = check_lengths(arg, buf, pos)
+        elif op == _ARRAY:
             count, pos = _check_count(buf, pos, flexible)
-            for _ in range(count):
-                pos = _check_primitive(kafka_type, buf, pos, flexible)
+            inner, inner_arg = arg
+            if inner == _FIXED:
+                pos += count * inner_arg
+                if pos > end:
+                    raise FrameError("an array runs past the end of the frame")
+            else:
+                for _ in range(count):
+                    pos = _check_one(inner, inner_arg, buf, pos, end)
         else:
-            pos = _check_primitive(kafka_type, buf, pos, flexible)
+            pos = _check_one(op, arg, buf, pos, end)
     if flexible:
         count, pos = _read_uvarint(buf, pos)
-        if count > len(buf) - pos:
+        if count > end - pos:
             raise FrameError("more tagged fields than bytes")
         for _ in range(count):
             _, pos = _read_uvarint(buf, pos)
             size, pos = _read_uvarint(buf, pos)
             pos += size
-            if pos > len(buf):
+            if pos > end:
                 raise FrameError("tagged field runs past the end of the frame")
     return pos
 
@@ -323,8 +364,9 @@ def parse_request(frame: bytes, supported: Callable[[int, int], bool]) -> tuple[
     schema = request_schema(api_key, api_version)
     header_schema = schema.__header_schema__
     try:
-        check_lengths(schema, frame, _check_header(frame, header_schema is RequestHeaderV2))
         header, header_size = _read_entity(header_schema, frame, 0)
+        if _has_arrays(schema):
+            check_lengths(schema, frame, header_size)
         body, _ = _read_entity(schema, frame, header_size)
     except (FrameError, NameError, AttributeError):
         raise  # garbage, or a bug here: never hide the latter behind "bad frame"
@@ -432,6 +474,32 @@ def build(entity: type[Any], values: Mapping[str, Any]) -> Any:
 
 def build_response(api_key: int, api_version: int, values: Mapping[str, Any]) -> Any:
     return build(response_schema(api_key, api_version), values)
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedBody:
+    """A response body already in wire form (hot paths cache these); the server adds the frame."""
+
+    flexible_header: bool
+    body: bytes
+
+
+def encode_body(response: Any) -> EncodedBody:
+    buffer = io.BytesIO()
+    entity_writer(type(response))(buffer, response)
+    flexible = response.__header_schema__ is not ResponseHeaderV0 and response.__api_key__ != API_VERSIONS_KEY
+    return EncodedBody(flexible, buffer.getvalue())
+
+
+def frame_body(correlation_id: int, encoded: EncodedBody) -> bytes:
+    header = (
+        _HEADER_V1.pack(correlation_id, 0) if encoded.flexible_header else _HEADER_V0.pack(correlation_id)
+    )
+    return _SIZE.pack(len(header) + len(encoded.body)) + header + encoded.body
+
+
+_HEADER_V0 = struct.Struct(">i")
+_HEADER_V1 = struct.Struct(">iB")  # correlation id, then an empty tagged-field section
 
 
 def encode_response(correlation_id: int, response: Any) -> bytes:

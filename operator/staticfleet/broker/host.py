@@ -118,6 +118,11 @@ class CoordinatorHost:
         self.after_change()
         return result
 
+    @property
+    def unsynced(self) -> bool:
+        """Whether some appended record is not yet durable (a response now would have to wait)."""
+        return self.store.appended > self._synced
+
     def deliver(self, send: Callable[[], None]) -> None:
         """Send a response now, or once every record appended so far is durable."""
         if self.store.appended > self._synced:

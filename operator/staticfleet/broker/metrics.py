@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from staticfleet.coordinator import GroupCoordinator, GroupState
@@ -55,18 +55,35 @@ class _GroupCollector(Collector):
         yield generation
 
 
+_LATENCY_APIS = {11: "JoinGroup", 14: "SyncGroup"}
+
+
+class _RequestCollector(Collector):
+    def __init__(self, counts: dict[tuple[int, int, int], int]) -> None:
+        self.counts = counts
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        from staticfleet.broker.apis import API_NAMES
+
+        family = CounterMetricFamily(
+            "staticfleet_requests",
+            "Kafka requests handled, by API, version and error",
+            labels=["api", "version", "error"],
+        )
+        for (api_key, version, error), count in sorted(self.counts.items()):
+            family.add_metric([API_NAMES.get(api_key, str(api_key)), str(version), str(error)], count)
+        yield family
+
+
 class BrokerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.requests = Counter(
-            "staticfleet_requests",
-            "Kafka requests handled, by API, version and error",
-            ["api", "version", "error"],
-            registry=self.registry,
-        )
+        # Request counts are kept in a plain dict on the hot path and exported at scrape time.
+        self.request_counts: dict[tuple[int, int, int], int] = {}
+        self.registry.register(_RequestCollector(self.request_counts))
         self.request_latency = Histogram(
             "staticfleet_request_latency_seconds",
-            "Time from reading a request to writing its response (JoinGroup and SyncGroup include parking)",
+            "Time from reading a JoinGroup or SyncGroup to answering it (parking included)",
             ["api"],
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
@@ -108,6 +125,13 @@ class BrokerMetrics:
             ["reason"],
             registry=self.registry,
         )
+
+    def observe_request(self, api_key: int, version: int, error: int, seconds: float) -> None:
+        key = (api_key, version, error)
+        counts = self.request_counts
+        counts[key] = counts.get(key, 0) + 1
+        if api_key in _LATENCY_APIS:
+            self.request_latency.labels(_LATENCY_APIS[api_key]).observe(seconds)
 
     def watch(self, coordinator: GroupCoordinator) -> None:
         self.registry.register(_GroupCollector(coordinator))

@@ -23,10 +23,12 @@ from typing import Any
 from staticfleet.broker import apis
 from staticfleet.broker.codec import (
     API_VERSIONS_KEY,
+    EncodedBody,
     FrameError,
     UnsupportedVersion,
     build_response,
     encode_response,
+    frame_body,
     parse_request,
 )
 from staticfleet.broker.host import CoordinatorHost
@@ -259,7 +261,9 @@ class BrokerServer:
             if exc.api_key == API_VERSIONS_KEY:
                 # KIP-511: an ApiVersions the broker cannot parse is answered as v0 with the list.
                 body = build_response(18, 0, apis.api_versions_body(ErrorCode.UNSUPPORTED_VERSION))
-                self.metrics.requests.labels("ApiVersions", str(exc.api_version), "35").inc()
+                self.metrics.observe_request(
+                    API_VERSIONS_KEY, exc.api_version, ErrorCode.UNSUPPORTED_VERSION, 0.0
+                )
                 return encode_response(exc.correlation_id, body)
             log.info("closing connection from %s: %s", client_host, exc)
             return _CLOSE
@@ -271,13 +275,14 @@ class BrokerServer:
             response = await handler(self.context, header, request, client_host)
         else:
             response = await handler(self.context, header, request)
-        name = apis.API_NAMES.get(header.api_key, str(header.api_key))
-        error = getattr(response, "error_code", 0) if response is not None else 0
-        self.metrics.requests.labels(name, str(header.api_version), str(int(error))).inc()
-        self.metrics.request_latency.labels(name).observe(time.perf_counter() - started)
-        if response is None:
-            return None
-        return encode_response(header.correlation_id, response)
+        if isinstance(response, EncodedBody):
+            error = int.from_bytes(response.body[-2:], "big", signed=True) if header.api_key == 12 else 0
+            framed: bytes | None = frame_body(header.correlation_id, response)
+        else:
+            error = int(getattr(response, "error_code", 0)) if response is not None else 0
+            framed = None if response is None else encode_response(header.correlation_id, response)
+        self.metrics.observe_request(header.api_key, header.api_version, error, time.perf_counter() - started)
+        return framed
 
 
 _CLOSE = object()

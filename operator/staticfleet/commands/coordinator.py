@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 from pathlib import Path
 
 from staticfleet.coordinator import CoordinatorConfig
@@ -111,5 +112,10 @@ def run(args: argparse.Namespace) -> int:
         await server.start()
         await server.serve_until_signalled()
 
-    asyncio.run(main())
+    if os.environ.get("STATICFLEET_EVENT_LOOP", "uvloop") == "uvloop":
+        import uvloop
+
+        uvloop.run(main())  # about 1.5x the requests per CPU-second of the default loop (bench/)
+    else:
+        asyncio.run(main())
     return 0

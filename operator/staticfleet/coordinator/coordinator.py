@@ -608,6 +608,8 @@ class GroupCoordinator:
         )
         if not is_initial:
             self._maybe_complete_join_else_schedule(group)
+        elif self._has_expected_instances(group):
+            self._maybe_complete_join_phase(group)  # the only expected instance may have just joined
 
     def _expected_instances_joined(self, group: ClassicGroup) -> bool:
         expected = self.group_configs.get(group.group_id, {}).get(EXPECTED_INSTANCE_IDS)

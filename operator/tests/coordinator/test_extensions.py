@@ -64,6 +64,12 @@ def test_expected_instances_let_an_initial_rebalance_finish_as_soon_as_all_have_
     assert a.get().generation_id == b.get().generation_id == 1
 
 
+def test_a_single_expected_instance_ends_the_initial_rebalance_when_it_joins() -> None:
+    h = Harness(config=CoordinatorConfig(initial_rebalance_delay_ms=3_000, min_session_timeout_ms=10))
+    h.coordinator.alter_group_config("g", {EXPECTED_INSTANCE_IDS: "a"})
+    assert h.join("", "a").get().generation_id == 1
+
+
 def test_expected_instances_extend_an_initial_rebalance_until_the_rebalance_timeout() -> None:
     h = Harness(config=CoordinatorConfig(initial_rebalance_delay_ms=1_000, min_session_timeout_ms=10))
     h.coordinator.alter_group_config("g", {EXPECTED_INSTANCE_IDS: "a,b"})

@@ -1,0 +1,532 @@
+"""Loopback load against the embedded coordinator and, in the same run, against Apache Kafka.
+
+    .venv/bin/python bench/coordinator_server.py [--quick] [--no-kafka]
+
+Measures, for each backend:
+  * heartbeat capacity: pipelined heartbeats from 1,000 static members, as fast as the server answers;
+  * heartbeat latency p50/p99 at a 3 s interval for 1,000 and 10,000 static members;
+  * wall time of a 1,000-member rebalance (the leader rejoins; everyone rejoins and syncs);
+  * produce and fetch throughput (1 MiB batches... of 16 KiB records batches).
+The load generator runs in this process (one core); the server runs in its own process (the other core).
+Kafka runs with its normal JIT (not the conformance suite's fast-start settings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import os
+import statistics
+import struct
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "operator"))
+sys.path.insert(0, str(ROOT))
+
+from kio.serial import entity_writer  # noqa: E402
+
+from bench.report import publish, table  # noqa: E402
+from conformance import driver as d  # noqa: E402
+from conformance.kafka_broker import GroupSettings, KafkaBroker, java_executable  # noqa: E402
+from staticfleet.broker.codec import build  # noqa: E402
+
+GROUP_SIZE = 1_000
+
+
+# --- framing ----------------------------------------------------------------------------------------
+
+
+def frame(request: Any, correlation: int = 1, client_id: str = "bench") -> bytes:
+    header_cls = request.__header_schema__
+    buffer = io.BytesIO()
+    entity_writer(header_cls)(
+        buffer,
+        header_cls(
+            request_api_key=request.__api_key__,
+            request_api_version=request.__version__,
+            correlation_id=correlation,
+            client_id=client_id,
+        ),
+    )
+    entity_writer(type(request))(buffer, request)
+    body = buffer.getvalue()
+    return struct.pack(">i", len(body)) + body
+
+
+class RawConnection:
+    """Pipelined requests on one socket; answers arrive in order, so they are matched by position."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    @classmethod
+    async def open(cls, bootstrap: str) -> RawConnection:
+        host, port = bootstrap.split(":")
+        reader, writer = await asyncio.open_connection(host, int(port), limit=2**22)
+        return cls(reader, writer)
+
+    async def read(self) -> bytes:
+        (size,) = struct.unpack(">i", await self.reader.readexactly(4))
+        return await self.reader.readexactly(size)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def heartbeat_error(response: bytes) -> int:
+    # HeartbeatResponse v4: correlation id, empty tagged fields, throttle time, then the error code.
+    (error,) = struct.unpack_from(">h", response, 9)
+    return int(error)
+
+
+# --- a group of static members, joined through the raw protocol ----------------------------------------
+
+
+@dataclass
+class Member:
+    instance: str
+    member_id: str = ""
+    generation: int = -1
+
+
+async def form_group(bootstrap: str, group: str, size: int) -> list[Member]:
+    """`size` static members join `group` and sync, each on its own connection as real clients do
+    (a broker reads a connection's next request only after answering the previous one)."""
+    protocols = (("range", d.subscription("bench")),)
+    members = [Member(f"{group}-{i}") for i in range(size)]
+    conns = [await RawConnection.open(bootstrap) for _ in members]
+    joins = [
+        _request(conn, d.join_group(9, group, instance_id=m.instance, protocols=protocols,
+                                    session_timeout_ms=60_000, rebalance_timeout_ms=120_000))
+        for m, conn in zip(members, conns, strict=True)
+    ]  # fmt: skip
+    responses = await asyncio.gather(*joins)
+    leader = ""
+    for member, raw in zip(members, responses, strict=True):
+        parsed = _parse_join(raw)
+        assert parsed["error"] == 0, parsed
+        member.member_id = parsed["member_id"]
+        member.generation = parsed["generation"]
+        leader = parsed["leader"]
+    assignments = [(m.member_id, d.assignment({"bench": [i]})) for i, m in enumerate(members)]
+    syncs = [
+        _request(conn, d.sync_group(5, group, generation=m.generation, member_id=m.member_id,
+                                    instance_id=m.instance, protocol_type="consumer", protocol_name="range",
+                                    assignments=assignments if m.member_id == leader else []))
+        for m, conn in zip(members, conns, strict=True)
+    ]  # fmt: skip
+    await asyncio.gather(*syncs)
+    for conn in conns:
+        conn.close()
+    return members
+
+
+_locks: dict[int, asyncio.Lock] = {}
+
+
+async def _request(conn: RawConnection, request: Any) -> bytes:
+    """One request and its answer; requests on a connection are serialised like a Kafka client does."""
+    lock = _locks.setdefault(id(conn), asyncio.Lock())
+    async with lock:
+        conn.writer.write(frame(request))
+        return await conn.read()
+
+
+def _parse_join(raw: bytes) -> dict[str, Any]:
+    from kio.schema.join_group.v9.response import JoinGroupResponse
+    from kio.serial import entity_reader
+
+    # Response header v1: correlation id (4) and an empty tagged-field section (1).
+    response, _ = entity_reader(JoinGroupResponse)(raw, 5)
+    return {
+        "error": int(response.error_code),
+        "member_id": response.member_id,
+        "generation": int(response.generation_id),
+        "leader": response.leader,
+    }
+
+
+# --- measurements ------------------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def heartbeat_capacity(bootstrap: str, seconds: float, pid: int) -> tuple[float, float]:
+    """Heartbeats answered per second of wall time, and per second of the server's CPU time."""
+    members = await form_group(bootstrap, "capacity", GROUP_SIZE)
+    connections = [await RawConnection.open(bootstrap) for _ in range(20)]
+    frames = [
+        frame(
+            d.heartbeat(4, "capacity", generation=m.generation, member_id=m.member_id, instance_id=m.instance)
+        )
+        for m in members
+    ]
+    per_conn = len(frames) // len(connections)
+    answered = 0
+    errors = 0
+    stop_at = time.perf_counter() + seconds
+
+    async def pump(conn: RawConnection, mine: Sequence[bytes]) -> None:
+        nonlocal answered, errors
+        window = 32
+        sent = 0
+        in_flight = 0
+        while time.perf_counter() < stop_at or in_flight:
+            while in_flight < window and time.perf_counter() < stop_at:
+                conn.writer.write(mine[sent % len(mine)])
+                sent += 1
+                in_flight += 1
+            response = await conn.read()
+            in_flight -= 1
+            answered += 1
+            if heartbeat_error(response):
+                errors += 1
+
+    start = time.perf_counter()
+    cpu_start = cpu_seconds(pid)
+    await asyncio.gather(
+        *(pump(c, frames[i * per_conn : (i + 1) * per_conn]) for i, c in enumerate(connections))
+    )
+    elapsed = time.perf_counter() - start
+    cpu = cpu_seconds(pid) - cpu_start
+    for c in connections:
+        c.close()
+    assert errors == 0, f"{errors} heartbeats failed"
+    return answered / elapsed, answered / cpu
+
+
+async def heartbeat_latency(bootstrap: str, total_members: int, seconds: float) -> tuple[float, float, int]:
+    """p50 and p99 (ms) of heartbeats sent every 3 s by every member, spread over the interval."""
+    groups = max(1, total_members // GROUP_SIZE)
+    connections = [await RawConnection.open(bootstrap) for _ in range(min(500, total_members // 10))]
+    members: list[tuple[str, Member]] = []
+    for g in range(groups):
+        group = f"latency-{total_members}-{g}"
+        for m in await form_group(bootstrap, group, GROUP_SIZE):
+            members.append((group, m))
+    interval = 3.0
+    latencies: list[float] = []
+    failures = 0
+
+    async def member_loop(index: int, group: str, m: Member, conn: RawConnection) -> None:
+        nonlocal failures
+        await asyncio.sleep(interval * index / len(members))
+        request = d.heartbeat(
+            4, group, generation=m.generation, member_id=m.member_id, instance_id=m.instance
+        )
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            started = time.perf_counter()
+            response = await _request(conn, request)
+            latencies.append((time.perf_counter() - started) * 1000)
+            if heartbeat_error(response):
+                failures += 1
+            await asyncio.sleep(max(0.0, interval - (time.perf_counter() - started)))
+
+    await asyncio.gather(
+        *(member_loop(i, group, m, connections[i % len(connections)]) for i, (group, m) in enumerate(members))
+    )
+    for c in connections:
+        c.close()
+    latencies.sort()
+    p50 = statistics.median(latencies)
+    p99 = latencies[int(len(latencies) * 0.99) - 1]
+    return p50, p99, failures
+
+
+async def rebalance_wall_time(bootstrap: str) -> float:
+    """Seconds from the leader's rejoin to the last member's SyncGroup answer, 1,000 members."""
+    members = await form_group(bootstrap, "rebalance", GROUP_SIZE)
+    connections = [await RawConnection.open(bootstrap) for _ in members]
+    started = time.perf_counter()
+    # The leader rejoining forces a rebalance; every member rejoins with its id, as clients do when
+    # their heartbeat says REBALANCE_IN_PROGRESS.
+    await form_group_rejoin(members, connections)
+    elapsed = time.perf_counter() - started
+    for c in connections:
+        c.close()
+    return elapsed
+
+
+async def form_group_rejoin(members: list[Member], connections: list[RawConnection]) -> None:
+    protocols = (("range", d.subscription("bench")),)
+    conns = [connections[i % len(connections)] for i in range(len(members))]
+    joins = [
+        asyncio.create_task(
+            _request(
+                conn,
+                d.join_group(
+                    9,
+                    "rebalance",
+                    member_id=m.member_id,
+                    instance_id=m.instance,
+                    protocols=protocols,
+                    session_timeout_ms=60_000,
+                    rebalance_timeout_ms=120_000,
+                ),
+            )
+        )
+        for m, conn in zip(members, conns, strict=True)
+    ]
+    responses = [_parse_join(r) for r in await asyncio.gather(*joins)]
+    assert all(r["error"] == 0 for r in responses), responses[:3]
+    leader = responses[0]["leader"]
+    generation = responses[0]["generation"]
+    assignments = [(m.member_id, d.assignment({"bench": [i]})) for i, m in enumerate(members)]
+    await asyncio.gather(
+        *(
+            _request(
+                conn,
+                d.sync_group(
+                    5,
+                    "rebalance",
+                    generation=generation,
+                    member_id=m.member_id,
+                    instance_id=m.instance,
+                    protocol_type="consumer",
+                    protocol_name="range",
+                    assignments=assignments if m.member_id == leader else [],
+                ),
+            )
+            for m, conn in zip(members, conns, strict=True)
+        )
+    )
+
+
+def _record_batch(records: int, value_size: int) -> bytes:
+    from kafka.record.memory_records import MemoryRecordsBuilder
+
+    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=2**24)
+    value = b"x" * value_size
+    for _ in range(records):
+        builder.append(timestamp=int(time.time() * 1000), key=None, value=value)
+    builder.close()
+    return bytes(builder.buffer())
+
+
+async def produce_fetch_throughput(bootstrap: str, megabytes: int) -> tuple[float, float]:
+    control = await RawConnection.open(bootstrap)
+    await _request(control, d.create_topics(7, {"throughput": 1}))
+    await asyncio.sleep(1.0)
+    batch = _record_batch(64, 1024)  # ~66 KiB per produce request
+    from kio.schema.fetch.v11.request import FetchRequest
+    from kio.schema.produce.v9.request import ProduceRequest
+
+    request = build(
+        ProduceRequest,
+        {
+            "transactional_id": None,
+            "acks": 1,
+            "timeout": 30_000,
+            "topic_data": [{"name": "throughput", "partition_data": [{"index": 0, "records": batch}]}],
+        },
+    )
+    produce_frame = frame(request)
+    total = megabytes * 1024 * 1024
+    sent_bytes = 0
+    started = time.perf_counter()
+    in_flight = 0
+    while sent_bytes < total or in_flight:
+        while in_flight < 8 and sent_bytes < total:
+            control.writer.write(produce_frame)
+            sent_bytes += len(batch)
+            in_flight += 1
+        await control.read()
+        in_flight -= 1
+    produce_mb_s = sent_bytes / (time.perf_counter() - started) / 2**20
+
+    offset = 0
+    fetched = 0
+    started = time.perf_counter()
+    while fetched < sent_bytes:
+        fetch = build(
+            FetchRequest,
+            {
+                "replica_id": -1,
+                "max_wait": 100,
+                "min_bytes": 1,
+                "max_bytes": 4 * 2**20,
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [
+                    {
+                        "topic": "throughput",
+                        "partitions": [
+                            {
+                                "partition": 0,
+                                "current_leader_epoch": -1,
+                                "fetch_offset": offset,
+                                "log_start_offset": -1,
+                                "partition_max_bytes": 4 * 2**20,
+                            }
+                        ],
+                    }
+                ],
+                "forgotten_topics_data": [],
+                "rack_id": "",
+            },
+        )
+        control.writer.write(frame(fetch))
+        raw = await control.read()
+        records = _fetched_records(raw)
+        if not records:
+            break
+        fetched += len(records)
+        offset = _next_offset(records)
+    fetch_mb_s = fetched / (time.perf_counter() - started) / 2**20
+    control.close()
+    return produce_mb_s, fetch_mb_s
+
+
+def _fetched_records(raw: bytes) -> bytes:
+    from kio.schema.fetch.v11.response import FetchResponse
+    from kio.serial import entity_reader
+
+    response, _ = entity_reader(FetchResponse)(raw, 4)
+    return bytes(response.responses[0].partitions[0].records or b"")
+
+
+def _next_offset(records: bytes) -> int:
+    """The offset after the last whole batch in a fetch answer."""
+    pos = 0
+    last = 0
+    while pos + 61 <= len(records):
+        base, length = struct.unpack_from(">qi", records, pos)
+        if pos + 12 + length > len(records):
+            break
+        (last_delta,) = struct.unpack_from(">i", records, pos + 23)
+        last = base + last_delta + 1
+        pos += 12 + length
+    return last
+
+
+# --- backends ----------------------------------------------------------------------------------------
+
+
+class FastKafka(KafkaBroker):
+    """Kafka with its normal JIT and GC, for a fair comparison."""
+
+    def _java(self, main: str, *args: str) -> list[str]:
+        command = super()._java(main, *args)
+        keep = [a for a in command if a not in ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx512m")]
+        return [keep[0], "-Xmx1g", *keep[1:]]
+
+
+async def measure(bootstrap: str, quick: bool, pid: int) -> dict[str, float]:
+    seconds = 3.0 if quick else 10.0
+    result: dict[str, float] = {}
+    result["heartbeats_per_s"], result["heartbeats_per_cpu_s"] = await heartbeat_capacity(
+        bootstrap, seconds, pid
+    )
+    for members in (1_000,) if quick else (1_000, 10_000):
+        p50, p99, failures = await heartbeat_latency(bootstrap, members, 6.0 if quick else 15.0)
+        result[f"hb_p50_ms_{members}"] = p50
+        result[f"hb_p99_ms_{members}"] = p99
+        result[f"hb_failures_{members}"] = failures
+    result["rebalance_1000_s"] = await rebalance_wall_time(bootstrap)
+    produce, fetch = await produce_fetch_throughput(bootstrap, 32 if quick else 256)
+    result["produce_mb_s"] = produce
+    result["fetch_mb_s"] = fetch
+    return result
+
+
+async def run_staticfleet(quick: bool, workdir: Path) -> dict[str, float]:
+    from tests.broker.processes import CoordinatorProcess
+
+    # The same initial rebalance delay as Kafka's default, so a 1,000-member group forms in one round.
+    process = CoordinatorProcess(workdir / "staticfleet", "--group-initial-rebalance-delay-ms", "3000")
+    await asyncio.to_thread(process.start)
+    try:
+        assert process.process is not None
+        return await measure(process.bootstrap, quick, process.process.pid)
+    finally:
+        await asyncio.to_thread(process.stop)
+
+
+async def run_kafka(quick: bool, workdir: Path) -> dict[str, float]:
+    broker = FastKafka(
+        GroupSettings(
+            initial_rebalance_delay_ms=3_000, min_session_timeout_ms=1_000, max_session_timeout_ms=1_800_000
+        ),
+        workdir / "kafka",
+    )
+    (workdir / "kafka").mkdir(parents=True, exist_ok=True)
+    await broker.start()
+    try:
+        assert broker._process is not None
+        return await measure(broker.bootstrap, quick, broker._process.pid)
+    finally:
+        await asyncio.to_thread(broker.stop)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--no-kafka", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        ours = asyncio.run(run_staticfleet(args.quick, workdir))
+        theirs = None if args.no_kafka else asyncio.run(run_kafka(args.quick, workdir))
+    labels = [
+        ("heartbeats_per_s", "heartbeat capacity, 1,000 static members (per s of wall time)", "{:,.0f}", ""),
+        ("heartbeats_per_cpu_s", "heartbeats per second of server CPU (one core)", "{:,.0f}", "≥ 20,000"),
+        ("hb_p50_ms_1000", "heartbeat p50, 1,000 members at 3 s (ms)", "{:.2f}", ""),
+        ("hb_p99_ms_1000", "heartbeat p99, 1,000 members at 3 s (ms)", "{:.2f}", ""),
+        ("hb_p50_ms_10000", "heartbeat p50, 10,000 members at 3 s (ms)", "{:.2f}", ""),
+        ("hb_p99_ms_10000", "heartbeat p99, 10,000 members at 3 s (ms)", "{:.2f}", "< 10"),
+        ("rebalance_1000_s", "1,000-member rebalance, wall time (s)", "{:.2f}", ""),
+        ("produce_mb_s", "produce, 66 KiB batches, acks=1 (MiB/s)", "{:.1f}", ""),
+        ("fetch_mb_s", "fetch, 4 MiB responses (MiB/s)", "{:.1f}", ""),
+    ]
+    rows = []
+    for key, label, fmt, target in labels:
+        if key not in ours:
+            continue
+        row = [label, fmt.format(ours[key])]
+        if theirs is not None:
+            row.append(fmt.format(theirs[key]))
+            row.append(f"{ours[key] / theirs[key]:.2f}" if theirs[key] else "")
+        row.append(target)
+        rows.append(row)
+    headers = (
+        ["measure", "staticfleet"] + (["Apache Kafka", "ratio"] if theirs is not None else []) + ["target"]
+    )
+    body = table(headers, rows)
+    if theirs is not None:
+        from conformance.kafka_broker import kafka_version
+
+        body += (
+            f"\n\nApache Kafka {kafka_version()} ran on {java_executable()} with its default JIT and a "
+            "1 GiB heap. "
+            "The load generator shares the machine (2 cores) with whichever server is measured. "
+            "Heartbeat failures (should be 0): "
+            + ", ".join(f"{k}={int(v)}" for k, v in ours.items() if k.startswith("hb_failures"))
+        )
+    print(body)
+    if not args.quick:
+        publish(
+            "coordinator_server",
+            "Embedded coordinator over loopback, side by side with Apache Kafka",
+            ".venv/bin/python bench/coordinator_server.py",
+            body,
+            {"staticfleet": ours, "kafka": theirs},
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,308 @@
+"""The pieces of the operator's e2e tests and of bench/fleet_ops.py: the embedded coordinator as a local
+process on 127.0.0.1, the operator as a local process, and fleets whose pods run
+`examples/consumer/consumer.py` (the local pod runner puts the project's Python on PATH).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from e2e.helpers import Kubectl, Manifest, wait_until
+from e2e.localcluster import procs
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+CONSUMER = REPO_ROOT / "examples" / "consumer" / "consumer.py"
+CRD_DIR = REPO_ROOT / "crds"
+PARTITIONS = 6
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def timing(name: str, seconds: float) -> None:
+    """Measured durations are printed (pytest -s shows them) and appended to $STATICFLEET_E2E_TIMINGS."""
+    line = f"[timing] {name}: {seconds:.1f}s"
+    print(line)
+    target = os.environ.get("STATICFLEET_E2E_TIMINGS")
+    if target:
+        with open(target, "a") as out:
+            out.write(json.dumps({"name": name, "seconds": round(seconds, 2)}) + "\n")
+
+
+@dataclass
+class Coordinator:
+    bootstrap: str
+    api: str
+    data_dir: Path
+    process: subprocess.Popen[bytes]
+
+    def group(self, group_id: str) -> dict[str, Any] | None:
+        try:
+            with urllib.request.urlopen(f"{self.api}/api/groups/{group_id}", timeout=5) as response:
+                data: dict[str, Any] = json.loads(response.read())
+                return data
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return None
+            raise
+
+    def members(self, group_id: str) -> set[str]:
+        group = self.group(group_id) or {}
+        return {m["instanceId"] for m in group.get("memberList", []) if m.get("instanceId")}
+
+    def events(self, group_id: str) -> list[dict[str, Any]]:
+        """The coordinator's event log lines for one group."""
+        found = []
+        for path in sorted((self.data_dir / "events").glob("events*.jsonl")):
+            for line in path.read_text().splitlines():
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if record.get("group") == group_id:
+                    found.append(record)
+        return found
+
+    def create_topic(self, topic: str, partitions: int = PARTITIONS) -> None:
+        from kafka import KafkaAdminClient
+        from kafka.admin import NewTopic
+
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
+        try:
+            admin.create_topics([NewTopic(topic, partitions, 1)])
+        finally:
+            admin.close()
+
+
+def start_coordinator(workdir: Path, extra_args: Sequence[str] = ()) -> Coordinator:
+    """`staticfleet coordinator` on free 127.0.0.1 ports, ready to serve; stop it with stop_coordinator."""
+    port, http = free_port(), free_port()
+    argv = [
+        sys.executable, "-m", "staticfleet.cli", "coordinator",
+        "--listen", f"127.0.0.1:{port}", "--advertised-listener", f"127.0.0.1:{port}",
+        "--http", f"127.0.0.1:{http}", "--data-dir", str(workdir / "data"), "--no-fsync", *extra_args,
+    ]  # fmt: skip
+    workdir.mkdir(parents=True, exist_ok=True)
+    with (workdir / "coordinator.log").open("ab") as log:
+        process = procs.spawn(argv, log=log, env=dict(os.environ), cwd=REPO_ROOT)
+    api = f"http://127.0.0.1:{http}"
+
+    def ready() -> bool:
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"coordinator exited with {process.returncode}; see {workdir / 'coordinator.log'}"
+            )
+        try:
+            with urllib.request.urlopen(f"{api}/readyz", timeout=2) as response:
+                return bool(response.status == 200)
+        except OSError:
+            return False
+
+    wait_until(ready, timeout=30, what="the coordinator to be ready")
+    return Coordinator(f"127.0.0.1:{port}", api, workdir / "data", process)
+
+
+def stop_coordinator(coordinator: Coordinator) -> None:
+    procs.stop(coordinator.process, grace_seconds=10)
+
+
+@dataclass
+class OperatorRunner:
+    """`staticfleet operator` as a local process, watching one namespace (or all, with namespace None)."""
+
+    kubeconfig: Path
+    namespace: str | None
+    workdir: Path
+    interval_s: float = 1.0
+    process: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+    metrics_port: int = field(default_factory=free_port)
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / f"operator-{self.starts}.log"
+
+    def start(self, extra_env: dict[str, str] | None = None) -> None:
+        assert self.process is None or self.process.poll() is not None, "the operator is already running"
+        self.starts += 1
+        self.metrics_port = free_port()
+        argv = [
+            sys.executable, "-m", "staticfleet.cli", "operator",
+            "--kubeconfig", str(self.kubeconfig),
+            *(["--namespace", self.namespace] if self.namespace else ["--all-namespaces"]),
+            "--interval", str(self.interval_s),
+            "--metrics-host", "127.0.0.1", "--metrics-port", str(self.metrics_port),
+        ]  # fmt: skip
+        env = {**os.environ, **(extra_env or {})}
+        with self.log_path.open("ab") as log:
+            self.process = procs.spawn(argv, log=log, env=env, cwd=REPO_ROOT)
+
+    def wait_exit(self, timeout: float) -> int:
+        assert self.process is not None
+        code: int = self.process.wait(timeout=timeout)
+        return code
+
+    def stop(self) -> None:
+        if self.process is not None:
+            procs.stop(self.process, grace_seconds=10)
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as response:
+            return str(response.read().decode())
+
+    def logs(self) -> str:
+        return "\n".join(p.read_text(errors="replace") for p in sorted(self.workdir.glob("operator-*.log")))
+
+
+def consumer_template(grace_seconds: int = 10, start_stagger_s: int = 0) -> Manifest:
+    """The example consumer. start_stagger_s > 0 delays each pod's consumer by ordinal x stagger seconds,
+    as when image pulls or init containers take different times on different nodes."""
+    command = ["python", str(CONSUMER)]
+    if start_stagger_s:
+        # $$ keeps Kubernetes' own $(VAR) expansion away from the shell's arithmetic.
+        command = [
+            "sh",
+            "-c",
+            f"sleep $$((STATICFLEET_POD_ORDINAL * {start_stagger_s})); exec python {CONSUMER}",
+        ]
+    return {
+        "spec": {
+            "terminationGracePeriodSeconds": grace_seconds,
+            "containers": [
+                {
+                    "name": "consumer",
+                    "image": "staticfleet-consumer-example",
+                    "command": command,
+                    "env": [
+                        {"name": "STATE_DIR", "value": "/state"},
+                        {"name": "READY_FILE", "value": "/scratch/ready"},
+                    ],
+                    "volumeMounts": [
+                        {"name": "state", "mountPath": "/state"},
+                        {"name": "scratch", "mountPath": "/scratch"},
+                    ],
+                    "readinessProbe": {
+                        "exec": {"command": ["test", "-f", "/scratch/ready"]},
+                        "periodSeconds": 1,
+                    },
+                }
+            ],
+            "volumes": [{"name": "scratch", "emptyDir": {}}],
+        }
+    }
+
+
+def fleet_manifest(
+    name: str, replicas: int, coordinator: Coordinator | str, topic: str, **spec: Any
+) -> Manifest:
+    """A fleet of example consumers; `coordinator` is the embedded one, or the bootstrap servers of a
+    cluster without the coordinator API (Apache Kafka)."""
+    kafka = (
+        {"bootstrapServers": coordinator}
+        if isinstance(coordinator, str)
+        else {"bootstrapServers": coordinator.bootstrap, "coordinatorApi": coordinator.api}
+    )
+    body: Manifest = {
+        "apiVersion": "staticfleet.io/v1alpha1",
+        "kind": "StaticConsumerGroup",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "topics": [topic],
+            "sessionTimeoutMs": 60_000,
+            "kafka": kafka,
+            "template": consumer_template(),
+            "volumeClaimTemplates": [
+                {
+                    "metadata": {"name": "state"},
+                    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Mi"}}},
+                }
+            ],
+        },
+    }
+    body["spec"].update(spec)
+    return body
+
+
+def get_fleet(kubectl: Kubectl, namespace: str, name: str) -> Manifest:
+    return kubectl.get("staticconsumergroup", name, namespace)
+
+
+def condition(body: Manifest, type_: str) -> dict[str, Any]:
+    for c in body.get("status", {}).get("conditions", []) or []:
+        if c["type"] == type_:
+            return dict(c)
+    return {}
+
+
+def wait_fleet(
+    kubectl: Kubectl,
+    namespace: str,
+    name: str,
+    check: Callable[[Manifest], bool],
+    *,
+    timeout: float,
+    what: str,
+) -> Manifest:
+    def probe() -> Manifest | None:
+        body = get_fleet(kubectl, namespace, name)
+        return body if check(body) else None
+
+    found: Manifest = wait_until(probe, timeout=timeout, what=f"{name}: {what}", interval=0.25)
+    return found
+
+
+def ready_with(replicas: int) -> Callable[[Manifest], bool]:
+    def check(body: Manifest) -> bool:
+        status = body.get("status", {})
+        return (
+            condition(body, "Ready").get("status") == "True"
+            and status.get("group", {}).get("members") == replicas
+            and status.get("readyReplicas") == replicas
+            and body["spec"]["replicas"] == replicas
+        )
+
+    return check
+
+
+def events(kubectl: Kubectl, namespace: str, name: str, reason: str | None = None) -> list[Manifest]:
+    found = [
+        e
+        for e in kubectl.items("events", namespace)
+        if e.get("involvedObject", {}).get("kind") == "StaticConsumerGroup"
+        and e["involvedObject"].get("name") == name
+        and (reason is None or e.get("reason") == reason)
+    ]
+    return sorted(found, key=lambda e: str(e.get("eventTime") or e.get("lastTimestamp") or ""))
+
+
+def pod_uids(kubectl: Kubectl, namespace: str, name: str) -> dict[str, str]:
+    pods = kubectl.items("pods", namespace, "-l", f"staticfleet.io/group={name}")
+    return {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}
+
+
+def stopwatch() -> Callable[[], float]:
+    start = time.monotonic()
+    return lambda: time.monotonic() - start
+
+
+def kill_hard(runner: OperatorRunner) -> None:
+    assert runner.process is not None
+    procs.signal_group(runner.process.pid, signal.SIGKILL)
+    runner.process.wait(timeout=10)

@@ -1,0 +1,222 @@
+"""The user's story with the embedded coordinator: create a fleet, roll it, scale it down and up.
+Rebalances are counted by the coordinator itself (its HTTP API and event log)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from e2e.helpers import Cluster, Kubectl, Manifest, wait_until
+
+from .harness import (
+    PARTITIONS,
+    Coordinator,
+    OperatorRunner,
+    condition,
+    events,
+    fleet_manifest,
+    get_fleet,
+    pod_uids,
+    ready_with,
+    stopwatch,
+    timing,
+    wait_fleet,
+)
+
+pytestmark = pytest.mark.localcluster
+
+NAME = "orders"
+
+
+def start_fleet(
+    kubectl: Kubectl,
+    namespace: str,
+    coordinator: Coordinator,
+    operator: OperatorRunner,
+    replicas: int,
+    **spec: object,
+) -> Manifest:
+    topic = f"{namespace}-orders"
+    coordinator.create_topic(topic)
+    operator.start()
+    elapsed = stopwatch()
+    kubectl.apply(fleet_manifest(NAME, replicas, coordinator, topic, **spec), namespace)
+    body = wait_fleet(
+        kubectl, namespace, NAME, ready_with(replicas), timeout=120, what=f"Ready with {replicas}"
+    )
+    timing(f"create {replicas} replicas -> Ready", elapsed())
+    return body
+
+
+def group_id(namespace: str) -> str:
+    return f"{namespace}.{NAME}"
+
+
+def test_a_fleet_of_three_is_a_stable_group_of_its_pods(
+    cluster: Cluster, namespace: str, coordinator: Coordinator, operator: OperatorRunner
+) -> None:
+    kubectl = cluster.kubectl
+    body = start_fleet(kubectl, namespace, coordinator, operator, 3)
+
+    pods = kubectl.items("pods", namespace, "-l", f"staticfleet.io/group={NAME}")
+    assert sorted(p["metadata"]["name"] for p in pods) == ["orders-0", "orders-1", "orders-2"]
+    assert all(p["status"]["phase"] == "Running" for p in pods)
+
+    group = coordinator.group(group_id(namespace))
+    assert group is not None and group["state"] == "Stable"
+    assert coordinator.members(group_id(namespace)) == {"orders-0", "orders-1", "orders-2"}
+    # Pre-registered at creation: the first join phase waited for all three, one rebalance.
+    assert group["rebalances"] == 1 and group["generation"] == 1
+
+    status = body["status"]
+    assert status["group"]["state"] == "Stable"
+    assert status["group"]["rebalancesSource"] == "coordinator"
+    assert status["group"]["generation"] == 1 and status["group"]["rebalances"] == 1
+    assert [m["instanceId"] for m in status["members"]] == ["orders-0", "orders-1", "orders-2"]
+    partitions = sorted(p for m in status["members"] for parts in m["partitions"].values() for p in parts)
+    assert partitions == list(range(PARTITIONS))
+    assert status["selector"] == (
+        "app.kubernetes.io/instance=orders,app.kubernetes.io/name=staticfleet-consumer,staticfleet.io/group=orders"
+    )
+    assert condition(body, "GroupStable")["status"] == "True"
+    assert condition(body, "Degraded")["status"] == "False"
+
+    # The environment contract reached the consumers, and the operator owns its children.
+    sts = kubectl.get("statefulset", NAME, namespace)
+    assert sts["spec"]["podManagementPolicy"] == "Parallel"
+    assert sts["metadata"]["ownerReferences"][0]["kind"] == "StaticConsumerGroup"
+    assert kubectl.get("service", NAME, namespace)["spec"]["clusterIP"] == "None"
+    assert kubectl.get("poddisruptionbudget", NAME, namespace)["spec"]["maxUnavailable"] == 1
+    table = kubectl.run("get", "scg", NAME, "-n", namespace).stdout
+    header, row = table.splitlines()[:2]
+    assert header.split() == ["NAME", "REPLICAS", "READY", "STATE", "GENERATION", "REBALANCES", "AGE"]
+    assert row.split()[:6] == ["orders", "3", "3", "Stable", "1", "1"]
+    scale_path = f"/apis/staticfleet.io/v1alpha1/namespaces/{namespace}/staticconsumergroups/{NAME}/scale"
+    scale = json.loads(kubectl.run("get", "--raw", scale_path).stdout)
+    assert scale["status"]["replicas"] == 3 and scale["status"]["selector"] == status["selector"]
+
+
+def test_a_rolling_update_restarts_every_pod_once_without_a_rebalance(
+    cluster: Cluster, namespace: str, coordinator: Coordinator, operator: OperatorRunner
+) -> None:
+    kubectl = cluster.kubectl
+    start_fleet(kubectl, namespace, coordinator, operator, 3)
+    before = coordinator.group(group_id(namespace))
+    assert before is not None
+    old_uids = pod_uids(kubectl, namespace, NAME)
+    observed_before = len(events(kubectl, namespace, NAME, "RebalanceObserved"))
+
+    elapsed = stopwatch()
+    patch = '[{"op": "add", "path": "/spec/template/metadata", "value": {"annotations": {"rollout": "2"}}}]'
+    kubectl.run("patch", "scg", NAME, "-n", namespace, "--type", "json", "-p", patch)
+
+    def rolled() -> bool:
+        uids = pod_uids(kubectl, namespace, NAME)
+        sts = kubectl.get("statefulset", NAME, namespace)["status"]
+        return (
+            len(uids) == 3
+            and not set(uids.values()) & set(old_uids.values())
+            and sts.get("updatedReplicas") == 3
+            and sts.get("readyReplicas") == 3
+            and sts.get("currentRevision") == sts.get("updateRevision")
+        )
+
+    wait_until(rolled, timeout=180, what="every pod to be replaced")
+    body = wait_fleet(kubectl, namespace, NAME, ready_with(3), timeout=60, what="Ready after the rollout")
+    timing("rolling update of 3 pods", elapsed())
+
+    after = coordinator.group(group_id(namespace))
+    assert after is not None and after["state"] == "Stable"
+    assert (after["generation"], after["rebalances"]) == (before["generation"], before["rebalances"])
+    assert coordinator.members(group_id(namespace)) == {"orders-0", "orders-1", "orders-2"}
+    # Every pod was replaced exactly once: two incarnations in each pod's log.
+    for pod in ("orders-0", "orders-1", "orders-2"):
+        log = cluster.pod_dir(namespace, pod) / "consumer.log"
+        incarnations = {line.split()[3] for line in log.read_text().splitlines() if line.startswith("--- ")}
+        assert len(incarnations) == 2, f"{pod}: {incarnations}"
+    replaced = [e for e in coordinator.events(group_id(namespace)) if e["type"] == "static_member_replaced"]
+    assert sorted(e["instance_id"] for e in replaced) == ["orders-0", "orders-1", "orders-2"]
+    assert not any(e["rebalance"] for e in replaced)
+    assert body["status"]["group"]["rebalances"] == before["rebalances"]
+    assert len(events(kubectl, namespace, NAME, "RebalanceObserved")) == observed_before
+
+
+def test_scaling_down_removes_the_departed_members_right_after_their_pods_are_gone(
+    cluster: Cluster, namespace: str, coordinator: Coordinator, operator: OperatorRunner
+) -> None:
+    kubectl = cluster.kubectl
+    session_ms = 60_000
+    start_fleet(kubectl, namespace, coordinator, operator, 3, sessionTimeoutMs=session_ms)
+    gid = group_id(namespace)
+    before = coordinator.group(gid)
+    assert before is not None
+
+    elapsed = stopwatch()
+    kubectl.run("scale", f"scg/{NAME}", "-n", namespace, "--replicas=1")
+    wait_until(
+        lambda: coordinator.members(gid) == {"orders-0"}, timeout=60, what="orders-1 and orders-2 to leave"
+    )
+    removed_after = elapsed()
+    body = wait_fleet(kubectl, namespace, NAME, ready_with(1), timeout=60, what="Ready with 1")
+    stable_after = elapsed()
+    timing("scale 3->1: members removed after", removed_after)
+    timing("scale 3->1: Stable group of 1 after", stable_after)
+
+    assert removed_after < session_ms / 1000 / 3, "the removal should not wait for the session timeout"
+    after = coordinator.group(gid)
+    assert after is not None and after["state"] == "Stable"
+    assert after["rebalances"] == before["rebalances"] + 1, "exactly one rebalance"
+    assert after["lastRebalance"]["reason"] == "member-removed"
+    log = coordinator.events(gid)
+    removed = [e for e in log if e["type"] == "member_removed"]
+    assert sorted(e["instance_id"] for e in removed) == ["orders-1", "orders-2"]
+    assert not [e for e in log if e["type"] == "member_expired"]
+    # The removal came after the pods were gone (they never rejoined as new members).
+    joined_after = [e for e in log if e["type"] == "member_joined" and e["ts"] > removed[0]["ts"]]
+    assert joined_after == []
+
+    status = body["status"]
+    assert "scaleDown" not in status
+    assert [m["instanceId"] for m in status["members"]] == ["orders-0"]
+    assert status["group"]["rebalances"] == after["rebalances"]
+    assert status["lastScale"]["direction"] == "Down" and status["lastScale"]["toReplicas"] == 1
+    (event,) = events(kubectl, namespace, NAME, "MembersRemoved")
+    assert "removed orders-1, orders-2" in event["message"]
+    assert [e["message"] for e in events(kubectl, namespace, NAME, "Scaled")][
+        -1
+    ] == "scaling down from 3 to 1"
+    assert "staticfleet_operator_members_removed_total 2.0" in operator.metrics()
+
+
+def test_scaling_up_from_one_to_four_is_one_rebalance(
+    cluster: Cluster, namespace: str, coordinator: Coordinator, operator: OperatorRunner
+) -> None:
+    kubectl = cluster.kubectl
+    start_fleet(kubectl, namespace, coordinator, operator, 1)
+    gid = group_id(namespace)
+    before = coordinator.group(gid)
+    assert before is not None
+
+    elapsed = stopwatch()
+    kubectl.run("scale", f"scg/{NAME}", "-n", namespace, "--replicas=4")
+    body = wait_fleet(kubectl, namespace, NAME, ready_with(4), timeout=120, what="Ready with 4")
+    timing("scale 1->4: Stable group of 4 after", elapsed())
+
+    after = coordinator.group(gid)
+    assert after is not None and after["state"] == "Stable"
+    assert coordinator.members(gid) == {"orders-0", "orders-1", "orders-2", "orders-3"}
+    assert after["rebalances"] == before["rebalances"] + 1, "exactly one rebalance"
+    # The expectation is withdrawn once the group has every pre-registered instance.
+    wait_until(
+        lambda: not (coordinator.group(gid) or {}).get("expectedInstanceIds"), timeout=30, what="withdrawal"
+    )
+    configs = [e for e in coordinator.events(gid) if e["type"] == "group_config_changed"]
+    assert configs[-2]["configs"] == {
+        "staticfleet.expected.instance.ids": "orders-0,orders-1,orders-2,orders-3"
+    }
+    assert configs[-1]["configs"] == {}
+    assert body["status"]["lastScale"]["direction"] == "Up"
+    scaled = events(kubectl, namespace, NAME, "Scaled")[-1]["message"]
+    assert scaled == "scaling up from 1 to 4; new instances pre-registered with the coordinator"
+    assert get_fleet(kubectl, namespace, NAME)["status"]["group"]["rebalances"] == after["rebalances"]

@@ -1,0 +1,91 @@
+"""The same fleet against a real Apache Kafka broker (KRaft, jars from Maven Central via the conformance
+suite's provisioning): no coordinator API, no pre-registration, and still one prompt removal on scale-down."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from conformance.kafka_broker import GroupSettings, KafkaBroker
+from e2e.helpers import Cluster, wait_until
+from staticfleet.admin import GroupAdmin, GroupNotFound, KafkaConnection
+
+from .harness import (
+    OperatorRunner,
+    condition,
+    events,
+    fleet_manifest,
+    ready_with,
+    stopwatch,
+    timing,
+    wait_fleet,
+)
+
+pytestmark = pytest.mark.localcluster
+
+NAME = "orders"
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    broker = KafkaBroker(
+        GroupSettings(
+            initial_rebalance_delay_ms=0, min_session_timeout_ms=6_000, max_session_timeout_ms=1_800_000
+        ),
+        tmp_path_factory.mktemp("kafka"),
+    )
+    asyncio.run(broker.start())
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def members(bootstrap: str, group: str) -> set[str]:
+    with GroupAdmin(KafkaConnection(bootstrap)) as admin:
+        try:
+            described = admin.describe_group(group)
+        except GroupNotFound:
+            return set()
+        return set(described.instance_ids) if described.state == "Stable" else set()
+
+
+def test_a_fleet_on_apache_kafka_scales_down_with_a_prompt_removal(
+    cluster: Cluster, namespace: str, kafka: KafkaBroker, operator: OperatorRunner
+) -> None:
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    kubectl = cluster.kubectl
+    topic = f"{namespace}-orders"
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, 6, 1)])
+    finally:
+        admin.close()
+    gid = f"{namespace}.{NAME}"
+    operator.start()
+    kubectl.apply(fleet_manifest(NAME, 2, kafka.bootstrap, topic, sessionTimeoutMs=60_000), namespace)
+    body = wait_fleet(kubectl, namespace, NAME, ready_with(2), timeout=120, what="Ready with 2 on Kafka")
+
+    status = body["status"]
+    assert status["group"]["rebalancesSource"] == "observed"
+    assert "generation" not in status["group"]
+    assert [m["instanceId"] for m in status["members"]] == ["orders-0", "orders-1"]
+    scaled = events(kubectl, namespace, NAME, "Scaled")[0]["message"]
+    assert "no pre-registration (INVALID_CONFIG" in scaled
+
+    elapsed = stopwatch()
+    kubectl.run("scale", f"scg/{NAME}", "-n", namespace, "--replicas=1")
+    wait_until(
+        lambda: members(kafka.bootstrap, gid) == {"orders-0"}, timeout=40, what="orders-1 removed on Kafka"
+    )
+    timing("Kafka: scale 2->1, departed member removed after", elapsed())
+    body = wait_fleet(kubectl, namespace, NAME, ready_with(1), timeout=60, what="Ready with 1")
+    assert elapsed() < 40, "well before the 60 s session timeout"
+    assert "scaleDown" not in body["status"]
+    (removed,) = events(kubectl, namespace, NAME, "MembersRemoved")
+    assert "removed orders-1" in removed["message"]
+    assert condition(body, "Degraded")["status"] == "False"

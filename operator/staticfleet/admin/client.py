@@ -1,0 +1,284 @@
+"""The Kafka-protocol admin path: find a group's coordinator, describe the group, remove members by
+instance id (LeaveGroup v3+), read and change group configs. Works against any cluster: the embedded
+coordinator or Apache Kafka.
+
+kafka-python 3.x carries the connection (bootstrap, TLS, SASL, version negotiation); requests whose
+answers kafka-python would reshape (DescribeGroups, the config APIs) are sent raw so that error codes
+and assignment bytes reach us unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from staticfleet.admin.errors import (
+    GROUP_ID_NOT_FOUND,
+    INVALID_CONFIG,
+    INVALID_REQUEST,
+    AdminError,
+    ConfigRejected,
+    CoordinatorUnreachable,
+    GroupNotFound,
+    KafkaErrorResponse,
+    error_name,
+)
+from staticfleet.admin.model import GroupDescription, MemberDescription, MemberRemoval, Node, RemovalReport
+from staticfleet.coordinator.consumer_protocol import assignment_partitions
+
+T = TypeVar("T")
+
+RESOURCE_GROUP = 32
+_SET, _DELETE = 0, 1
+DEFAULT_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaConnection:
+    """How to reach a cluster. Secrets arrive as file paths (TLS) or values (SASL)."""
+
+    bootstrap_servers: str
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = None
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_check_hostname: bool = True
+    client_id: str = "staticfleet-admin"
+
+    def kafka_python_config(self, timeout_s: float) -> dict[str, Any]:
+        timeout_ms = int(timeout_s * 1000)
+        config: dict[str, Any] = {
+            "bootstrap_servers": [s.strip() for s in self.bootstrap_servers.split(",") if s.strip()],
+            "client_id": self.client_id,
+            "security_protocol": self.security_protocol,
+            "request_timeout_ms": timeout_ms,
+            "bootstrap_timeout_ms": timeout_ms,
+            "reconnect_backoff_max_ms": 1000,
+        }
+        if self.sasl_mechanism:
+            config.update(
+                sasl_mechanism=self.sasl_mechanism,
+                sasl_plain_username=self.sasl_username,
+                sasl_plain_password=self.sasl_password,
+            )
+        if self.security_protocol in ("SSL", "SASL_SSL"):
+            config.update(
+                ssl_cafile=self.ssl_cafile,
+                ssl_certfile=self.ssl_certfile,
+                ssl_keyfile=self.ssl_keyfile,
+                ssl_check_hostname=self.ssl_check_hostname,
+            )
+        return config
+
+
+def _kafka_error_code(exc: BaseException) -> int | None:
+    code = getattr(exc, "errno", None)
+    return code if isinstance(code, int) else None
+
+
+class GroupAdmin:
+    """One connection to one cluster; safe to share between threads (calls are serialised)."""
+
+    def __init__(self, connection: KafkaConnection, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.connection = connection
+        self.timeout_s = timeout_s
+        self._lock = threading.Lock()
+        self._admin: Any = None
+
+    def __enter__(self) -> GroupAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._discard()
+
+    def _discard(self) -> None:
+        admin, self._admin = self._admin, None
+        if admin is not None:
+            with contextlib.suppress(Exception):  # closing a broken client must not hide the original error
+                admin.close()
+
+    def _unreachable(self, what: str, exc: BaseException) -> CoordinatorUnreachable:
+        return CoordinatorUnreachable(
+            f"coordinator at {self.connection.bootstrap_servers} unreachable while {what}: {exc}. "
+            "Check the bootstrap servers and that the cluster is up."
+        )
+
+    def _call(self, what: str, fn: Callable[[Any], T]) -> T:
+        """Runs fn(kafka-python admin client); transport failures drop the client (reconnect next time)."""
+        import kafka.errors
+        from kafka.admin import KafkaAdminClient
+
+        with self._lock:
+            if self._admin is None:
+                try:
+                    self._admin = KafkaAdminClient(**self.connection.kafka_python_config(self.timeout_s))
+                except kafka.errors.KafkaError as exc:
+                    raise self._unreachable(what, exc) from exc
+            try:
+                return fn(self._admin)
+            except AdminError:
+                raise
+            except kafka.errors.KafkaError as exc:
+                code = _kafka_error_code(exc)
+                self._discard()
+                if code is not None and code > 0 and code not in (14, 15, 16):
+                    raise KafkaErrorResponse(code, f"{what}: {error_name(code)} ({exc})") from exc
+                raise self._unreachable(what, exc) from exc
+
+    # -- coordinator ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _node(admin: Any, node_id: int) -> Node:
+        broker = admin._manager.cluster.broker_metadata(node_id)
+        if broker is None:
+            return Node(node_id, "?", 0)
+        host = getattr(broker, "host", "?")
+        port = getattr(broker, "port", 0)
+        return Node(int(node_id), str(host), int(port))
+
+    def find_coordinator(self, group_id: str) -> Node:
+        def run(admin: Any) -> Node:
+            node_id = admin._manager.run(admin._find_coordinator_id, group_id)
+            return self._node(admin, node_id)
+
+        return self._call(f"finding the coordinator of group {group_id}", run)
+
+    # -- describe -----------------------------------------------------------------------------------------
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        """The group's state and members; GroupNotFound when the coordinator does not know it."""
+        from kafka.protocol.admin import DescribeGroupsRequest
+
+        async def describe(admin: Any) -> tuple[int, Any]:
+            node_id = await admin._find_coordinator_id(group_id)
+            request = DescribeGroupsRequest(groups=[group_id], include_authorized_operations=False)
+            return node_id, await admin._manager.send(request, node_id=node_id)
+
+        def run(admin: Any) -> GroupDescription:
+            node_id, response = admin._manager.run(describe, admin)
+            return _group_description(response.groups[0], self._node(admin, node_id))
+
+        return self._call(f"describing group {group_id}", run)
+
+    # -- remove members -------------------------------------------------------------------------------------
+
+    def remove_members(
+        self, group_id: str, instance_ids: Iterable[str], reason: str | None = None
+    ) -> RemovalReport:
+        """One LeaveGroup v3+ batch: each instance id with an empty member id (KIP-345's admin removal).
+
+        Per-member UNKNOWN_MEMBER_ID means the group has no such member (already gone): `ok` counts it
+        as success. A top-level error raises.
+        """
+        from kafka.admin import MemberToRemove
+
+        ids = list(dict.fromkeys(instance_ids))
+        if not ids:
+            return RemovalReport(group_id, ())
+
+        def run(admin: Any) -> RemovalReport:
+            members = [MemberToRemove(member_id=None, group_instance_id=i, reason=reason) for i in ids]
+            answers: dict[str, Any] = admin.remove_group_members(group_id, members)
+            results = []
+            for instance_id in ids:
+                error_class = answers.get(instance_id)
+                code = int(getattr(error_class, "errno", -1)) if error_class is not None else -1
+                results.append(MemberRemoval(instance_id, code))
+            return RemovalReport(group_id, tuple(results))
+
+        return self._call(f"removing {', '.join(ids)} from group {group_id}", run)
+
+    # -- group configs -------------------------------------------------------------------------------------
+
+    def describe_group_configs(self, group_id: str) -> dict[str, str]:
+        from kafka.protocol.admin import DescribeConfigsRequest
+
+        def run(admin: Any) -> dict[str, str]:
+            request = DescribeConfigsRequest(resources=[(RESOURCE_GROUP, group_id, None)])
+            response = admin._manager.run(admin._manager.send, request)
+            result = response.results[0]
+            if result.error_code:
+                raise KafkaErrorResponse(
+                    result.error_code,
+                    f"describing the configs of group {group_id}: {error_name(result.error_code)} "
+                    f"{result.error_message or ''}".rstrip(),
+                )
+            return {c.name: c.value for c in result.configs if c.value is not None}
+
+        return self._call(f"describing the configs of group {group_id}", run)
+
+    def set_group_config(self, group_id: str, name: str, value: str | None) -> None:
+        """IncrementalAlterConfigs on the GROUP resource: SET value, or DELETE when value is None.
+
+        ConfigRejected carries the cluster's error (Apache Kafka rejects keys it does not know)."""
+        from kafka.protocol.admin import IncrementalAlterConfigsRequest
+
+        def run(admin: Any) -> None:
+            op = _DELETE if value is None else _SET
+            request = IncrementalAlterConfigsRequest(
+                resources=[(RESOURCE_GROUP, group_id, [(name, op, value)])], validate_only=False
+            )
+            response = admin._manager.run(admin._manager.send, request)
+            answer = response.responses[0]
+            if answer.error_code:
+                text = (
+                    f"group {group_id} config {name}: {error_name(answer.error_code)}"
+                    f"{': ' + answer.error_message if answer.error_message else ''}"
+                )
+                if answer.error_code in (INVALID_CONFIG, INVALID_REQUEST):
+                    raise ConfigRejected(answer.error_code, text)
+                raise KafkaErrorResponse(answer.error_code, text)
+
+        self._call(f"changing config {name} of group {group_id}", run)
+
+
+def _group_description(group: Any, coordinator: Node) -> GroupDescription:
+    code = int(group.error_code)
+    state = str(group.group_state)
+    if code == GROUP_ID_NOT_FOUND or (code == 0 and state == "Dead"):
+        raise GroupNotFound(
+            f"group {group.group_id} does not exist on the coordinator at {coordinator.address}"
+        )
+    if code:
+        raise KafkaErrorResponse(
+            code,
+            f"describing group {group.group_id}: {error_name(code)} {group.error_message or ''}".rstrip(),
+        )
+    consumer = group.protocol_type == "consumer"
+    members = tuple(
+        MemberDescription(
+            member_id=m.member_id,
+            instance_id=getattr(m, "group_instance_id", None),
+            client_id=m.client_id,
+            client_host=m.client_host,
+            partitions=assignment_partitions(bytes(m.member_assignment))
+            if consumer and m.member_assignment
+            else None,
+        )
+        for m in group.members
+    )
+    return GroupDescription(
+        group_id=group.group_id,
+        state=state,
+        protocol_type=group.protocol_type or "",
+        protocol=group.protocol_data or "",
+        members=tuple(sorted(members, key=lambda m: natural_key(m.instance_id or m.member_id))),
+        coordinator=coordinator,
+    )
+
+
+def natural_key(text: str) -> tuple[Any, ...]:
+    """Sorts `x-2` before `x-10`."""
+    import re
+
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))

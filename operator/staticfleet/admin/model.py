@@ -1,0 +1,117 @@
+"""What the admin path reports: plain, immutable values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from staticfleet.admin.errors import UNKNOWN_MEMBER_ID, error_name
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    node_id: int
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class MemberDescription:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    partitions: dict[str, list[int]] | None
+    """Decoded consumer-protocol assignment (None when the group is not Stable or the bytes are not one)."""
+
+    @property
+    def partition_count(self) -> int:
+        return sum(len(p) for p in (self.partitions or {}).values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "memberId": self.member_id,
+            "instanceId": self.instance_id,
+            "clientId": self.client_id,
+            "clientHost": self.client_host,
+            "partitions": self.partitions,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[MemberDescription, ...]
+    coordinator: Node
+
+    @property
+    def instance_ids(self) -> frozenset[str]:
+        return frozenset(m.instance_id for m in self.members if m.instance_id)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "groupId": self.group_id,
+            "state": self.state,
+            "protocolType": self.protocol_type,
+            "protocol": self.protocol,
+            "coordinator": {"nodeId": self.coordinator.node_id, "address": self.coordinator.address},
+            "members": [m.to_json() for m in self.members],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class MemberRemoval:
+    """The coordinator's answer for one instance id of a LeaveGroup v3+ batch."""
+
+    instance_id: str
+    error_code: int
+
+    @property
+    def removed(self) -> bool:
+        return self.error_code == 0
+
+    @property
+    def already_gone(self) -> bool:
+        """UNKNOWN_MEMBER_ID for an empty member id: the group has no member with that instance id."""
+        return self.error_code == UNKNOWN_MEMBER_ID
+
+    @property
+    def ok(self) -> bool:
+        return self.removed or self.already_gone
+
+    @property
+    def outcome(self) -> str:
+        if self.removed:
+            return "removed"
+        if self.already_gone:
+            return "already gone"
+        return f"failed: {error_name(self.error_code)}"
+
+
+@dataclass(frozen=True, slots=True)
+class RemovalReport:
+    group_id: str
+    results: tuple[MemberRemoval, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.results)
+
+    @property
+    def removed(self) -> tuple[str, ...]:
+        return tuple(r.instance_id for r in self.results if r.removed)
+
+    @property
+    def already_gone(self) -> tuple[str, ...]:
+        return tuple(r.instance_id for r in self.results if r.already_gone)
+
+    @property
+    def failed(self) -> tuple[MemberRemoval, ...]:
+        return tuple(r for r in self.results if not r.ok)

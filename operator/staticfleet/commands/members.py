@@ -1,0 +1,78 @@
+"""`staticfleet members remove`: remove static members from a consumer group by group.instance.id
+(one LeaveGroup v3+ batch), against any Kafka cluster."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from staticfleet.admin import AdminError, GroupAdmin, KafkaConnection
+
+
+def add_connection_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]", help="the cluster")
+    p.add_argument(
+        "--security-protocol",
+        default="PLAINTEXT",
+        choices=["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"],
+    )
+    p.add_argument("--sasl-mechanism", choices=["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+    p.add_argument("--sasl-username")
+    p.add_argument(
+        "--sasl-password-env",
+        default="KAFKA_SASL_PASSWORD",
+        metavar="VAR",
+        help="environment variable holding the SASL password (default KAFKA_SASL_PASSWORD)",
+    )
+    p.add_argument("--ssl-cafile")
+    p.add_argument("--ssl-certfile")
+    p.add_argument("--ssl-keyfile")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds per request (default 10)")
+
+
+def connection_from(args: argparse.Namespace) -> KafkaConnection:
+    return KafkaConnection(
+        bootstrap_servers=args.bootstrap_server,
+        security_protocol=args.security_protocol,
+        sasl_mechanism=args.sasl_mechanism,
+        sasl_username=args.sasl_username,
+        sasl_password=os.environ.get(args.sasl_password_env) if args.sasl_mechanism else None,
+        ssl_cafile=args.ssl_cafile,
+        ssl_certfile=args.ssl_certfile,
+        ssl_keyfile=args.ssl_keyfile,
+        client_id="staticfleet-cli",
+    )
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser("members", help="administer the members of a consumer group")
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    remove = actions.add_parser(
+        "remove",
+        help="remove static members by group.instance.id",
+        description="Sends one LeaveGroup (v3+) with each instance id and an empty member id, as Kafka's "
+        "Admin.removeMembersFromConsumerGroup does. Exit code 0 when every member was removed or was "
+        "already gone; 1 when any removal failed or the coordinator could not be reached.",
+    )
+    add_connection_arguments(remove)
+    remove.add_argument("--group", required=True, help="the group.id")
+    remove.add_argument(
+        "--instance-id", action="append", required=True, metavar="ID", help="a group.instance.id (repeatable)"
+    )
+    remove.add_argument("--reason", default="removed with staticfleet members remove")
+    remove.set_defaults(run=run_remove)
+
+
+def run_remove(args: argparse.Namespace) -> int:
+    try:
+        with GroupAdmin(connection_from(args), timeout_s=args.timeout) as admin:
+            report = admin.remove_members(args.group, args.instance_id, reason=args.reason)
+    except AdminError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    width = max(len("INSTANCE-ID"), *(len(r.instance_id) for r in report.results))
+    print(f"{'INSTANCE-ID':<{width}}  RESULT")
+    for r in report.results:
+        print(f"{r.instance_id:<{width}}  {r.outcome}")
+    return 0 if report.ok else 1

@@ -1,0 +1,105 @@
+"""`staticfleet operator`: run the StaticConsumerGroup operator (in the cluster, or outside it with a
+kubeconfig)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "operator",
+        help="run the StaticConsumerGroup operator",
+        description="Reconciles StaticConsumerGroup resources: StatefulSet, Service and PDB, one-rebalance "
+        "scaling, member removal and live group status.",
+    )
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument(
+        "--namespace", "-n", action="append", default=[], help="watch this namespace (repeatable)"
+    )
+    scope.add_argument("--all-namespaces", "-A", action="store_true", help="watch every namespace (default)")
+    p.add_argument(
+        "--kubeconfig",
+        type=Path,
+        help="kubeconfig to use outside the cluster (default: in-cluster, then ~/.kube)",
+    )
+    p.add_argument(
+        "--default-bootstrap-servers",
+        default=os.environ.get("STATICFLEET_DEFAULT_BOOTSTRAP_SERVERS"),
+        help="bootstrap servers for resources without spec.kafka.bootstrapServers "
+        "(env STATICFLEET_DEFAULT_BOOTSTRAP_SERVERS)",
+    )
+    p.add_argument(
+        "--default-coordinator-api",
+        default=os.environ.get("STATICFLEET_DEFAULT_COORDINATOR_API"),
+        help="HTTP API of the default (embedded) coordinator (env STATICFLEET_DEFAULT_COORDINATOR_API)",
+    )
+    p.add_argument(
+        "--interval",
+        type=float,
+        default=2.0,
+        help="seconds between status refreshes of a resource (default 2)",
+    )
+    p.add_argument(
+        "--liveness",
+        default=None,
+        metavar="URL",
+        help="serve a liveness probe, e.g. http://0.0.0.0:8081/healthz",
+    )
+    p.add_argument("--metrics-port", type=int, default=9090, help="Prometheus metrics port (0: off)")
+    p.add_argument("--metrics-host", default="0.0.0.0", help="Prometheus metrics bind address")
+    p.add_argument("--admin-timeout", type=float, default=5.0, help="seconds for each Kafka admin request")
+    p.add_argument("--log-level", default="INFO")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if logging.getLogger().level > logging.DEBUG:
+        # kopf logs every watch-event handler call, kafka-python every connection: keep them for DEBUG.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+        logging.getLogger("kafka").setLevel(logging.WARNING)
+    if args.kubeconfig is not None:
+        if not args.kubeconfig.exists():
+            logging.error("kubeconfig %s does not exist", args.kubeconfig)
+            return 2
+        os.environ["KUBECONFIG"] = str(args.kubeconfig)  # for kopf's own login as well
+
+    import kopf
+    from prometheus_client import start_http_server
+
+    from staticfleet.kube import handlers
+    from staticfleet.kube.kubeapi import KubeApi
+    from staticfleet.kube.metrics import OperatorMetrics
+    from staticfleet.kube.reconcile import OperatorContext
+    from staticfleet.kube.spec import OperatorDefaults
+
+    metrics = OperatorMetrics()
+    if args.metrics_port:
+        start_http_server(args.metrics_port, addr=args.metrics_host, registry=metrics.registry)
+    ctx = OperatorContext(
+        api=KubeApi(args.kubeconfig),
+        defaults=OperatorDefaults(args.default_bootstrap_servers, args.default_coordinator_api),
+        metrics=metrics,
+        admin_timeout_s=args.admin_timeout,
+    )
+    memo = handlers.OperatorMemo(ctx=ctx, interval_s=args.interval)
+    namespaces = list(args.namespace)
+    try:
+        kopf.run(
+            registry=handlers.registry,
+            settings=handlers.settings(),
+            standalone=True,
+            clusterwide=not namespaces,
+            namespaces=namespaces,
+            liveness_endpoint=args.liveness,
+            memo=memo,
+        )
+    finally:
+        ctx.close()
+    return 0

@@ -1,0 +1,215 @@
+"""Pure builders: a GroupSpec in, the child objects (StatefulSet, headless Service, PodDisruptionBudget)
+out, as plain dicts ready for server-side apply.
+
+The consumer contract lives here: every container of the pod template gets the KAFKA_* environment
+(docs/operator.md lists it). The StatefulSet selector uses only the stable labels below, never the
+parent's labels, because a selector cannot change after creation.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from staticfleet.kube.spec import API_VERSION, KIND, GroupSpec, Manifest
+
+NAME_LABEL = "app.kubernetes.io/name"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+GROUP_LABEL = "staticfleet.io/group"
+CONSUMER_NAME = "staticfleet-consumer"
+MANAGER = "staticfleet"
+POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+
+TLS_VOLUME = "staticfleet-kafka-tls"
+TLS_MOUNT_PATH = "/etc/staticfleet/kafka-tls"
+
+# Names the operator owns in every consumer container (a template's own value for one is replaced).
+POD_NAME_ENV = "STATICFLEET_POD_NAME"
+POD_ORDINAL_ENV = "STATICFLEET_POD_ORDINAL"
+BOOTSTRAP_ENV = "KAFKA_BOOTSTRAP_SERVERS"
+GROUP_ID_ENV = "KAFKA_GROUP_ID"
+INSTANCE_ID_ENV = "KAFKA_GROUP_INSTANCE_ID"
+TOPICS_ENV = "KAFKA_TOPICS"
+SESSION_TIMEOUT_ENV = "KAFKA_SESSION_TIMEOUT_MS"
+HEARTBEAT_INTERVAL_ENV = "KAFKA_HEARTBEAT_INTERVAL_MS"
+REBALANCE_TIMEOUT_ENV = "KAFKA_REBALANCE_TIMEOUT_MS"
+SECURITY_PROTOCOL_ENV = "KAFKA_SECURITY_PROTOCOL"
+SASL_MECHANISM_ENV = "KAFKA_SASL_MECHANISM"
+SASL_USERNAME_ENV = "KAFKA_SASL_USERNAME"
+SASL_PASSWORD_ENV = "KAFKA_SASL_PASSWORD"
+SSL_CA_ENV = "KAFKA_SSL_CA_LOCATION"
+SSL_CERT_ENV = "KAFKA_SSL_CERTIFICATE_LOCATION"
+SSL_KEY_ENV = "KAFKA_SSL_KEY_LOCATION"
+
+
+def selector_labels(spec: GroupSpec) -> dict[str, str]:
+    return {NAME_LABEL: CONSUMER_NAME, INSTANCE_LABEL: spec.name, GROUP_LABEL: spec.name}
+
+
+def stable_labels(spec: GroupSpec) -> dict[str, str]:
+    return {**selector_labels(spec), MANAGED_BY_LABEL: MANAGER}
+
+
+def selector_string(spec: GroupSpec) -> str:
+    """The serialized selector the scale subresource hands to HPA and KEDA."""
+    return ",".join(f"{k}={v}" for k, v in sorted(selector_labels(spec).items()))
+
+
+def owner_reference(spec: GroupSpec) -> Manifest:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": spec.name,
+        "uid": spec.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _metadata(spec: GroupSpec, name: str) -> Manifest:
+    return {
+        "name": name,
+        "namespace": spec.namespace,
+        "labels": stable_labels(spec),
+        "ownerReferences": [owner_reference(spec)],
+    }
+
+
+def _field_ref(path: str) -> Manifest:
+    return {"valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}}
+
+
+def instance_id_env(spec: GroupSpec) -> Manifest:
+    """KAFKA_GROUP_INSTANCE_ID: straight from the Downward API when the template is one placeholder,
+    else composed with Kubernetes' $(VAR) expansion of the two variables defined before it."""
+    template = spec.instance_id_template
+    if template == "{pod}":
+        return {"name": INSTANCE_ID_ENV, **_field_ref("metadata.name")}
+    if template == "{ordinal}":
+        return {"name": INSTANCE_ID_ENV, **_field_ref(f"metadata.labels['{POD_INDEX_LABEL}']")}
+    value = (
+        template.replace("{pod}", f"$({POD_NAME_ENV})")
+        .replace("{ordinal}", f"$({POD_ORDINAL_ENV})")
+        .replace("{name}", spec.name)
+        .replace("{namespace}", spec.namespace)
+    )
+    return {"name": INSTANCE_ID_ENV, "value": value}
+
+
+def consumer_env(spec: GroupSpec, bootstrap_servers: str) -> list[Manifest]:
+    """The environment contract, in dependency order (a $(VAR) may only name an earlier variable)."""
+    env: list[Manifest] = [
+        {"name": POD_NAME_ENV, **_field_ref("metadata.name")},
+        {"name": POD_ORDINAL_ENV, **_field_ref(f"metadata.labels['{POD_INDEX_LABEL}']")},
+        {"name": BOOTSTRAP_ENV, "value": bootstrap_servers},
+        {"name": GROUP_ID_ENV, "value": spec.group_id},
+        instance_id_env(spec),
+        {"name": TOPICS_ENV, "value": ",".join(spec.topics)},
+        {"name": SESSION_TIMEOUT_ENV, "value": str(spec.session_timeout_ms)},
+    ]
+    if spec.heartbeat_interval_ms is not None:
+        env.append({"name": HEARTBEAT_INTERVAL_ENV, "value": str(spec.heartbeat_interval_ms)})
+    if spec.rebalance_timeout_ms is not None:
+        env.append({"name": REBALANCE_TIMEOUT_ENV, "value": str(spec.rebalance_timeout_ms)})
+    env.append({"name": SECURITY_PROTOCOL_ENV, "value": spec.security_protocol})
+    if spec.sasl is not None:
+        sasl = spec.sasl
+        env.append({"name": SASL_MECHANISM_ENV, "value": sasl.mechanism})
+        for name, key in ((SASL_USERNAME_ENV, sasl.username_key), (SASL_PASSWORD_ENV, sasl.password_key)):
+            env.append({"name": name, "valueFrom": {"secretKeyRef": {"name": sasl.secret_name, "key": key}}})
+    if spec.tls is not None:
+        tls = spec.tls
+        env.append({"name": SSL_CA_ENV, "value": f"{TLS_MOUNT_PATH}/{tls.ca_key}"})
+        if tls.cert_key and tls.key_key:
+            env.append({"name": SSL_CERT_ENV, "value": f"{TLS_MOUNT_PATH}/{tls.cert_key}"})
+            env.append({"name": SSL_KEY_ENV, "value": f"{TLS_MOUNT_PATH}/{tls.key_key}"})
+    return env
+
+
+def _with_contract(container: Manifest, env: list[Manifest], tls: bool) -> Manifest:
+    ours = {e["name"] for e in env}
+    out = dict(container)
+    out["env"] = [*env, *(e for e in container.get("env", []) or [] if e.get("name") not in ours)]
+    if tls:
+        mounts = [m for m in container.get("volumeMounts", []) or [] if m.get("name") != TLS_VOLUME]
+        out["volumeMounts"] = [*mounts, {"name": TLS_VOLUME, "mountPath": TLS_MOUNT_PATH, "readOnly": True}]
+    return out
+
+
+def pod_template(spec: GroupSpec, bootstrap_servers: str) -> Manifest:
+    template: Manifest = copy.deepcopy(spec.template)
+    metadata: Manifest = template.setdefault("metadata", {})
+    metadata["labels"] = {**(metadata.get("labels") or {}), **stable_labels(spec)}
+    pod: Manifest = template.setdefault("spec", {})
+    env = consumer_env(spec, bootstrap_servers)
+    tls = spec.tls is not None
+    pod["containers"] = [_with_contract(c, env, tls) for c in pod.get("containers", []) or []]
+    if tls:
+        assert spec.tls is not None
+        volumes = [v for v in pod.get("volumes", []) or [] if v.get("name") != TLS_VOLUME]
+        pod["volumes"] = [*volumes, {"name": TLS_VOLUME, "secret": {"secretName": spec.tls.secret_name}}]
+    return template
+
+
+def statefulset(spec: GroupSpec, bootstrap_servers: str, replicas: int) -> Manifest:
+    """The StatefulSet; `replicas` is the scale flow's decision, which may lag spec.replicas."""
+    body: dict[str, Any] = {
+        "replicas": replicas,
+        "serviceName": spec.name,
+        "podManagementPolicy": "Parallel",
+        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
+        "selector": {"matchLabels": selector_labels(spec)},
+        "template": pod_template(spec, bootstrap_servers),
+        "persistentVolumeClaimRetentionPolicy": {
+            "whenDeleted": spec.pvc_retention.get("whenDeleted", "Retain"),
+            "whenScaled": spec.pvc_retention.get("whenScaled", "Retain"),
+        },
+    }
+    if spec.volume_claim_templates:
+        body["volumeClaimTemplates"] = [
+            {"apiVersion": "v1", "kind": "PersistentVolumeClaim", **copy.deepcopy(t)}
+            for t in spec.volume_claim_templates
+        ]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": _metadata(spec, spec.name),
+        "spec": body,
+    }
+
+
+def headless_service(spec: GroupSpec) -> Manifest:
+    """Stable DNS names for the pods (<pod>.<name>.<namespace>.svc), as a StatefulSet expects."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(spec, spec.name),
+        "spec": {
+            "clusterIP": "None",
+            "selector": selector_labels(spec),
+            "publishNotReadyAddresses": True,
+        },
+    }
+
+
+def pod_disruption_budget(spec: GroupSpec) -> Manifest:
+    """At most one consumer evicted at a time by drains: each eviction is a restart the group absorbs."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _metadata(spec, spec.name),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector_labels(spec)}},
+    }
+
+
+def pod_ordinal(pod: Manifest, statefulset_name: str) -> int | None:
+    """A StatefulSet pod's ordinal: the pod-index label, else the name's numeric suffix."""
+    labels = pod.get("metadata", {}).get("labels", {}) or {}
+    index = labels.get(POD_INDEX_LABEL)
+    if index is not None and str(index).isdigit():
+        return int(index)
+    name = str(pod.get("metadata", {}).get("name", ""))
+    prefix = f"{statefulset_name}-"
+    suffix = name[len(prefix) :] if name.startswith(prefix) else ""
+    return int(suffix) if suffix.isdigit() else None

@@ -1,0 +1,133 @@
+"""The kopf wiring: thin handlers around reconcile.reconcile and reconcile.finalize.
+
+One daemon per StaticConsumerGroup runs a reconcile pass every `interval` seconds, and at once when a
+pod, the StatefulSet or the resource itself changes (watch events poke it), so that members leave the
+group right after their pods are gone. Claims on consumer groups are a kopf index.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+
+from staticfleet.kube.builders import GROUP_LABEL, MANAGED_BY_LABEL, MANAGER
+from staticfleet.kube.claims import Claim
+from staticfleet.kube.reconcile import OperatorContext, Retry, claim_of, finalize, reconcile
+from staticfleet.kube.spec import GROUP, PLURAL, VERSION
+
+log = logging.getLogger(__name__)
+Logger = logging.Logger | logging.LoggerAdapter[Any]
+
+registry = kopf.OperatorRegistry()
+PREFIX = "staticfleet.io"
+
+
+@dataclass
+class OperatorMemo:
+    ctx: OperatorContext
+    interval_s: float = 2.0
+    triggers: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
+
+    def poke(self, namespace: str | None, name: str | None) -> None:
+        trigger = self.triggers.get((namespace or "", name or ""))
+        if trigger is not None:
+            trigger.set()
+
+
+def settings() -> kopf.OperatorSettings:
+    s = kopf.OperatorSettings()
+    s.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
+    s.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=PREFIX, key="last-handled-configuration"
+    )
+    s.persistence.finalizer = f"{PREFIX}/finalizer"
+    s.posting.level = logging.WARNING
+    s.watching.connect_timeout = 10
+    s.watching.server_timeout = 120
+    s.networking.request_timeout = 30
+    return s
+
+
+def _claims_snapshot(index: Any) -> dict[str, list[Claim]]:
+    return {key: list(store) for key, store in index.items()}
+
+
+@kopf.on.login(registry=registry)
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    return kopf.login_via_client(**kwargs)
+
+
+@kopf.index(GROUP, VERSION, PLURAL, registry=registry)
+def group_claims(body: kopf.Body, memo: OperatorMemo, **_: Any) -> dict[str, Claim] | None:
+    found = claim_of(body, memo.ctx.defaults)
+    return {found[0]: found[1]} if found else None
+
+
+@kopf.daemon(GROUP, VERSION, PLURAL, registry=registry, cancellation_backoff=5.0, cancellation_timeout=10.0)
+async def fleet(
+    namespace: str | None,
+    name: str,
+    memo: Any,
+    stopped: kopf.DaemonStopped,
+    logger: Logger,
+    **kwargs: Any,
+) -> None:
+    key = (namespace or "", name)
+    trigger = memo.triggers.setdefault(key, asyncio.Event())
+    try:
+        while not stopped:
+            trigger.clear()
+            try:
+                await asyncio.to_thread(
+                    reconcile, memo.ctx, namespace or "", name, _claims_snapshot(kwargs["group_claims"])
+                )
+            except Exception as exc:
+                logger.warning(
+                    "reconcile failed (retrying in %.0fs): %s", memo.interval_s, exc, exc_info=True
+                )
+            await _wait(trigger, stopped, memo.interval_s)
+    finally:
+        memo.triggers.pop(key, None)
+
+
+async def _wait(trigger: asyncio.Event, stopped: kopf.DaemonStopped, timeout: float) -> None:
+    """Until poked, stopped, or the interval is over."""
+    poked = asyncio.ensure_future(trigger.wait())
+    halted = asyncio.ensure_future(stopped.wait(timeout))
+    try:
+        await asyncio.wait({poked, halted}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (poked, halted):
+            task.cancel()
+        await asyncio.gather(poked, halted, return_exceptions=True)
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
+async def resource_changed(namespace: str | None, name: str, memo: Any, **_: Any) -> None:
+    memo.poke(namespace, name)
+
+
+@kopf.on.event("", "v1", "pods", labels={MANAGED_BY_LABEL: MANAGER}, registry=registry)
+async def pod_changed(namespace: str | None, labels: kopf.Labels, memo: Any, **_: Any) -> None:
+    memo.poke(namespace, labels.get(GROUP_LABEL))
+
+
+@kopf.on.event("apps", "v1", "statefulsets", labels={MANAGED_BY_LABEL: MANAGER}, registry=registry)
+async def statefulset_changed(namespace: str | None, name: str, memo: Any, **_: Any) -> None:
+    memo.poke(namespace, name)
+
+
+@kopf.on.delete(GROUP, VERSION, PLURAL, registry=registry)
+async def deleted(namespace: str | None, name: str, memo: Any, logger: Logger, **kwargs: Any) -> None:
+    body = await asyncio.to_thread(memo.ctx.api.get_group, namespace or "", name)
+    if body is None:
+        return
+    try:
+        message = await asyncio.to_thread(finalize, memo.ctx, body, _claims_snapshot(kwargs["group_claims"]))
+    except Retry as exc:
+        raise kopf.TemporaryError(str(exc), delay=2) from exc
+    logger.info("%s", message)

@@ -1,0 +1,319 @@
+"""The scale flows as pure step functions over state kept in the resource's status.
+
+Scale-down is a small state machine (status.scaleDown), in the manner of a checked downscale: every
+step is idempotent, and an operator that restarts at any step reads the state back and finishes:
+
+    ShrinkingStatefulSet   pending instance ids are in status; the StatefulSet is (being) shrunk
+    WaitingForPods         the StatefulSet was shrunk; pods with ordinal >= toReplicas still exist
+    RemovingMembers        the pods are gone; one LeaveGroup batch removes the pending instance ids
+    WaitingForSessionTimeout  (removeMembers: AfterSessionTimeout) the coordinator expires them itself
+    (cleared)              done: an Event says so
+
+Invariant: a member is removed only once no pod with its ordinal exists and the StatefulSet controller
+has seen the shrink. Removing the member of a running pod would make it rejoin as a new member.
+
+Scale-up pre-registers the instance ids of the new replica count (group config
+`staticfleet.expected.instance.ids`) before growing the StatefulSet, so the coordinator completes one
+join phase with every new instance in it. Once the group is Stable with all of them, the expectation
+is cleared again: in steady state the group follows Kafka's rules, where a consumer that is gone for
+good costs no more than its session timeout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from staticfleet.kube.spec import AFTER_SESSION_TIMEOUT, IMMEDIATE, GroupSpec
+
+SHRINKING = "ShrinkingStatefulSet"
+WAITING_FOR_PODS = "WaitingForPods"
+REMOVING_MEMBERS = "RemovingMembers"
+WAITING_FOR_SESSION_TIMEOUT = "WaitingForSessionTimeout"
+PHASES = (SHRINKING, WAITING_FOR_PODS, REMOVING_MEMBERS, WAITING_FOR_SESSION_TIMEOUT)
+
+# After the session timeout the coordinator needs a moment to notice; past this we stop waiting.
+SESSION_EXPIRY_GRACE = timedelta(seconds=30)
+# A pre-registration that never completes is withdrawn after this long (or the rebalance timeout).
+DEFAULT_EXPECTATION_LIFETIME = timedelta(minutes=5)
+
+
+def iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=now_utc().tzinfo)
+
+
+def now_utc() -> datetime:
+    from datetime import UTC
+
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleDownState:
+    phase: str
+    from_replicas: int
+    to_replicas: int
+    pending_instance_ids: tuple[str, ...]
+    remove_members: str
+    started_at: str
+    statefulset_generation: int | None = None
+    pods_gone_at: str | None = None
+    last_error: str | None = None
+
+    def to_status(self) -> dict[str, Any]:
+        return {
+            "phase": self.phase,
+            "fromReplicas": self.from_replicas,
+            "toReplicas": self.to_replicas,
+            "pendingInstanceIds": list(self.pending_instance_ids),
+            "removeMembers": self.remove_members,
+            "startedAt": self.started_at,
+            "statefulSetGeneration": self.statefulset_generation,
+            "podsGoneAt": self.pods_gone_at,
+            "lastError": self.last_error,
+        }
+
+    @staticmethod
+    def from_status(data: Mapping[str, Any] | None) -> ScaleDownState | None:
+        if not data or data.get("phase") not in PHASES:
+            return None
+        generation = data.get("statefulSetGeneration")
+        return ScaleDownState(
+            phase=str(data["phase"]),
+            from_replicas=int(data.get("fromReplicas", 0)),
+            to_replicas=int(data.get("toReplicas", 0)),
+            pending_instance_ids=tuple(str(i) for i in data.get("pendingInstanceIds", []) or []),
+            remove_members=str(data.get("removeMembers", IMMEDIATE)),
+            started_at=str(data.get("startedAt", "")),
+            statefulset_generation=int(generation) if generation is not None else None,
+            pods_gone_at=data.get("podsGoneAt"),
+            last_error=data.get("lastError"),
+        )
+
+    def shrunk(self, statefulset_generation: int) -> ScaleDownState:
+        """The StatefulSet now has toReplicas, as of this generation."""
+        if self.phase != SHRINKING:
+            return self
+        return replace(self, phase=WAITING_FOR_PODS, statefulset_generation=statefulset_generation)
+
+
+@dataclass(frozen=True, slots=True)
+class FleetObservation:
+    """What the cluster looks like right now (read directly from the API server, not a cache)."""
+
+    statefulset_replicas: int | None
+    """spec.replicas of the StatefulSet; None when it does not exist."""
+    statefulset_observed_generation: int = 0
+    pod_ordinals: frozenset[int] = frozenset()
+    """Ordinals of every pod object that exists, terminating ones included."""
+    group_instance_ids: frozenset[str] | None = None
+    """Instance ids of the group's members; None when the coordinator could not be asked."""
+    expectation_active: bool = False
+    """A pre-registration of ours is still in force on the coordinator."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleEvent:
+    direction: str  # "Up" or "Down"
+    from_replicas: int
+    to_replicas: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScalePlan:
+    statefulset_replicas: int
+    scale_down: ScaleDownState | None
+    persist_first: bool = False
+    """Write scale_down to status before touching the StatefulSet (the pending ids must be durable)."""
+    expected_instance_ids: tuple[str, ...] | None = None
+    """Set the coordinator's expectation to these ids before applying the StatefulSet."""
+    remove_instance_ids: tuple[str, ...] = ()
+    started: ScaleEvent | None = None
+    waiting: str | None = None
+    """Why the scale flow is not done yet (for conditions); None when it is idle."""
+    completed_scale_down: ScaleDownState | None = None
+    """A scale-down that ended in this step without a removal (AfterSessionTimeout)."""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def plan_scale(
+    spec: GroupSpec, state: ScaleDownState | None, obs: FleetObservation, now: datetime
+) -> ScalePlan:
+    """The next step of the scale flows. Pure: the caller performs the plan, in the order of its fields."""
+    desired = spec.replicas
+    current = obs.statefulset_replicas
+    untouched = state is not None and state.phase == SHRINKING and current == state.from_replicas
+    if untouched and state is not None and desired != state.to_replicas:
+        # Nothing happened yet (the StatefulSet still has fromReplicas): re-plan for the new target.
+        return plan_scale(spec, None, obs, now)
+    if state is not None:
+        return _continue_scale_down(spec, state, obs, now)
+    if current is None:
+        # First reconcile: the StatefulSet is created at full size, one pre-registered join phase.
+        return ScalePlan(
+            statefulset_replicas=desired,
+            scale_down=None,
+            expected_instance_ids=spec.instance_ids(0, desired) if spec.pre_register and desired else None,
+            started=ScaleEvent("Up", 0, desired) if desired else None,
+        )
+    if desired > current:
+        return ScalePlan(
+            statefulset_replicas=desired,
+            scale_down=None,
+            expected_instance_ids=spec.instance_ids(0, desired) if spec.pre_register else None,
+            started=ScaleEvent("Up", current, desired),
+        )
+    if desired < current:
+        new_state = ScaleDownState(
+            phase=SHRINKING,
+            from_replicas=current,
+            to_replicas=desired,
+            pending_instance_ids=spec.instance_ids(desired, current),
+            remove_members=spec.remove_members,
+            started_at=iso(now),
+        )
+        return ScalePlan(
+            statefulset_replicas=desired,
+            scale_down=new_state,
+            persist_first=True,
+            expected_instance_ids=spec.instance_ids(0, desired) if obs.expectation_active else None,
+            started=ScaleEvent("Down", current, desired),
+            waiting=f"scaling down from {current} to {desired}: waiting for the pods to stop",
+        )
+    return ScalePlan(statefulset_replicas=current, scale_down=None)
+
+
+def _continue_scale_down(
+    spec: GroupSpec, state: ScaleDownState, obs: FleetObservation, now: datetime
+) -> ScalePlan:
+    target = state.to_replicas
+    if state.phase == SHRINKING:
+        return ScalePlan(
+            statefulset_replicas=target,
+            scale_down=state,
+            expected_instance_ids=spec.instance_ids(0, target) if obs.expectation_active else None,
+            waiting=f"scaling down from {state.from_replicas} to {target}: shrinking the StatefulSet",
+        )
+    if state.phase == WAITING_FOR_PODS:
+        remaining = sorted(o for o in obs.pod_ordinals if o >= target)
+        seen = (
+            state.statefulset_generation is None
+            or obs.statefulset_observed_generation >= state.statefulset_generation
+        )
+        if remaining or not seen:
+            pods = ", ".join(spec.pod_name(o) for o in remaining) or "the StatefulSet controller"
+            return ScalePlan(
+                statefulset_replicas=target,
+                scale_down=state,
+                waiting=f"scaling down from {state.from_replicas} to {target}: waiting for {pods}",
+            )
+        state = replace(state, pods_gone_at=iso(now))
+        if state.remove_members == AFTER_SESSION_TIMEOUT:
+            return ScalePlan(
+                statefulset_replicas=target,
+                scale_down=replace(state, phase=WAITING_FOR_SESSION_TIMEOUT),
+                waiting=_session_wait(spec, state),
+            )
+        return _removal(state)
+    if state.phase == REMOVING_MEMBERS:
+        return _removal(state)
+    # WAITING_FOR_SESSION_TIMEOUT
+    gone_at = parse_time(state.pods_gone_at) or now
+    deadline = gone_at + timedelta(milliseconds=spec.session_timeout_ms) + SESSION_EXPIRY_GRACE
+    still_members = (
+        None
+        if obs.group_instance_ids is None
+        else [i for i in state.pending_instance_ids if i in obs.group_instance_ids]
+    )
+    if still_members == [] or now >= deadline:
+        return ScalePlan(statefulset_replicas=target, scale_down=None, completed_scale_down=state)
+    return ScalePlan(statefulset_replicas=target, scale_down=state, waiting=_session_wait(spec, state))
+
+
+def _session_wait(spec: GroupSpec, state: ScaleDownState) -> str:
+    return (
+        f"scaling down from {state.from_replicas} to {state.to_replicas}: the pods are gone; the coordinator "
+        f"expires {', '.join(state.pending_instance_ids)} after the session timeout "
+        f"({spec.session_timeout_ms} ms)"
+    )
+
+
+def _removal(state: ScaleDownState) -> ScalePlan:
+    removing = replace(state, phase=REMOVING_MEMBERS)
+    return ScalePlan(
+        statefulset_replicas=state.to_replicas,
+        scale_down=removing,
+        remove_instance_ids=state.pending_instance_ids,
+        waiting=f"scaling down from {state.from_replicas} to {state.to_replicas}: removing "
+        f"{', '.join(state.pending_instance_ids)} from the group",
+    )
+
+
+def after_removal(state: ScaleDownState, ok: bool, error: str | None) -> ScaleDownState | None:
+    """The LeaveGroup batch answered: done (None) when every member is gone or was already gone."""
+    if ok:
+        return None
+    return replace(state, phase=REMOVING_MEMBERS, last_error=error)
+
+
+# -- pre-registration ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PreRegistration:
+    """status.preRegistration: the expectation we set on the coordinator, or why it was not set."""
+
+    instance_ids: tuple[str, ...]
+    accepted: bool
+    set_at: str
+    message: str = ""
+
+    def to_status(self) -> dict[str, Any]:
+        return {
+            "instanceIds": list(self.instance_ids),
+            "result": "Accepted" if self.accepted else "Rejected",
+            "setAt": self.set_at,
+            "message": self.message,
+        }
+
+    @staticmethod
+    def from_status(data: Mapping[str, Any] | None) -> PreRegistration | None:
+        if not data or "result" not in data:
+            return None
+        return PreRegistration(
+            instance_ids=tuple(str(i) for i in data.get("instanceIds", []) or []),
+            accepted=data.get("result") == "Accepted",
+            set_at=str(data.get("setAt", "")),
+            message=str(data.get("message", "")),
+        )
+
+
+def expectation_done(
+    pre: PreRegistration,
+    group_state: str | None,
+    group_instance_ids: frozenset[str] | None,
+    rebalance_timeout_ms: int | None,
+    now: datetime,
+) -> bool:
+    """Withdraw the expectation once the group is Stable with every expected instance, or when it is too
+    old to still be useful (a pod that never comes would hold every later join phase)."""
+    if (
+        group_state == "Stable"
+        and group_instance_ids is not None
+        and set(pre.instance_ids) <= group_instance_ids
+    ):
+        return True
+    lifetime = max(
+        DEFAULT_EXPECTATION_LIFETIME,
+        timedelta(milliseconds=2 * rebalance_timeout_ms) if rebalance_timeout_ms else timedelta(0),
+    )
+    set_at = parse_time(pre.set_at)
+    return set_at is not None and now - set_at > lifetime

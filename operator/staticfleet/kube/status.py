@@ -1,0 +1,489 @@
+"""Status, computed in one place from what was observed: a pure function of its inputs.
+
+The previous status is an input too: conditions keep their lastTransitionTime while their status holds,
+and, against clusters without the embedded coordinator's HTTP API, rebalances are inferred from the
+transitions seen between two observations (`group.rebalancesSource: observed`, a lower bound).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from staticfleet.admin.client import natural_key
+from staticfleet.admin.coordinator_api import CoordinatorGroupView
+from staticfleet.admin.model import GroupDescription
+from staticfleet.kube.builders import pod_ordinal, selector_string
+from staticfleet.kube.scaling import PreRegistration, ScaleDownState, iso, parse_time
+from staticfleet.kube.spec import GroupSpec, Manifest
+
+MEMBER_LIST_CAP = 50
+FENCED_EXIT_CODE = 82  # Kafka's FENCED_INSTANCE_ID: the example consumer exits with it
+FENCING_MEMORY = timedelta(minutes=5)
+
+READY = "Ready"
+GROUP_STABLE = "GroupStable"
+PROGRESSING = "Progressing"
+DEGRADED = "Degraded"
+
+SOURCE_COORDINATOR = "coordinator"
+SOURCE_OBSERVED = "observed"
+
+
+@dataclass(frozen=True, slots=True)
+class EventSpec:
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class GroupObservation:
+    """The group as seen this time: DescribeGroups (`description`) and/or the HTTP API (`view`)."""
+
+    description: GroupDescription | None = None
+    view: CoordinatorGroupView | None = None
+    not_found: bool = False
+    error: str | None = None
+    """Why the coordinator could not be asked (CoordinatorUnavailable)."""
+
+    @property
+    def reachable(self) -> bool:
+        return self.error is None
+
+    @property
+    def state(self) -> str | None:
+        if self.description is not None:
+            return self.description.state
+        if self.view is not None:
+            return self.view.state
+        return "NotFound" if self.not_found else None
+
+    @property
+    def instance_ids(self) -> frozenset[str] | None:
+        if self.description is not None:
+            return self.description.instance_ids
+        if self.view is not None:
+            return frozenset(str(m["instanceId"]) for m in self.view.member_list if m.get("instanceId"))
+        return frozenset() if self.not_found else None
+
+
+@dataclass(frozen=True, slots=True)
+class StatusInputs:
+    spec: GroupSpec
+    generation: int
+    previous: Mapping[str, Any]
+    statefulset: Manifest | None
+    pods: Sequence[Manifest]
+    group: GroupObservation
+    now: datetime
+    scale_down: ScaleDownState | None = None
+    scale_waiting: str | None = None
+    pre_registration: PreRegistration | None = None
+    last_scale: Mapping[str, Any] | None = None
+    removal_error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StatusResult:
+    status: dict[str, Any]
+    events: tuple[EventSpec, ...] = ()
+    completed_scale: Mapping[str, Any] | None = None
+    fenced_pods: tuple[str, ...] = field(default_factory=tuple)
+
+
+def condition(
+    previous: Sequence[Mapping[str, Any]],
+    type_: str,
+    status: bool,
+    reason: str,
+    message: str,
+    generation: int,
+    now: datetime,
+) -> dict[str, Any]:
+    """A metav1.Condition whose lastTransitionTime moves only when its status changes."""
+    value = "True" if status else "False"
+    before = next((c for c in previous if c.get("type") == type_), None)
+    transition = (
+        str(before["lastTransitionTime"])
+        if before is not None and before.get("status") == value and before.get("lastTransitionTime")
+        else iso(now)
+    )
+    return {
+        "type": type_,
+        "status": value,
+        "reason": reason,
+        "message": message,
+        "observedGeneration": generation,
+        "lastTransitionTime": transition,
+    }
+
+
+def member_entries(group: GroupObservation) -> list[dict[str, Any]]:
+    if group.description is not None:
+        entries = [
+            {
+                "instanceId": m.instance_id,
+                "memberId": m.member_id,
+                "clientId": m.client_id,
+                "host": m.client_host,
+                "partitions": m.partitions or {},
+            }
+            for m in group.description.members
+        ]
+    elif group.view is not None:
+        entries = [
+            {
+                "instanceId": m.get("instanceId"),
+                "memberId": m.get("memberId"),
+                "clientId": m.get("clientId"),
+                "host": m.get("clientHost"),
+                "partitions": m.get("partitions") or {},
+            }
+            for m in group.view.member_list
+        ]
+    else:
+        return []
+    return sorted(entries, key=lambda e: natural_key(str(e["instanceId"] or e["memberId"])))
+
+
+def assignment_fingerprint(entries: Sequence[Mapping[str, Any]]) -> str:
+    """Changes when the member set or the assignment changes; a static restart (new member id, same
+    instance id and partitions) leaves it as it was."""
+    canonical = sorted(
+        (
+            str(e.get("instanceId") or e.get("memberId")),
+            tuple(sorted((t, tuple(sorted(p))) for t, p in (e.get("partitions") or {}).items())),
+        )
+        for e in entries
+    )
+    return hashlib.sha256(repr(canonical).encode()).hexdigest()[:16]
+
+
+def fenced_pods(pods: Sequence[Manifest], now: datetime) -> list[str]:
+    """Pods whose consumer recently exited because another process took its instance id."""
+    found = []
+    for pod in pods:
+        for status in pod.get("status", {}).get("containerStatuses", []) or []:
+            for key in ("state", "lastState"):
+                terminated = (status.get(key) or {}).get("terminated")
+                if not terminated:
+                    continue
+                fenced = terminated.get("exitCode") == FENCED_EXIT_CODE or "FENCED_INSTANCE_ID" in str(
+                    terminated.get("message") or ""
+                )
+                finished = _parse_k8s_time(terminated.get("finishedAt"))
+                if fenced and (finished is None or now - finished <= FENCING_MEMORY):
+                    found.append(str(pod["metadata"]["name"]))
+    return sorted(set(found), key=natural_key)
+
+
+def _parse_k8s_time(text: Any) -> datetime | None:
+    return parse_time(str(text)) if text else None
+
+
+def _group_status(
+    inputs: StatusInputs, entries: list[dict[str, Any]]
+) -> tuple[dict[str, Any], list[EventSpec]]:
+    group, previous = inputs.group, dict(inputs.previous.get("group") or {})
+    events: list[EventSpec] = []
+    state = group.state if group.reachable else previous.get("state")
+    partitions = sum(len(p) for e in entries for p in (e.get("partitions") or {}).values())
+    leader = None
+    out: dict[str, Any] = {
+        "state": state or "Unknown",
+        "members": len(entries),
+        "assignedPartitions": partitions,
+    }
+    if group.description is not None:
+        out["protocol"] = group.description.protocol or None
+    fingerprint = assignment_fingerprint(entries)
+    out["observedFingerprint"] = fingerprint if group.reachable else previous.get("observedFingerprint")
+    prev_count = previous.get("rebalances")
+    if group.view is not None:
+        view = group.view
+        leader = view.leader_instance_id
+        out.update(
+            generation=view.generation,
+            rebalances=view.rebalances,
+            rebalancesSource=SOURCE_COORDINATOR,
+            protocol=out.get("protocol") or view.protocol,
+            expectedInstanceIds=list(view.expected_instance_ids),
+        )
+        if view.rebalance_in_progress:
+            out["rebalanceInProgress"] = view.rebalance_in_progress
+        last = view.last_rebalance
+        if last is not None:
+            out["lastRebalance"] = {
+                "time": iso(datetime.fromtimestamp(last.completed_ms / 1000, tz=inputs.now.tzinfo))
+                if last.completed_ms
+                else None,
+                "reason": last.reason,
+                "durationMs": last.duration_ms,
+                "generation": last.generation,
+            }
+        if isinstance(prev_count, int) and view.rebalances > prev_count:
+            n = view.rebalances - prev_count
+            detail = (
+                f"generation {last.generation}, reason {last.reason}, {last.duration_ms} ms"
+                if last is not None
+                else f"generation {view.generation}"
+            )
+            events.append(
+                EventSpec(
+                    "Normal",
+                    "RebalanceObserved",
+                    f"{'a rebalance' if n == 1 else f'{n} rebalances'} completed ({detail}); "
+                    f"{len(entries)} members, {partitions} partitions",
+                )
+            )
+    elif group.reachable:
+        count = int(prev_count) if isinstance(prev_count, int) else 0
+        prev_state = previous.get("state")
+        came_back = prev_state not in (None, "Stable", "Unknown")
+        reassigned = prev_state == "Stable" and previous.get("observedFingerprint") not in (None, fingerprint)
+        rebalanced = state == "Stable" and (came_back or reassigned)
+        out.update(rebalances=count + (1 if rebalanced else 0), rebalancesSource=SOURCE_OBSERVED)
+        out["lastRebalance"] = previous.get("lastRebalance")
+        if rebalanced:
+            out["lastRebalance"] = {"time": iso(inputs.now), "reason": "observed", "durationMs": None}
+            events.append(
+                EventSpec(
+                    "Normal",
+                    "RebalanceObserved",
+                    f"the group rebalanced (observed: {prev_state} -> Stable or a new assignment); "
+                    f"{len(entries)} members, {partitions} partitions",
+                )
+            )
+    else:
+        for key in ("generation", "rebalances", "rebalancesSource", "lastRebalance"):
+            if key in previous:
+                out[key] = previous[key]
+    if leader is None and group.description is not None and group.view is None:
+        leader = None  # DescribeGroups does not name the leader
+    out["leader"] = leader
+    return {k: v for k, v in out.items() if v is not None}, events
+
+
+def compute_status(inputs: StatusInputs) -> StatusResult:
+    spec, now, gen = inputs.spec, inputs.now, inputs.generation
+    previous_conditions: list[Mapping[str, Any]] = list(inputs.previous.get("conditions") or [])
+    sts = inputs.statefulset or {}
+    sts_status = sts.get("status", {}) or {}
+    ready_replicas = int(sts_status.get("readyReplicas", 0) or 0)
+    current_replicas = int(sts_status.get("replicas", 0) or 0)
+    entries = (
+        member_entries(inputs.group) if inputs.group.reachable else list(inputs.previous.get("members") or [])
+    )
+    group_status, events = _group_status(inputs, entries)
+    state = group_status.get("state")
+    member_ids = inputs.group.instance_ids
+    expected_ids = set(spec.instance_ids(0, spec.replicas))
+    fenced = fenced_pods(inputs.pods, now)
+
+    rolling = bool(sts) and (
+        sts_status.get("currentRevision") != sts_status.get("updateRevision")
+        or int(sts_status.get("updatedReplicas", 0) or 0) < current_replicas
+    )
+    stable = state == "Stable" or (spec.replicas == 0 and state in ("Empty", "NotFound", "Dead"))
+    members_complete = member_ids is not None and expected_ids <= member_ids
+    extra_pods = [p for p in inputs.pods if (pod_ordinal(p, spec.name) or 0) >= spec.replicas]
+    fleet_ready = (
+        inputs.group.reachable
+        and inputs.scale_down is None
+        and ready_replicas >= spec.replicas
+        and not extra_pods
+        and stable
+        and (members_complete or spec.replicas == 0)
+    )
+
+    # Ready
+    if not inputs.group.reachable:
+        ready = (False, "CoordinatorUnavailable", inputs.group.error or "")
+    elif inputs.scale_down is not None or inputs.scale_waiting:
+        ready = (False, "ScalingInProgress", inputs.scale_waiting or "")
+    elif ready_replicas < spec.replicas:
+        ready = (False, "PodsNotReady", f"{ready_replicas} of {spec.replicas} pods ready")
+    elif not stable:
+        ready = (False, "GroupNotStable", f"group {spec.group_id} is {state}")
+    elif not members_complete and spec.replicas:
+        missing = sorted(expected_ids - (member_ids or frozenset()), key=natural_key)
+        ready = (False, "MembersMissing", f"not yet in the group: {', '.join(missing)}")
+    else:
+        ready = (True, "FleetReady", f"{spec.replicas} consumers in group {spec.group_id}, Stable")
+
+    # GroupStable
+    if not inputs.group.reachable:
+        group_stable = (False, "CoordinatorUnavailable", inputs.group.error or "")
+    elif state == "Stable":
+        detail = f" at generation {group_status['generation']}" if "generation" in group_status else ""
+        group_stable = (
+            True,
+            "Stable",
+            f"group {spec.group_id} is Stable{detail} with {len(entries)} members",
+        )
+    elif state in ("PreparingRebalance", "CompletingRebalance"):
+        reason_text = group_status.get("rebalanceInProgress")
+        group_stable = (
+            False,
+            "RebalanceInProgress",
+            f"group {spec.group_id} is {state}" + (f" ({reason_text})" if reason_text else ""),
+        )
+    elif state == "Empty":
+        group_stable = (False, "GroupEmpty", f"group {spec.group_id} has no members")
+    else:
+        group_stable = (False, "GroupNotFound", f"the coordinator does not know group {spec.group_id} yet")
+
+    # Progressing
+    pre = inputs.pre_registration
+    pre_note = ""
+    if pre is not None and not pre.accepted:
+        pre_note = (
+            f"; pre-registration not supported by the coordinator ({pre.message}), "
+            "so the join phase is not held for the new instances"
+        )
+    last_scale = dict(inputs.last_scale) if inputs.last_scale else None
+    completed_scale = None
+    if last_scale and not last_scale.get("completedAt") and fleet_ready:
+        started = parse_time(last_scale.get("startedAt"))
+        last_scale["completedAt"] = iso(now)
+        last_scale["durationSeconds"] = round((now - started).total_seconds(), 1) if started else None
+        completed_scale = dict(last_scale)
+    if inputs.scale_down is not None or inputs.scale_waiting:
+        progressing = (True, "ScalingDown", (inputs.scale_waiting or "") + pre_note)
+    elif last_scale and not last_scale.get("completedAt"):
+        direction = "ScalingUp" if last_scale.get("direction") == "Up" else "ScalingDown"
+        progressing = (
+            True,
+            direction,
+            f"scaling from {last_scale.get('fromReplicas')} to {last_scale.get('toReplicas')}: "
+            f"{ready_replicas} pods ready, group {state}" + pre_note,
+        )
+    elif rolling:
+        progressing = (
+            True,
+            "RollingUpdate",
+            f"{sts_status.get('updatedReplicas', 0)} of {current_replicas} pods updated",
+        )
+    else:
+        progressing = (False, "Reconciled", f"{spec.replicas} replicas" + pre_note)
+
+    # Degraded
+    if not inputs.group.reachable:
+        degraded = (True, "CoordinatorUnavailable", inputs.group.error or "")
+    elif fenced:
+        degraded = (
+            True,
+            "InstanceFenced",
+            f"{', '.join(fenced)} exited with FENCED_INSTANCE_ID: another process used the same "
+            "group.instance.id; check for duplicate instance ids",
+        )
+    elif inputs.removal_error:
+        degraded = (True, "MemberRemovalFailed", inputs.removal_error)
+    else:
+        degraded = (False, "AsExpected", "")
+
+    conditions = [
+        condition(previous_conditions, t, s, r, m, gen, now)
+        for t, (s, r, m) in (
+            (READY, ready),
+            (GROUP_STABLE, group_stable),
+            (PROGRESSING, progressing),
+            (DEGRADED, degraded),
+        )
+    ]
+    events.extend(_transition_events(previous_conditions, degraded, fenced))
+
+    status: dict[str, Any] = {
+        "observedGeneration": gen,
+        "replicas": current_replicas,
+        "readyReplicas": ready_replicas,
+        "selector": selector_string(spec),
+        "groupId": spec.group_id,
+        "bootstrapServers": spec.bootstrap_servers,
+        "group": group_status,
+        "members": entries[:MEMBER_LIST_CAP],
+        "membersTotal": len(entries),
+        "membersTruncated": len(entries) > MEMBER_LIST_CAP,
+        "scaleDown": inputs.scale_down.to_status() if inputs.scale_down else None,
+        "preRegistration": pre.to_status() if pre else None,
+        "lastScale": last_scale,
+        "conditions": conditions,
+    }
+    return StatusResult(status, tuple(events), completed_scale, tuple(fenced))
+
+
+def _transition_events(
+    previous: Sequence[Mapping[str, Any]], degraded: tuple[bool, str, str], fenced: list[str]
+) -> list[EventSpec]:
+    before = next((c for c in previous if c.get("type") == DEGRADED), None)
+    was = (before or {}).get("reason") if (before or {}).get("status") == "True" else None
+    active, reason, message = degraded
+    if active and reason != was and reason in ("CoordinatorUnavailable", "InstanceFenced"):
+        return [EventSpec("Warning", reason, message)]
+    return []
+
+
+def conflict_status(
+    spec: GroupSpec, generation: int, previous: Mapping[str, Any], winner: str, now: datetime
+) -> StatusResult:
+    """A resource that lost a claim on its group: nothing is reconciled, the status says why."""
+    message = (
+        f"group {spec.group_id} on {spec.bootstrap_servers} is already managed by StaticConsumerGroup "
+        f"{winner}; this resource is not reconciled. Give it another groupId."
+    )
+    prev = list(previous.get("conditions") or [])
+    conditions = [
+        condition(prev, READY, False, "GroupIdConflict", message, generation, now),
+        condition(prev, GROUP_STABLE, False, "GroupIdConflict", message, generation, now),
+        condition(prev, PROGRESSING, False, "GroupIdConflict", message, generation, now),
+        condition(prev, DEGRADED, True, "GroupIdConflict", message, generation, now),
+    ]
+    before = next((c for c in prev if c.get("type") == DEGRADED), None)
+    events: tuple[EventSpec, ...] = ()
+    if not before or before.get("reason") != "GroupIdConflict":
+        events = (EventSpec("Warning", "GroupIdConflict", message),)
+    status = {
+        "observedGeneration": generation,
+        "selector": selector_string(spec),
+        "groupId": spec.group_id,
+        "bootstrapServers": spec.bootstrap_servers,
+        "conditions": conditions,
+    }
+    return StatusResult(status, events)
+
+
+def invalid_spec_status(
+    previous: Mapping[str, Any], generation: int, message: str, now: datetime
+) -> dict[str, Any]:
+    prev = list(previous.get("conditions") or [])
+    return {
+        "observedGeneration": generation,
+        "conditions": [
+            condition(prev, READY, False, "InvalidSpec", message, generation, now),
+            condition(prev, DEGRADED, True, "InvalidSpec", message, generation, now),
+        ],
+    }
+
+
+def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON merge patch turning old into new: keys that disappeared become null (merge patch merges
+    nested objects, so a plain write would leave stale keys behind). Lists are replaced whole."""
+    patch: dict[str, Any] = {}
+    for key in old:
+        if (key not in new or new[key] is None) and old[key] is not None:
+            patch[key] = None
+    for key, value in new.items():
+        if value is None:
+            continue
+        before = old.get(key)
+        if isinstance(value, Mapping) and isinstance(before, Mapping):
+            nested = merge_patch(before, value)
+            if nested:
+                patch[key] = nested
+        elif value != before:
+            patch[key] = value
+    return patch

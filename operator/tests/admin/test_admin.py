@@ -1,0 +1,185 @@
+"""The admin path against the embedded coordinator and against Apache Kafka: the same calls, the same
+answers (except for staticfleet's pre-registration config, which only staticfleet accepts)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from conformance.backends import Backend
+from staticfleet.admin import (
+    ConfigRejected,
+    CoordinatorUnreachable,
+    GroupAdmin,
+    GroupDescription,
+    GroupNotFound,
+    KafkaConnection,
+)
+from staticfleet.admin.errors import INVALID_CONFIG, UNKNOWN_MEMBER_ID
+from staticfleet.coordinator import EXPECTED_INSTANCE_IDS
+
+from .conftest import PARTITIONS, StaticConsumer, create_topic, repo_root, unique, wait_for
+
+STABLE_TIMEOUT_S = 60.0
+
+
+def stable_group(admin: GroupAdmin, group: str, size: int) -> GroupDescription:
+    def probe() -> GroupDescription | None:
+        try:
+            found = admin.describe_group(group)
+        except GroupNotFound:
+            return None
+        complete = all(m.partitions is not None for m in found.members)
+        return found if found.state == "Stable" and len(found.members) == size and complete else None
+
+    described: GroupDescription = wait_for(
+        probe, STABLE_TIMEOUT_S, f"group {group} Stable with {size} members"
+    )
+    return described
+
+
+def fleet(cluster: Backend, consumers: list[StaticConsumer], size: int) -> tuple[str, str]:
+    group, topic = unique("admin-group"), unique("admin-topic")
+    create_topic(cluster.bootstrap, topic)
+    for i in range(size):
+        consumers.append(StaticConsumer(cluster.bootstrap, group, f"{group}-{i}", topic))
+    return group, topic
+
+
+def test_describe_shows_static_members_with_their_decoded_partitions(
+    cluster: Backend, consumers: list[StaticConsumer]
+) -> None:
+    group, topic = fleet(cluster, consumers, 2)
+    with GroupAdmin(KafkaConnection(cluster.bootstrap)) as admin:
+        described = stable_group(admin, group, 2)
+        node = admin.find_coordinator(group)
+    assert described.protocol_type == "consumer"
+    assert described.protocol == "range"
+    assert [m.instance_id for m in described.members] == [f"{group}-0", f"{group}-1"]
+    assigned = sorted(p for m in described.members for p in (m.partitions or {}).get(topic, []))
+    assert assigned == list(range(PARTITIONS))
+    assert described.coordinator.address == node.address == cluster.bootstrap
+
+
+def test_members_are_removed_by_instance_id_and_unknown_ones_are_already_gone(
+    cluster: Backend, consumers: list[StaticConsumer]
+) -> None:
+    group, _ = fleet(cluster, consumers, 2)
+    with GroupAdmin(KafkaConnection(cluster.bootstrap)) as admin:
+        stable_group(admin, group, 2)
+        consumers.pop().close()  # like a pod that is gone: no LeaveGroup, the member stays
+        assert f"{group}-1" in admin.describe_group(group).instance_ids
+        report = admin.remove_members(group, [f"{group}-1", f"{group}-ghost"], reason="test")
+        assert [(r.instance_id, r.error_code) for r in report.results] == [
+            (f"{group}-1", 0),
+            (f"{group}-ghost", UNKNOWN_MEMBER_ID),
+        ]
+        assert report.ok and report.removed == (f"{group}-1",) and report.already_gone == (f"{group}-ghost",)
+        remaining = stable_group(admin, group, 1)
+        assert remaining.instance_ids == {f"{group}-0"}
+        again = admin.remove_members(group, [f"{group}-1"])
+        assert again.ok and again.already_gone == (f"{group}-1",)
+
+
+def test_an_unknown_group_is_reported_as_not_found(cluster: Backend) -> None:
+    with (
+        GroupAdmin(KafkaConnection(cluster.bootstrap)) as admin,
+        pytest.raises(GroupNotFound, match="does not exist"),
+    ):
+        admin.describe_group(unique("nobody"))
+
+
+def test_removing_from_an_unknown_group_finds_every_member_already_gone(cluster: Backend) -> None:
+    with GroupAdmin(KafkaConnection(cluster.bootstrap)) as admin:
+        report = admin.remove_members(unique("nobody"), ["a", "b"])
+    assert report.ok and report.already_gone == ("a", "b")
+
+
+def test_pre_registration_is_accepted_by_staticfleet(staticfleet_cluster: Backend) -> None:
+    group = unique("prereg")
+    with GroupAdmin(KafkaConnection(staticfleet_cluster.bootstrap)) as admin:
+        admin.set_group_config(group, EXPECTED_INSTANCE_IDS, "x-0,x-1,x-2")
+        assert admin.describe_group_configs(group) == {EXPECTED_INSTANCE_IDS: "x-0,x-1,x-2"}
+        admin.set_group_config(group, EXPECTED_INSTANCE_IDS, None)
+        assert admin.describe_group_configs(group) == {}
+        with pytest.raises(ConfigRejected) as rejected:
+            admin.set_group_config(group, "staticfleet.no.such.key", "1")
+    assert rejected.value.code == INVALID_CONFIG
+
+
+def test_pre_registration_is_rejected_by_apache_kafka(kafka_cluster: Backend) -> None:
+    group = unique("prereg")
+    with (
+        GroupAdmin(KafkaConnection(kafka_cluster.bootstrap)) as admin,
+        pytest.raises(ConfigRejected) as rejected,
+    ):
+        admin.set_group_config(group, EXPECTED_INSTANCE_IDS, "x-0,x-1")
+    assert rejected.value.code == INVALID_CONFIG
+    assert rejected.value.name == "INVALID_CONFIG"
+    assert EXPECTED_INSTANCE_IDS in str(rejected.value)
+
+
+def test_an_unreachable_cluster_says_so() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    unreachable = f"coordinator at 127.0.0.1:{port} unreachable"
+    with (
+        GroupAdmin(KafkaConnection(f"127.0.0.1:{port}"), timeout_s=1.0) as admin,
+        pytest.raises(CoordinatorUnreachable, match=unreachable),
+    ):
+        admin.describe_group("any")
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "staticfleet.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=repo_root(),
+        check=False,
+    )
+
+
+def test_members_remove_command_reports_each_member_and_exits_zero_when_all_are_gone(
+    cluster: Backend, consumers: list[StaticConsumer]
+) -> None:
+    group, topic = fleet(cluster, consumers, 2)
+    with GroupAdmin(KafkaConnection(cluster.bootstrap)) as admin:
+        stable_group(admin, group, 2)
+        consumers.pop().close()
+        done = cli(
+            "members", "remove", "--bootstrap-server", cluster.bootstrap, "--group", group,
+            "--instance-id", f"{group}-1", "--instance-id", f"{group}-9",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert lines[0].split() == ["INSTANCE-ID", "RESULT"]
+        assert lines[1].split() == [f"{group}-1", "removed"]
+        assert lines[2].split(None, 1) == [f"{group}-9", "already gone"]
+        stable_group(admin, group, 1)
+    described = cli(
+        "group", "describe", "--bootstrap-server", cluster.bootstrap, "--group", group, "-o", "json"
+    )
+    assert described.returncode == 0, described.stderr
+    data = json.loads(described.stdout)
+    assert data["state"] == "Stable"
+    assert [m["instanceId"] for m in data["members"]] == [f"{group}-0"]
+    assert sorted(data["members"][0]["partitions"][topic]) == list(range(PARTITIONS))
+    table = cli("group", "describe", "--bootstrap-server", cluster.bootstrap, "--group", group)
+    assert table.returncode == 0 and "STATE        Stable" in table.stdout and f"{group}-0" in table.stdout
+
+
+def test_commands_exit_non_zero_with_a_clear_message_when_the_group_is_unknown(
+    staticfleet_cluster: Backend,
+) -> None:
+    done = cli(
+        "group", "describe", "--bootstrap-server", staticfleet_cluster.bootstrap, "--group", "nobody-here"
+    )
+    assert done.returncode == 1
+    assert "group nobody-here does not exist" in done.stderr

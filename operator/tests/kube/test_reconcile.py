@@ -1,0 +1,255 @@
+"""The reconcile pass and the deletion against in-memory stand-ins for the API server and the coordinator:
+the order of the I/O and what ends up in status (the real thing runs in e2e/tests/operator)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, cast
+
+import pytest
+
+from staticfleet.admin import ConfigRejected, GroupAdmin, KafkaConnection
+from staticfleet.admin.model import GroupDescription, MemberDescription, MemberRemoval, Node, RemovalReport
+from staticfleet.kube.kubeapi import KubeApi, KubeError
+from staticfleet.kube.metrics import OperatorMetrics
+from staticfleet.kube.reconcile import OperatorContext, Retry, finalize, reconcile
+from staticfleet.kube.spec import OperatorDefaults
+
+from .fixtures import resource
+
+Manifest = dict[str, Any]
+
+
+def merge(target: Manifest, patch: Manifest) -> Manifest:
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+    return target
+
+
+class FakeKube:
+    def __init__(self, body: Manifest) -> None:
+        self.group = copy.deepcopy(body)
+        self.objects: dict[str, Manifest] = {}
+        self.pods: list[Manifest] = []
+        self.events: list[Manifest] = []
+        self.calls: list[str] = []
+        self.reject_statefulset: KubeError | None = None
+
+    def get_group(self, namespace: str, name: str) -> Manifest | None:
+        return copy.deepcopy(self.group)
+
+    def patch_group_status(self, namespace: str, name: str, status: Manifest) -> Manifest:
+        self.calls.append("status" + ("(scaleDown)" if set(status) == {"scaleDown"} else ""))
+        self.group.setdefault("status", {})
+        merge(self.group["status"], status)
+        return self.group
+
+    def apply(self, manifest: Manifest) -> Manifest:
+        kind = manifest["kind"]
+        if kind == "StatefulSet" and self.reject_statefulset is not None:
+            raise self.reject_statefulset
+        self.calls.append(
+            f"apply {kind}" + (f"({manifest['spec']['replicas']})" if kind == "StatefulSet" else "")
+        )
+        old = self.objects.get(kind)
+        generation = (old or {}).get("metadata", {}).get("generation", 0)
+        if old is None or old["spec"] != manifest["spec"]:
+            generation += 1
+        stored = copy.deepcopy(manifest)
+        stored["metadata"]["generation"] = generation
+        if kind == "StatefulSet":
+            replicas = manifest["spec"]["replicas"]
+            stored["status"] = {
+                "replicas": replicas,
+                "readyReplicas": replicas,
+                "observedGeneration": generation,
+            }
+        self.objects[kind] = stored
+        return copy.deepcopy(stored)
+
+    def get_statefulset(self, namespace: str, name: str) -> Manifest | None:
+        return copy.deepcopy(self.objects.get("StatefulSet"))
+
+    def scale_statefulset(self, namespace: str, name: str, replicas: int) -> Manifest:
+        self.calls.append(f"scale({replicas})")
+        self.objects["StatefulSet"]["spec"]["replicas"] = replicas
+        return self.objects["StatefulSet"]
+
+    def list_pods(self, namespace: str, label_selector: str) -> list[Manifest]:
+        return copy.deepcopy(self.pods)
+
+    def create_event(self, namespace: str, event: Manifest) -> None:
+        self.events.append(event)
+
+    def set_pods(self, *ordinals: int) -> None:
+        self.pods = [{"metadata": {"name": f"orders-{o}", "labels": {}}, "status": {}} for o in ordinals]
+
+
+class FakeAdmin:
+    def __init__(self, members: set[str], accepts_configs: bool = True) -> None:
+        self.members = set(members)
+        self.accepts_configs = accepts_configs
+        self.configs: dict[str, str] = {}
+        self.removals: list[list[str]] = []
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        return GroupDescription(
+            group_id,
+            "Stable",
+            "consumer",
+            "range",
+            tuple(
+                MemberDescription(f"{i}-m", i, i, "/h", {"orders": [n]})
+                for n, i in enumerate(sorted(self.members))
+            ),
+            Node(1, "h", 9092),
+        )
+
+    def remove_members(self, group_id: str, ids: Any, reason: str | None = None) -> RemovalReport:
+        ids = list(ids)
+        self.removals.append(ids)
+        results = tuple(MemberRemoval(i, 0 if i in self.members else 25) for i in ids)
+        self.members -= set(ids)
+        return RemovalReport(group_id, results)
+
+    def set_group_config(self, group_id: str, name: str, value: str | None) -> None:
+        if not self.accepts_configs:
+            raise ConfigRejected(
+                40, f"group {group_id} config {name}: INVALID_CONFIG: Unknown group config name"
+            )
+        if value is None:
+            self.configs.pop(name, None)
+        else:
+            self.configs[name] = value
+
+
+class Context(OperatorContext):
+    fake_admin: FakeAdmin
+
+    def admin(self, connection: KafkaConnection) -> GroupAdmin:
+        return cast(GroupAdmin, self.fake_admin)
+
+
+def context(kube: FakeKube, admin: FakeAdmin) -> Context:
+    ctx = Context(api=cast(KubeApi, kube), defaults=OperatorDefaults(), metrics=OperatorMetrics())
+    ctx.fake_admin = admin
+    return ctx
+
+
+def conditions(kube: FakeKube) -> dict[str, Manifest]:
+    return {c["type"]: c for c in kube.group["status"]["conditions"]}
+
+
+def reasons(kube: FakeKube) -> list[str]:
+    return [e["reason"] for e in kube.events]
+
+
+def test_the_first_pass_pre_registers_then_creates_the_children() -> None:
+    kube, admin = FakeKube(resource()), FakeAdmin(set())
+    reconcile(context(kube, admin), "shop", "orders", {})
+    assert kube.calls[:3] == ["apply Service", "apply PodDisruptionBudget", "apply StatefulSet(3)"]
+    assert admin.configs == {"staticfleet.expected.instance.ids": "orders-0,orders-1,orders-2"}
+    status = kube.group["status"]
+    assert status["preRegistration"]["result"] == "Accepted"
+    assert status["lastScale"]["direction"] == "Up" and status["lastScale"]["toReplicas"] == 3
+    assert "Scaled" in reasons(kube)
+
+
+def test_the_expectation_is_withdrawn_once_the_group_has_every_instance() -> None:
+    kube, admin = FakeKube(resource()), FakeAdmin(set())
+    ctx = context(kube, admin)
+    reconcile(ctx, "shop", "orders", {})
+    admin.members = {"orders-0", "orders-1", "orders-2"}
+    kube.set_pods(0, 1, 2)
+    reconcile(ctx, "shop", "orders", {})
+    assert admin.configs == {}
+    assert "preRegistration" not in kube.group["status"]
+    assert conditions(kube)["Ready"]["status"] == "True"
+    assert kube.group["status"]["lastScale"]["completedAt"]
+
+
+def steady(replicas: int) -> tuple[FakeKube, FakeAdmin, Context]:
+    kube = FakeKube(resource(replicas=replicas))
+    admin = FakeAdmin({f"orders-{i}" for i in range(replicas)})
+    ctx = context(kube, admin)
+    kube.set_pods(*range(replicas))
+    reconcile(ctx, "shop", "orders", {})
+    reconcile(ctx, "shop", "orders", {})
+    kube.calls.clear()
+    kube.events.clear()
+    return kube, admin, ctx
+
+
+def test_scale_down_records_first_shrinks_then_removes_only_after_the_pods_are_gone() -> None:
+    kube, admin, ctx = steady(3)
+    kube.group["spec"]["replicas"] = 1
+    reconcile(ctx, "shop", "orders", {})
+    assert kube.calls[:5] == [
+        "status(scaleDown)",
+        "apply Service",
+        "apply PodDisruptionBudget",
+        "apply StatefulSet(1)",
+        "status(scaleDown)",
+    ]
+    assert kube.group["status"]["scaleDown"]["phase"] == "WaitingForPods"
+    assert admin.removals == []  # orders-1 and orders-2 still exist
+    reconcile(ctx, "shop", "orders", {})
+    assert admin.removals == []
+    kube.set_pods(0)
+    reconcile(ctx, "shop", "orders", {})
+    assert admin.removals == [["orders-1", "orders-2"]]
+    assert "scaleDown" not in kube.group["status"]
+    assert reasons(kube).count("MembersRemoved") == 1
+    assert [m["instanceId"] for m in kube.group["status"]["members"]] == ["orders-0"]
+
+
+def test_a_coordinator_that_refuses_pre_registration_does_not_stop_the_scale_up() -> None:
+    kube, admin, ctx = steady(1)
+    admin.accepts_configs = False
+    kube.group["spec"]["replicas"] = 3
+    reconcile(ctx, "shop", "orders", {})
+    assert kube.objects["StatefulSet"]["spec"]["replicas"] == 3
+    assert kube.group["status"]["preRegistration"]["result"] == "Rejected"
+    progressing = conditions(kube)["Progressing"]
+    assert progressing["reason"] == "ScalingUp" and "pre-registration not supported" in progressing["message"]
+    scaled = [e["message"] for e in kube.events if e["reason"] == "Scaled"]
+    assert scaled and "no pre-registration (INVALID_CONFIG" in scaled[0]
+
+
+def test_a_rejected_statefulset_is_reported_and_the_scale_down_state_kept() -> None:
+    kube, _, ctx = steady(3)
+    kube.group["spec"]["replicas"] = 1
+    kube.reject_statefulset = KubeError(
+        422, "StatefulSet.apps is invalid: spec.template.spec.containers[0].image"
+    )
+    reconcile(ctx, "shop", "orders", {})
+    degraded = conditions(kube)["Degraded"]
+    assert degraded["reason"] == "InvalidSpec" and "containers[0].image" in degraded["message"]
+    assert kube.group["status"]["scaleDown"]["pendingInstanceIds"] == ["orders-1", "orders-2"]
+
+
+def test_deletion_waits_for_the_pods_then_removes_every_member() -> None:
+    kube, admin, ctx = steady(3)
+    admin.configs["staticfleet.expected.instance.ids"] = "orders-0"
+    body = kube.group
+    with pytest.raises(Retry, match="waiting for 3 pods"):
+        finalize(ctx, body, {})
+    assert kube.objects["StatefulSet"]["spec"]["replicas"] == 0
+    kube.set_pods()
+    message = finalize(ctx, body, {})
+    assert admin.removals == [["orders-0", "orders-1", "orders-2"]]
+    assert admin.configs == {}
+    assert "removed orders-0, orders-1, orders-2" in message
+    assert reasons(kube) == ["MembersRemoved"]
+
+
+def test_deletion_with_retain_leaves_the_group_alone() -> None:
+    kube, admin, ctx = steady(2)
+    kube.group["spec"]["deletionPolicy"] = "Retain"
+    assert "Retain" in finalize(ctx, kube.group, {})
+    assert admin.removals == [] and kube.calls == []

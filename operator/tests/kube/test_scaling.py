@@ -1,0 +1,261 @@
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from staticfleet.kube.scaling import (
+    REMOVING_MEMBERS,
+    SHRINKING,
+    WAITING_FOR_PODS,
+    WAITING_FOR_SESSION_TIMEOUT,
+    FleetObservation,
+    PreRegistration,
+    ScaleDownState,
+    after_removal,
+    expectation_done,
+    iso,
+    plan_scale,
+)
+from staticfleet.kube.spec import GroupSpec
+
+from .fixtures import group_spec
+
+NOW = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
+
+
+def observe(replicas: int | None, pods: set[int], **extra: Any) -> FleetObservation:
+    return FleetObservation(
+        statefulset_replicas=replicas,
+        statefulset_observed_generation=extra.pop("observed_generation", 5),
+        pod_ordinals=frozenset(pods),
+        **extra,
+    )
+
+
+def test_first_reconcile_creates_the_statefulset_at_full_size_with_the_ids_pre_registered() -> None:
+    plan = plan_scale(group_spec(replicas=3), None, observe(None, set()), NOW)
+    assert plan.statefulset_replicas == 3
+    assert plan.expected_instance_ids == ("orders-0", "orders-1", "orders-2")
+    assert plan.started is not None and (plan.started.from_replicas, plan.started.to_replicas) == (0, 3)
+    assert plan.scale_down is None
+
+
+def test_scale_up_pre_registers_every_id_of_the_new_size_then_grows() -> None:
+    plan = plan_scale(group_spec(replicas=4), None, observe(1, {0}), NOW)
+    assert plan.expected_instance_ids == ("orders-0", "orders-1", "orders-2", "orders-3")
+    assert plan.statefulset_replicas == 4
+    assert plan.started is not None and plan.started.direction == "Up"
+
+
+def test_scale_up_without_pre_registration_just_grows() -> None:
+    plan = plan_scale(group_spec(replicas=4, scaleUp={"preRegister": False}), None, observe(1, {0}), NOW)
+    assert plan.expected_instance_ids is None
+    assert plan.statefulset_replicas == 4
+
+
+def test_steady_state_changes_nothing() -> None:
+    plan = plan_scale(group_spec(replicas=3), None, observe(3, {0, 1, 2}), NOW)
+    assert plan.statefulset_replicas == 3
+    assert plan.scale_down is None and plan.started is None and plan.expected_instance_ids is None
+    assert plan.waiting is None and not plan.remove_instance_ids
+
+
+def test_scale_down_records_the_pending_ids_before_shrinking() -> None:
+    plan = plan_scale(group_spec(replicas=1), None, observe(3, {0, 1, 2}), NOW)
+    assert plan.persist_first
+    assert plan.scale_down is not None
+    assert plan.scale_down.phase == SHRINKING
+    assert plan.scale_down.pending_instance_ids == ("orders-1", "orders-2")
+    assert (plan.scale_down.from_replicas, plan.scale_down.to_replicas) == (3, 1)
+    assert plan.statefulset_replicas == 1
+    assert not plan.remove_instance_ids  # never in the same step as the shrink
+
+
+def test_scale_down_lowers_an_active_expectation_to_the_remaining_ids() -> None:
+    plan = plan_scale(group_spec(replicas=1), None, observe(3, {0, 1, 2}, expectation_active=True), NOW)
+    assert plan.expected_instance_ids == ("orders-0",)
+    idle = plan_scale(group_spec(replicas=1), None, observe(3, {0, 1, 2}), NOW)
+    assert idle.expected_instance_ids is None
+
+
+def waiting(generation: int = 7) -> ScaleDownState:
+    return ScaleDownState(
+        phase=WAITING_FOR_PODS,
+        from_replicas=3,
+        to_replicas=1,
+        pending_instance_ids=("orders-1", "orders-2"),
+        remove_members="Immediate",
+        started_at=iso(NOW),
+        statefulset_generation=generation,
+    )
+
+
+def test_no_member_is_removed_while_a_departing_pod_still_exists() -> None:
+    plan = plan_scale(group_spec(replicas=1), waiting(), observe(1, {0, 2}, observed_generation=7), NOW)
+    assert not plan.remove_instance_ids
+    assert plan.waiting is not None and "orders-2" in plan.waiting
+    assert plan.statefulset_replicas == 1
+
+
+def test_no_member_is_removed_before_the_statefulset_controller_saw_the_shrink() -> None:
+    plan = plan_scale(
+        group_spec(replicas=1), waiting(generation=7), observe(1, {0}, observed_generation=6), NOW
+    )
+    assert not plan.remove_instance_ids
+
+
+def test_once_the_pods_are_gone_the_pending_ids_are_removed_in_one_batch() -> None:
+    plan = plan_scale(group_spec(replicas=1), waiting(), observe(1, {0}, observed_generation=7), NOW)
+    assert plan.remove_instance_ids == ("orders-1", "orders-2")
+    assert plan.scale_down is not None and plan.scale_down.phase == REMOVING_MEMBERS
+
+
+def test_a_new_target_waits_until_the_running_scale_down_is_done() -> None:
+    plan = plan_scale(group_spec(replicas=5), waiting(), observe(1, {0, 2}, observed_generation=7), NOW)
+    assert plan.statefulset_replicas == 1 and plan.started is None
+
+
+def test_a_recorded_but_not_yet_applied_scale_down_is_dropped_when_the_target_changes() -> None:
+    recorded = ScaleDownState(SHRINKING, 3, 1, ("orders-1", "orders-2"), "Immediate", iso(NOW))
+    plan = plan_scale(group_spec(replicas=3), recorded, observe(3, {0, 1, 2}), NOW)
+    assert plan.scale_down is None and plan.statefulset_replicas == 3
+
+
+def test_after_session_timeout_waits_for_the_coordinator_to_expire_the_members() -> None:
+    spec = group_spec(replicas=1, sessionTimeoutMs=60_000, scaleDown={"removeMembers": "AfterSessionTimeout"})
+    state = _with(waiting(), remove_members="AfterSessionTimeout")
+    plan = plan_scale(spec, state, observe(1, {0}, observed_generation=7), NOW)
+    assert not plan.remove_instance_ids
+    assert plan.scale_down is not None and plan.scale_down.phase == WAITING_FOR_SESSION_TIMEOUT
+    members = frozenset({"orders-0", "orders-2"})
+    later = plan_scale(
+        spec, plan.scale_down, observe(1, {0}, group_instance_ids=members), NOW + timedelta(seconds=30)
+    )
+    assert later.scale_down is not None and later.completed_scale_down is None
+    gone = plan_scale(spec, plan.scale_down, observe(1, {0}, group_instance_ids=frozenset({"orders-0"})), NOW)
+    assert gone.scale_down is None and gone.completed_scale_down is not None
+    expired = plan_scale(spec, plan.scale_down, observe(1, {0}), NOW + timedelta(seconds=91))
+    assert expired.scale_down is None
+
+
+def _fields(state: ScaleDownState) -> dict[str, Any]:
+    return {name: getattr(state, name) for name in ScaleDownState.__slots__}
+
+
+def _with(state: ScaleDownState, **changes: Any) -> ScaleDownState:
+    return ScaleDownState(**{**_fields(state), **changes})
+
+
+def test_removal_result_clears_or_keeps_the_state() -> None:
+    removing = _with(waiting(), phase=REMOVING_MEMBERS)
+    assert after_removal(removing, ok=True, error=None) is None
+    kept = after_removal(removing, ok=False, error="coordinator unreachable")
+    assert (
+        kept is not None and kept.phase == REMOVING_MEMBERS and kept.last_error == "coordinator unreachable"
+    )
+
+
+def test_scale_down_state_survives_a_round_trip_through_status() -> None:
+    state = waiting()
+    assert ScaleDownState.from_status(state.to_status()) == state
+    assert ScaleDownState.from_status(None) is None
+    assert ScaleDownState.from_status({"phase": "Bogus"}) is None
+
+
+def test_expectation_is_withdrawn_once_every_expected_instance_is_in_a_stable_group() -> None:
+    pre = PreRegistration(("orders-0", "orders-1"), True, iso(NOW))
+    assert not expectation_done(pre, "PreparingRebalance", frozenset({"orders-0", "orders-1"}), None, NOW)
+    assert not expectation_done(pre, "Stable", frozenset({"orders-0"}), None, NOW)
+    assert expectation_done(pre, "Stable", frozenset({"orders-0", "orders-1"}), None, NOW)
+    assert expectation_done(pre, "Stable", frozenset({"orders-0"}), None, NOW + timedelta(minutes=6))
+    assert not expectation_done(pre, "Stable", frozenset(), 600_000, NOW + timedelta(minutes=6))
+
+
+# -- an operator that dies after any step finishes the job after a restart -------------------------------
+
+
+@dataclass
+class FakeCluster:
+    """The StatefulSet controller, the pods and the group, advanced one tick at a time."""
+
+    replicas: int
+    pods: set[int]
+    group: set[str]
+    generation: int = 1
+    observed_generation: int = 1
+    status: dict[str, Any] | None = None
+    removals: list[tuple[str, ...]] = field(default_factory=list)
+
+    def apply(self, replicas: int) -> int:
+        if replicas != self.replicas:
+            self.replicas = replicas
+            self.generation += 1
+        return self.generation
+
+    def tick(self) -> None:
+        """The controller observes the spec and deletes one surplus pod per tick (termination takes time)."""
+        self.observed_generation = self.generation
+        surplus = sorted(o for o in self.pods if o >= self.replicas)
+        if surplus:
+            self.pods.discard(surplus[-1])
+        self.pods |= set(range(self.replicas))
+
+
+class Crash(Exception):
+    pass
+
+
+def operator_pass(cluster: FakeCluster, spec: GroupSpec, crash_at: str | None) -> None:
+    """What reconcile() does with a plan, with the same checkpoints."""
+    state = ScaleDownState.from_status(cluster.status)
+    plan = plan_scale(
+        spec,
+        state,
+        observe(cluster.replicas, set(cluster.pods), observed_generation=cluster.observed_generation),
+        NOW,
+    )
+    if plan.persist_first and plan.scale_down is not None:
+        cluster.status = plan.scale_down.to_status()
+        if crash_at == "scale-down-recorded":
+            raise Crash
+    generation = cluster.apply(plan.statefulset_replicas)
+    current = plan.scale_down
+    if current is not None and current.phase == SHRINKING:
+        current = current.shrunk(generation)
+        cluster.status = current.to_status()
+        if crash_at == "statefulset-shrunk":
+            raise Crash
+    if plan.remove_instance_ids and current is not None:
+        leaving = {int(i.rsplit("-", 1)[1]) for i in plan.remove_instance_ids}
+        assert not leaving & cluster.pods, "a member was removed while its pod still existed"
+        assert cluster.observed_generation >= cluster.generation
+        cluster.removals.append(plan.remove_instance_ids)
+        cluster.group -= set(plan.remove_instance_ids)
+        current = after_removal(current, ok=True, error=None)
+        if crash_at == "members-removed":
+            raise Crash
+    cluster.status = current.to_status() if current else None
+
+
+@pytest.mark.parametrize("crash_at", [None, "scale-down-recorded", "statefulset-shrunk", "members-removed"])
+def test_a_scale_down_interrupted_at_any_step_completes_after_a_restart(crash_at: str | None) -> None:
+    spec = group_spec(replicas=1)
+    cluster = FakeCluster(replicas=3, pods={0, 1, 2}, group={"orders-0", "orders-1", "orders-2"})
+    crashed = False
+    for _ in range(20):
+        try:
+            operator_pass(cluster, spec, None if crashed else crash_at)
+        except Crash:
+            crashed = True  # the next pass is a fresh operator reading the status back
+        if cluster.status is None and cluster.replicas == 1 and cluster.pods == {0}:
+            break
+        cluster.tick()
+    assert crashed == (crash_at is not None)
+    assert cluster.status is None
+    assert (cluster.replicas, cluster.pods, cluster.group) == (1, {0}, {"orders-0"})
+    assert cluster.removals[0] == ("orders-1", "orders-2")
+    # A repeated batch after a crash is harmless: the ids are already gone (UNKNOWN_MEMBER_ID).
+    assert all(batch == ("orders-1", "orders-2") for batch in cluster.removals)

@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import pytest
+
+from staticfleet.kube.spec import (
+    AFTER_SESSION_TIMEOUT,
+    DEFAULT_SESSION_TIMEOUT_MS,
+    IMMEDIATE,
+    REMOVE_MEMBERS,
+    OperatorDefaults,
+    SpecError,
+    claim_key,
+    parse_group,
+)
+
+from .fixtures import group_spec, resource
+
+
+def test_defaults_apply_when_fields_are_absent() -> None:
+    spec = group_spec()
+    assert spec.group_id == "shop.orders"
+    assert spec.session_timeout_ms == DEFAULT_SESSION_TIMEOUT_MS == 120_000
+    assert spec.instance_id_template == "{pod}"
+    assert spec.remove_members == IMMEDIATE
+    assert spec.pre_register is True
+    assert spec.deletion_policy == REMOVE_MEMBERS
+    assert spec.rebalance_timeout_ms is None and spec.heartbeat_interval_ms is None
+    assert spec.security_protocol == "PLAINTEXT"
+
+
+def test_instance_ids_follow_the_template() -> None:
+    assert group_spec().instance_ids(0, 3) == ("orders-0", "orders-1", "orders-2")
+    spec = group_spec(instanceIdTemplate="{namespace}.{name}-{ordinal}")
+    assert spec.instance_ids(1, 3) == ("shop.orders-1", "shop.orders-2")
+
+
+def test_operator_defaults_fill_the_bootstrap_servers_and_the_coordinator_api() -> None:
+    body = resource()
+    del body["spec"]["kafka"]
+    defaults = OperatorDefaults("coordinator.staticfleet:9092", "http://coordinator.staticfleet:8080/")
+    spec = parse_group(body, defaults)
+    assert spec.bootstrap_servers == "coordinator.staticfleet:9092"
+    assert spec.coordinator_api == "http://coordinator.staticfleet:8080"
+
+
+def test_the_default_coordinator_api_is_not_used_for_another_cluster() -> None:
+    spec = group_spec(OperatorDefaults("coordinator:9092", "http://coordinator:8080"))
+    assert spec.bootstrap_servers == "kafka:9092"
+    assert spec.coordinator_api is None
+
+
+def test_security_protocol_follows_tls_and_sasl() -> None:
+    sasl = {"secretName": "creds"}
+    tls = {"secretName": "ca"}
+    assert group_spec(kafka={"bootstrapServers": "k:9093", "tls": tls}).security_protocol == "SSL"
+    assert (
+        group_spec(kafka={"bootstrapServers": "k:9093", "sasl": sasl}).security_protocol == "SASL_PLAINTEXT"
+    )
+    both = group_spec(kafka={"bootstrapServers": "k:9093", "sasl": sasl, "tls": tls})
+    assert both.security_protocol == "SASL_SSL"
+    assert both.sasl is not None and both.sasl.mechanism == "SCRAM-SHA-512"
+
+
+def test_a_resource_without_topics_is_rejected() -> None:
+    with pytest.raises(SpecError, match="topics"):
+        group_spec(topics=[])
+
+
+def test_scale_down_mode_is_read() -> None:
+    assert (
+        group_spec(scaleDown={"removeMembers": AFTER_SESSION_TIMEOUT}).remove_members == AFTER_SESSION_TIMEOUT
+    )
+
+
+def test_claim_keys_ignore_server_order_and_case() -> None:
+    assert claim_key("B:9092, a:9092", "g") == claim_key("a:9092,b:9092", "g")
+    assert claim_key("a:9092", "g") != claim_key("a:9092", "h")

@@ -1,0 +1,269 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from staticfleet.admin.coordinator_api import CoordinatorGroupView, RebalanceRecord
+from staticfleet.admin.model import GroupDescription, MemberDescription, Node
+from staticfleet.kube.scaling import PreRegistration, iso
+from staticfleet.kube.status import (
+    MEMBER_LIST_CAP,
+    GroupObservation,
+    StatusInputs,
+    compute_status,
+    conflict_status,
+    merge_patch,
+)
+
+from .fixtures import group_spec
+
+NOW = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
+NODE = Node(1, "127.0.0.1", 9092)
+
+
+def members(n: int, state: str = "Stable", prefix: str = "orders") -> GroupDescription:
+    return GroupDescription(
+        group_id="shop.orders",
+        state=state,
+        protocol_type="consumer",
+        protocol="range",
+        members=tuple(
+            MemberDescription(
+                f"{prefix}-{i}-uuid{i}", f"{prefix}-{i}", f"{prefix}-{i}", "/10.0.0.1", {"orders": [i]}
+            )
+            for i in range(n)
+        ),
+        coordinator=NODE,
+    )
+
+
+def statefulset(ready: int, replicas: int | None = None, revision: str = "r1") -> dict[str, Any]:
+    replicas = ready if replicas is None else replicas
+    return {
+        "spec": {"replicas": replicas},
+        "status": {
+            "replicas": replicas,
+            "readyReplicas": ready,
+            "updatedReplicas": replicas,
+            "currentRevision": revision,
+            "updateRevision": revision,
+        },
+    }
+
+
+def pods(n: int) -> list[dict[str, Any]]:
+    return [{"metadata": {"name": f"orders-{i}"}, "status": {}} for i in range(n)]
+
+
+def inputs(**overrides: Any) -> StatusInputs:
+    values: dict[str, Any] = {
+        "spec": group_spec(replicas=3),
+        "generation": 2,
+        "previous": {},
+        "statefulset": statefulset(3),
+        "pods": pods(3),
+        "group": GroupObservation(description=members(3)),
+        "now": NOW,
+    }
+    values.update(overrides)
+    return StatusInputs(**values)
+
+
+def conditions(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in status["conditions"]}
+
+
+def test_a_full_stable_fleet_is_ready() -> None:
+    result = compute_status(inputs())
+    status = result.status
+    c = conditions(status)
+    assert c["Ready"]["status"] == "True" and c["Ready"]["reason"] == "FleetReady"
+    assert c["GroupStable"]["status"] == "True"
+    assert c["Progressing"]["status"] == "False"
+    assert c["Degraded"]["status"] == "False"
+    assert status["observedGeneration"] == 2
+    assert status["replicas"] == 3 and status["readyReplicas"] == 3
+    assert status["selector"].startswith("app.kubernetes.io/instance=orders")
+    assert status["group"]["members"] == 3 and status["group"]["assignedPartitions"] == 3
+    assert [m["instanceId"] for m in status["members"]] == ["orders-0", "orders-1", "orders-2"]
+    assert status["members"][1]["partitions"] == {"orders": [1]}
+
+
+def test_a_missing_member_keeps_the_fleet_not_ready() -> None:
+    result = compute_status(inputs(group=GroupObservation(description=members(2))))
+    ready = conditions(result.status)["Ready"]
+    assert ready["status"] == "False" and ready["reason"] == "MembersMissing"
+    assert "orders-2" in ready["message"]
+
+
+def test_a_rebalancing_group_is_not_stable() -> None:
+    result = compute_status(inputs(group=GroupObservation(description=members(3, "PreparingRebalance"))))
+    c = conditions(result.status)
+    assert c["GroupStable"]["reason"] == "RebalanceInProgress"
+    assert c["Ready"]["reason"] == "GroupNotStable"
+
+
+def test_transition_time_moves_only_when_the_condition_status_changes() -> None:
+    first = compute_status(inputs()).status
+    later = compute_status(inputs(previous=first, now=NOW + timedelta(minutes=5))).status
+    assert conditions(later)["Ready"]["lastTransitionTime"] == iso(NOW)
+    flipped = compute_status(
+        inputs(previous=later, now=NOW + timedelta(minutes=6), statefulset=statefulset(2, 3))
+    ).status
+    assert conditions(flipped)["Ready"]["lastTransitionTime"] == iso(NOW + timedelta(minutes=6))
+
+
+def test_an_unreachable_coordinator_degrades_the_fleet_with_one_event() -> None:
+    down = GroupObservation(error="coordinator at kafka:9092 unreachable")
+    first = compute_status(inputs(group=down))
+    c = conditions(first.status)
+    assert c["Degraded"]["status"] == "True" and c["Degraded"]["reason"] == "CoordinatorUnavailable"
+    assert [e.reason for e in first.events] == ["CoordinatorUnavailable"]
+    again = compute_status(inputs(group=down, previous=first.status))
+    assert not [e for e in again.events if e.reason == "CoordinatorUnavailable"]
+
+
+def test_a_consumer_that_exited_fenced_is_reported() -> None:
+    fenced_pod = {
+        "metadata": {"name": "orders-1"},
+        "status": {
+            "containerStatuses": [
+                {
+                    "lastState": {
+                        "terminated": {"exitCode": 82, "finishedAt": iso(NOW - timedelta(seconds=20))}
+                    }
+                }
+            ]
+        },
+    }
+    result = compute_status(inputs(pods=[*pods(1), fenced_pod]))
+    degraded = conditions(result.status)["Degraded"]
+    assert degraded["reason"] == "InstanceFenced" and "orders-1" in degraded["message"]
+    assert "InstanceFenced" in [e.reason for e in result.events]
+    old = compute_status(inputs(pods=[fenced_pod], now=NOW + timedelta(hours=1)))
+    assert conditions(old.status)["Degraded"]["status"] == "False"
+
+
+def test_the_member_list_is_capped_with_totals() -> None:
+    spec = group_spec(replicas=70)
+    result = compute_status(
+        inputs(
+            spec=spec,
+            statefulset=statefulset(70),
+            pods=pods(70),
+            group=GroupObservation(description=members(70)),
+        )
+    )
+    assert len(result.status["members"]) == MEMBER_LIST_CAP
+    assert result.status["membersTotal"] == 70 and result.status["membersTruncated"] is True
+    assert result.status["members"][10]["instanceId"] == "orders-10"  # natural order
+
+
+def view(rebalances: int, generation: int) -> CoordinatorGroupView:
+    return CoordinatorGroupView(
+        group_id="shop.orders",
+        state="Stable",
+        generation=generation,
+        protocol="range",
+        leader_instance_id="orders-0",
+        members=3,
+        rebalances=rebalances,
+        last_rebalance=RebalanceRecord(generation, "member-removed", 1_000, 1_250, 250),
+        rebalance_in_progress=None,
+    )
+
+
+def test_the_coordinator_api_supplies_generation_rebalances_and_the_last_rebalance() -> None:
+    first = compute_status(inputs(group=GroupObservation(description=members(3), view=view(1, 1))))
+    group = first.status["group"]
+    assert (group["generation"], group["rebalances"], group["rebalancesSource"]) == (1, 1, "coordinator")
+    assert group["leader"] == "orders-0"
+    assert (
+        group["lastRebalance"]["reason"] == "member-removed" and group["lastRebalance"]["durationMs"] == 250
+    )
+    assert not [e for e in first.events if e.reason == "RebalanceObserved"]  # no baseline yet
+    second = compute_status(
+        inputs(group=GroupObservation(description=members(3), view=view(2, 2)), previous=first.status)
+    )
+    observed = [e for e in second.events if e.reason == "RebalanceObserved"]
+    assert (
+        len(observed) == 1
+        and "generation 2" in observed[0].message
+        and "member-removed" in observed[0].message
+    )
+
+
+def test_without_the_api_rebalances_are_inferred_from_transitions() -> None:
+    stable = compute_status(inputs()).status
+    assert stable["group"]["rebalancesSource"] == "observed" and stable["group"]["rebalances"] == 0
+    moving = compute_status(
+        inputs(previous=stable, group=GroupObservation(description=members(3, "CompletingRebalance")))
+    ).status
+    back = compute_status(inputs(previous=moving))
+    assert back.status["group"]["rebalances"] == 1
+    assert [e.reason for e in back.events if e.reason == "RebalanceObserved"] == ["RebalanceObserved"]
+
+
+def test_a_static_restart_is_not_counted_but_a_new_assignment_is() -> None:
+    stable = compute_status(inputs()).status
+    restarted = members(3)
+    restarted = GroupDescription(
+        restarted.group_id,
+        "Stable",
+        "consumer",
+        "range",
+        tuple(
+            MemberDescription(m.member_id + "-new", m.instance_id, m.client_id, m.client_host, m.partitions)
+            for m in restarted.members
+        ),
+        NODE,
+    )
+    same = compute_status(inputs(previous=stable, group=GroupObservation(description=restarted)))
+    assert same.status["group"]["rebalances"] == 0
+    moved = compute_status(inputs(previous=stable, group=GroupObservation(description=members(2))))
+    assert moved.status["group"]["rebalances"] == 1
+
+
+def test_a_scale_down_in_progress_shows_as_progressing() -> None:
+    result = compute_status(inputs(scale_waiting="scaling down from 3 to 1: waiting for orders-2"))
+    c = conditions(result.status)
+    assert c["Progressing"]["status"] == "True" and c["Progressing"]["reason"] == "ScalingDown"
+    assert c["Ready"]["reason"] == "ScalingInProgress"
+
+
+def test_a_rejected_pre_registration_is_explained_and_the_scale_completes() -> None:
+    pre = PreRegistration(("orders-0", "orders-1", "orders-2"), False, iso(NOW), "INVALID_CONFIG: unknown")
+    last = {
+        "direction": "Up",
+        "fromReplicas": 1,
+        "toReplicas": 3,
+        "startedAt": iso(NOW - timedelta(seconds=8)),
+    }
+    pending = compute_status(
+        inputs(group=GroupObservation(description=members(2)), pre_registration=pre, last_scale=last)
+    )
+    progressing = conditions(pending.status)["Progressing"]
+    assert progressing["reason"] == "ScalingUp" and "pre-registration not supported" in progressing["message"]
+    done = compute_status(inputs(pre_registration=pre, last_scale=last))
+    assert done.completed_scale is not None and done.completed_scale["durationSeconds"] == 8.0
+    assert done.status["lastScale"]["completedAt"] == iso(NOW)
+
+
+def test_a_losing_claim_is_degraded_with_the_owner_named() -> None:
+    result = conflict_status(group_spec(), 1, {}, "shop/first", NOW)
+    degraded = conditions(result.status)["Degraded"]
+    assert degraded["reason"] == "GroupIdConflict" and "shop/first" in degraded["message"]
+    assert [e.reason for e in result.events] == ["GroupIdConflict"]
+    assert not conflict_status(group_spec(), 1, result.status, "shop/first", NOW).events
+
+
+def test_merge_patch_nulls_what_disappeared_and_keeps_what_did_not_change() -> None:
+    old = {
+        "a": 1,
+        "scaleDown": {"phase": "X"},
+        "group": {"state": "Stable", "rebalanceInProgress": "r"},
+        "l": [1],
+    }
+    new = {"a": 1, "scaleDown": None, "group": {"state": "Stable"}, "l": [1, 2]}
+    assert merge_patch(old, new) == {"scaleDown": None, "group": {"rebalanceInProgress": None}, "l": [1, 2]}
+    assert merge_patch(new, new) == {}
