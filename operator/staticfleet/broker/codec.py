@@ -24,6 +24,7 @@ from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode as KioErrorCode
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader, entity_writer
@@ -356,15 +357,38 @@ def response_schema(api_key: int, api_version: int) -> type[Any]:
     return schema
 
 
+def _read_header(frame: bytes, flexible: bool) -> tuple[str | None, int]:
+    """client_id and the header's length. Both header versions keep client_id as a legacy (int16-length)
+    string; v2 then has a tagged-field section, none of whose tags a broker needs, so all are skipped."""
+    if len(frame) < 10:
+        raise FrameError("request header is truncated")
+    (length,) = _I16.unpack_from(frame, 8)
+    pos = 10 + max(length, 0)
+    if pos > len(frame):
+        raise FrameError("client id runs past the end of the frame")
+    try:
+        client_id = None if length < 0 else frame[10:pos].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FrameError("client id is not UTF-8") from exc
+    if flexible:
+        count, pos = _read_uvarint(frame, pos)
+        for _ in range(count):
+            _, pos = _read_uvarint(frame, pos)
+            size, pos = _read_uvarint(frame, pos)
+            pos += size
+        if pos > len(frame):
+            raise FrameError("request header runs past the end of the frame")
+    return client_id, pos
+
+
 def parse_request(frame: bytes, supported: Callable[[int, int], bool]) -> tuple[RequestHeader, Any]:
     """Parse a request frame. Raises UnsupportedVersion (answerable) or FrameError (close the connection)."""
     api_key, api_version, correlation_id = peek_header(frame)
     if not supported(api_key, api_version):
         raise UnsupportedVersion(api_key, api_version, correlation_id)
     schema = request_schema(api_key, api_version)
-    header_schema = schema.__header_schema__
+    client_id, header_size = _read_header(frame, schema.__header_schema__ is not RequestHeaderV1)
     try:
-        header, header_size = _read_entity(header_schema, frame, 0)
         if _has_arrays(schema):
             check_lengths(schema, frame, header_size)
         body, _ = _read_entity(schema, frame, header_size)
@@ -372,17 +396,7 @@ def parse_request(frame: bytes, supported: Callable[[int, int], bool]) -> tuple[
         raise  # garbage, or a bug here: never hide the latter behind "bad frame"
     except Exception as exc:  # kio raises many kinds of errors on garbage
         raise FrameError(f"cannot parse api {api_key} v{api_version}: {type(exc).__name__}: {exc}") from exc
-    return RequestHeader(api_key, api_version, correlation_id, header.client_id), body
-
-
-def parse_client_id(frame: bytes) -> str | None:
-    """The client id of any request header (v1 and v2 both start with it), or None when unreadable."""
-    if len(frame) < 10:
-        return None
-    (length,) = struct.unpack_from(">h", frame, 8)
-    if length < 0 or 10 + length > len(frame):
-        return None
-    return frame[10 : 10 + length].decode("utf-8", errors="replace")
+    return RequestHeader(api_key, api_version, correlation_id, client_id), body
 
 
 # --- responses ---------------------------------------------------------------------------------------

@@ -153,6 +153,7 @@ class BrokerServer:
         self._stopping = True
         if self._server is not None:
             self._server.close()
+        self.host.coordinator.unload()  # parked joins and syncs are answered, so in-flight work drains
         if self._in_flight:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._idle.wait(), self.settings.shutdown_grace_s)

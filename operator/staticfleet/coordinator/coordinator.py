@@ -1423,6 +1423,16 @@ class GroupCoordinator:
                 )
         self.schedule_cleanup()
 
+    def unload(self) -> None:
+        """Shutting down: answer every parked JoinGroup and SyncGroup with NOT_COORDINATOR, as Kafka does
+        when it unloads a group, so clients look for the coordinator again instead of hanging."""
+        for group in self.groups.values():
+            for member in list(group.members.values()):
+                group.complete_join(
+                    member, JoinGroupResponse(error=ErrorCode.NOT_COORDINATOR, member_id=member.member_id)
+                )
+                group.complete_sync(member, SyncGroupResponse(error=ErrorCode.NOT_COORDINATOR))
+
     def snapshot_records(self) -> Iterator[Record]:
         """The live durable state as records: replaying them rebuilds what a full log replay would."""
         for group_id, configs in self.group_configs.items():

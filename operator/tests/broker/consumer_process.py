@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 import threading
@@ -174,6 +175,10 @@ def main() -> int:
     args = parser.parse_args()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if os.environ.get("CONSUMER_DEBUG"):
+        import logging
+
+        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
     emit("started", client=args.client, instance=args.instance)
     return RUNNERS[args.client](args, stop)
 

@@ -210,3 +210,19 @@ def test_static_member_restart_emits_a_replacement_event_without_rebalance() -> 
     assert replaced[-1]["new_member_id"] == resp.member_id
     assert replaced[-1]["rebalance"] is False
     assert h.events.of_type("rebalance_started") == h.events.of_type("rebalance_started")[:1]
+
+
+def test_unloading_answers_parked_joins_and_syncs_with_not_coordinator() -> None:
+    h = Harness()
+    ids = h.stable_static_group("a", "b", "c")
+    parked_join = h.join(ids["a"], "a")
+    h.coordinator.unload()
+    assert parked_join.get().error == E.NOT_COORDINATOR
+    h2 = Harness()
+    a = h2.join("", "a")
+    b = h2.join("", "b")
+    h2.tick()
+    parked_sync = h2.sync(b.get().member_id, 1, "b")
+    h2.coordinator.unload()
+    assert parked_sync.get().error == E.NOT_COORDINATOR
+    assert a.get().error == E.NONE

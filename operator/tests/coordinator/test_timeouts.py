@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from staticfleet.coordinator import ErrorCode, GroupState
+from staticfleet.coordinator.messages import Protocol
 
 from .harness import Harness
 
@@ -131,3 +132,20 @@ def test_heartbeat_in_preparing_rebalance_refreshes_the_session() -> None:
         h.advance(1_500)
         assert h.heartbeat(ids["b"], 1, "b") == E.REBALANCE_IN_PROGRESS
     assert ids["b"] in h.coordinator.groups["g"].members
+
+
+def test_offline_leader_during_a_rebalance_a_rejoined_member_leads_and_the_leader_stays_a_member() -> None:
+    # Reference scenario 15: A (leader) is silent, B and C rejoin; at the rebalance timeout a joined
+    # member is elected leader and A is kept in the member list (it is static).
+    h = Harness()
+    ids = h.stable_static_group("a", "b", "c", session=60_000, rebalance=5_000)
+    changed = (Protocol("range", b"m2"), Protocol("roundrobin", b"m"))  # B's new subscription starts it
+    b = h.join(ids["b"], "b", session=60_000, rebalance=5_000, protocols=changed)
+    c = h.join(ids["c"], "c", session=60_000, rebalance=5_000)
+    assert not b.done and not c.done
+    h.advance(5_000)
+    new_leader = b.get().leader
+    assert new_leader in (ids["b"], ids["c"]) and new_leader == c.get().leader
+    leader_view = b.get() if new_leader == ids["b"] else c.get()
+    assert {m.group_instance_id for m in leader_view.members} == {"a", "b", "c"}
+    assert ids["a"] in h.coordinator.groups["g"].members

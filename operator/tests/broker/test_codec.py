@@ -1,0 +1,152 @@
+"""The wire codec around kio: headers, unknown tagged fields, version-aware responses, length checks."""
+
+from __future__ import annotations
+
+import io
+import struct
+from typing import Any
+
+import pytest
+from kio.schema.heartbeat.v4.request import HeartbeatRequest
+from kio.schema.join_group.v9.request import JoinGroupRequest, JoinGroupRequestProtocol
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.schema.types import GroupId
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i16, i32, i32Timedelta
+
+from staticfleet.broker.apis import is_supported
+from staticfleet.broker.codec import (
+    FrameError,
+    UnsupportedVersion,
+    build_response,
+    encode_response,
+    parse_request,
+)
+
+
+def _encode(entity: Any) -> bytes:
+    buffer = io.BytesIO()
+    entity_writer(type(entity))(buffer, entity)
+    return buffer.getvalue()
+
+
+def _header(api_key: int, version: int, correlation: int = 42, client: str | None = "c") -> bytes:
+    return _encode(
+        RequestHeaderV2(
+            request_api_key=i16(api_key),
+            request_api_version=i16(version),
+            correlation_id=i32(correlation),
+            client_id=client,
+        )
+    )
+
+
+def _with_unknown_tag(encoded: bytes, tag: int = 99, payload: bytes = b"zz") -> bytes:
+    """Replace an empty trailing tagged-field section (one 0x00 byte) by one holding an unknown tag."""
+    assert encoded.endswith(b"\x00")
+    return encoded[:-1] + bytes([1, tag, len(payload)]) + payload
+
+
+def test_unknown_tagged_fields_in_the_body_are_skipped() -> None:
+    body = _encode(
+        HeartbeatRequest(group_id=GroupId("g"), generation_id=i32(3), member_id="m", group_instance_id="i")
+    )
+    header, request = parse_request(_header(12, 4) + _with_unknown_tag(body), is_supported)
+    assert (header.api_key, header.api_version, header.correlation_id, header.client_id) == (12, 4, 42, "c")
+    assert (request.group_id, request.generation_id, request.member_id, request.group_instance_id) == (
+        "g",
+        3,
+        "m",
+        "i",
+    )
+
+
+def test_unknown_tagged_fields_in_the_header_and_in_nested_structs_are_skipped() -> None:
+    join = JoinGroupRequest(
+        group_id=GroupId("g"),
+        session_timeout=i32Timedelta.parse(__import__("datetime").timedelta(seconds=10)),
+        rebalance_timeout=i32Timedelta.parse(__import__("datetime").timedelta(seconds=30)),
+        member_id="",
+        group_instance_id="i",
+        protocol_type="consumer",
+        protocols=(JoinGroupRequestProtocol(name="range", metadata=b"\x00\x01"),),
+        reason=None,
+    )
+    body = bytearray(_encode(join))
+    # The protocol struct's own tagged-field section sits right after its metadata bytes.
+    at = bytes(body).index(b"\x03\x00\x01") + 3  # compact bytes: length 2+1, then the two metadata bytes
+    body[at : at + 1] = bytes([1, 7, 1]) + b"x"
+    frame = _with_unknown_tag(_header(11, 9)) + _with_unknown_tag(bytes(body), tag=12)
+    _, request = parse_request(frame, is_supported)
+    assert request == join
+
+
+def test_an_unsupported_version_is_reported_with_its_correlation_id() -> None:
+    body = _encode(
+        HeartbeatRequest(group_id=GroupId("g"), generation_id=i32(1), member_id="m", group_instance_id=None)
+    )
+    with pytest.raises(UnsupportedVersion) as raised:
+        parse_request(_header(12, 9, correlation=77) + body, is_supported)
+    assert (raised.value.api_key, raised.value.api_version, raised.value.correlation_id) == (12, 9, 77)
+
+
+def test_garbage_after_a_valid_header_is_a_frame_error() -> None:
+    with pytest.raises(FrameError):
+        parse_request(_header(12, 4) + b"\x05\xff", is_supported)
+
+
+def test_an_array_count_larger_than_the_frame_is_refused_before_kio_allocates() -> None:
+    # JoinGroup v9 whose protocol array claims a million entries in a few bytes.
+    body = bytearray(
+        _encode(
+            JoinGroupRequest(
+                group_id=GroupId("g"),
+                session_timeout=i32Timedelta.parse(__import__("datetime").timedelta(seconds=10)),
+                rebalance_timeout=i32Timedelta.parse(__import__("datetime").timedelta(seconds=30)),
+                member_id="",
+                group_instance_id=None,
+                protocol_type="consumer",
+                protocols=(),
+                reason=None,
+            )
+        )
+    )
+    empty_array = body.index(b"consumer") + len(b"consumer")
+    body[empty_array : empty_array + 1] = b"\xc0\x84\x3d"  # uvarint 1,000,001 = 1,000,000 elements
+    with pytest.raises(FrameError, match="cannot fit"):
+        parse_request(_header(11, 9) + bytes(body), is_supported)
+
+
+def test_responses_keep_only_the_fields_of_their_version() -> None:
+    values = {"throttle_time": 0, "error_code": 0, "generation_id": 2, "protocol_type": "consumer",
+              "protocol_name": "range", "leader": "a", "skip_assignment": True, "member_id": "a",
+              "members": [{"member_id": "a", "group_instance_id": "i", "metadata": b""}]}  # fmt: skip
+    v0 = build_response(11, 0, values)
+    v9 = build_response(11, 9, values)
+    assert not hasattr(v0, "skip_assignment") and not hasattr(v0.members[0], "group_instance_id")
+    assert v9.skip_assignment is True and v9.members[0].group_instance_id == "i"
+
+
+def test_null_protocol_name_becomes_empty_string_where_a_version_cannot_carry_null() -> None:
+    assert (
+        build_response(
+            11, 6, {"error_code": 25, "protocol_name": None, "leader": "", "member_id": ""}
+        ).protocol_name
+        == ""
+    )
+    assert (
+        build_response(
+            11, 7, {"error_code": 25, "protocol_name": None, "leader": "", "member_id": ""}
+        ).protocol_name
+        is None
+    )
+
+
+def test_api_versions_responses_always_use_header_v0() -> None:
+    from kio.schema.api_versions.v3.response import ApiVersionsResponse
+
+    frame = encode_response(5, build_response(18, 3, {"error_code": 0, "api_keys": []}))
+    (size, correlation) = struct.unpack_from(">ii", frame, 0)
+    assert (size, correlation) == (len(frame) - 4, 5)
+    decoded, _ = entity_reader(ApiVersionsResponse)(frame[8:], 0)  # no tagged section after the id
+    assert int(decoded.error_code) == 0
