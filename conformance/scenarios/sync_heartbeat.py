@@ -43,6 +43,33 @@ async def heartbeat_by_state(ctx: ScenarioContext) -> Outcome:
 
 
 @scenario(
+    "The identity check runs before the generation check for every member id: a live member's id sent with "
+    "another member's instance id and a wrong generation is FENCED_INSTANCE_ID (not ILLEGAL_GENERATION) on "
+    "Heartbeat, SyncGroup and OffsetCommit; with an unknown instance id it is UNKNOWN_MEMBER_ID.",
+    rule="§1.5 identity before generation; §1.6; §1.7; §1.8",
+    sanity=expect_all(("heartbeat.other_instance", {"error_code": "FENCED_INSTANCE_ID"})),
+)
+async def identity_check_precedes_generation_for_live_members(ctx: ScenarioContext) -> Outcome:
+    await ctx.ensure_topic()
+    a, _ = await setup_s2(ctx, record=False)
+    other = d.heartbeat(4, ctx.group, generation=7, member_id=a.member_id, instance_id="B")
+    ctx.record("heartbeat.other_instance", await a.conn.request(other))
+    unknown = d.heartbeat(4, ctx.group, generation=7, member_id=a.member_id, instance_id="Z")
+    ctx.record("heartbeat.unknown_instance", await a.conn.request(unknown))
+    sync = d.sync_group(
+        5, ctx.group, generation=7, member_id=a.member_id, instance_id="B",
+        protocol_type="consumer", protocol_name="range",
+    )  # fmt: skip
+    ctx.record("sync.other_instance", await a.conn.request(sync))
+    commit = d.offset_commit(
+        9, ctx.group, generation=7, member_id=a.member_id, instance_id="B", offsets={"t1": {0: 1}}
+    )
+    ctx.record("commit.other_instance", await a.conn.request(commit))
+    await ctx.state("state.after")
+    return ctx.outcome
+
+
+@scenario(
     "Heartbeat v0..v4 from a current member is NONE; with another member id it is UNKNOWN_MEMBER_ID at v0-2 "
     "and FENCED_INSTANCE_ID at v3+ (the instance id belongs to the real member).",
     rule="§1.7; §2.1 Heartbeat versions",
