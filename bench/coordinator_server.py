@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import io
 import os
 import statistics
 import struct
@@ -31,7 +30,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "operator"))
 sys.path.insert(0, str(ROOT))
 
-from kio.serial import entity_writer  # noqa: E402
 
 from bench.report import publish, table  # noqa: E402
 from conformance import driver as d  # noqa: E402
@@ -44,21 +42,8 @@ GROUP_SIZE = 1_000
 # --- framing ----------------------------------------------------------------------------------------
 
 
-def frame(request: Any, correlation: int = 1, client_id: str = "bench") -> bytes:
-    header_cls = request.__header_schema__
-    buffer = io.BytesIO()
-    entity_writer(header_cls)(
-        buffer,
-        header_cls(
-            request_api_key=request.__api_key__,
-            request_api_version=request.__version__,
-            correlation_id=correlation,
-            client_id=client_id,
-        ),
-    )
-    entity_writer(type(request))(buffer, request)
-    body = buffer.getvalue()
-    return struct.pack(">i", len(body)) + body
+def frame(request: Any, correlation: int = 1) -> bytes:
+    return d.request_frame(request, correlation, "bench")
 
 
 class RawConnection:

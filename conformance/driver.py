@@ -262,6 +262,26 @@ class Connection:
             await self._reader_task
 
 
+def request_frame(
+    request: RequestPayload, correlation: int = 1, client_id: str | None = DEFAULT_CLIENT_ID
+) -> bytes:
+    """A whole request frame (size prefix, header at the request's own header version, body)."""
+    header_cls = request.__header_schema__
+    buffer = io.BytesIO()
+    entity_writer(header_cls)(
+        buffer,
+        header_cls(
+            request_api_key=i16(request.__api_key__),
+            request_api_version=i16(request.__version__),
+            correlation_id=i32(correlation),
+            client_id=client_id,
+        ),
+    )
+    entity_writer(type(request))(buffer, request)
+    body = buffer.getvalue()
+    return struct.pack(">i", len(body)) + body
+
+
 class Driver:
     """Opens connections to one bootstrap address and closes them all at the end."""
 

@@ -56,36 +56,30 @@ class Timers:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def next_deadline(self) -> int | None:
-        """The earliest time at which `pop_due` may return something."""
+    def _earliest(self) -> _Entry | None:
+        """The earliest live entry, its heap position made exact (rescheduled entries are pushed back)."""
         heap = self._heap
         while heap:
             queued, _, entry = heap[0]
             if entry.cancelled:
                 heapq.heappop(heap)
-                continue
-            if entry.deadline > queued:
+            elif entry.deadline > queued:
                 heapq.heapreplace(heap, (entry.deadline, next(self._seq), entry))
                 entry.queued_at = entry.deadline
-                continue
-            return queued
+            else:
+                return entry
         return None
+
+    def next_deadline(self) -> int | None:
+        """The earliest time at which `pop_due` may return something."""
+        entry = self._earliest()
+        return None if entry is None else entry.deadline
 
     def pop_due(self, now: int) -> tuple[Hashable, Any] | None:
         """Remove and return the earliest timer due at `now`, or None."""
-        heap = self._heap
-        while heap:
-            queued, _, entry = heap[0]
-            if entry.cancelled:
-                heapq.heappop(heap)
-                continue
-            if entry.deadline > queued:
-                heapq.heapreplace(heap, (entry.deadline, next(self._seq), entry))
-                entry.queued_at = entry.deadline
-                continue
-            if queued > now:
-                return None
-            heapq.heappop(heap)
-            del self._entries[entry.key]
-            return entry.key, entry.payload
-        return None
+        entry = self._earliest()
+        if entry is None or entry.deadline > now:
+            return None
+        heapq.heappop(self._heap)
+        del self._entries[entry.key]
+        return entry.key, entry.payload

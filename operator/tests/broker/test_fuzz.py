@@ -4,7 +4,6 @@ never stop it from serving a well-behaved client."""
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import os
 import random
@@ -14,10 +13,8 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from kio.serial import entity_writer
 
 from conformance import driver as d
 from staticfleet.broker.apis import is_supported
@@ -27,24 +24,6 @@ from .processes import ROOT, CoordinatorProcess
 
 FRAMES = 100_000
 WORKERS = 24
-
-
-def _frame(request: Any, correlation: int = 7) -> bytes:
-    """A complete request frame (size prefix, header, body) as a client would send it."""
-    header_cls = request.__header_schema__
-    buffer = io.BytesIO()
-    entity_writer(header_cls)(
-        buffer,
-        header_cls(
-            request_api_key=request.__api_key__,
-            request_api_version=request.__version__,
-            correlation_id=correlation,
-            client_id="fuzz",
-        ),
-    )
-    entity_writer(type(request))(buffer, request)
-    body = buffer.getvalue()
-    return struct.pack(">i", len(body)) + body
 
 
 def seed_frames() -> list[bytes]:
@@ -76,7 +55,7 @@ def seed_frames() -> list[bytes]:
         d.list_groups(5),
         d.delete_groups(2, "fuzz-group"),
     ]  # fmt: skip
-    return [_frame(r, i) for i, r in enumerate(requests)]
+    return [d.request_frame(r, i, "fuzz") for i, r in enumerate(requests)]
 
 
 def mutate(frame: bytes, rng: random.Random) -> bytes:
