@@ -755,8 +755,12 @@ class GroupCoordinator:
         if group.protocol_type != "consumer" or group.protocol_name is None:
             return None
         topics: set[str] = set()
+        decoded: dict[bytes, frozenset[str] | None] = {}  # members of a fleet usually send identical bytes
         for member in group.members.values():
-            member_topics = subscribed_topics(member.metadata(group.protocol_name))
+            metadata = member.metadata(group.protocol_name)
+            if metadata not in decoded:
+                decoded[metadata] = subscribed_topics(metadata)
+            member_topics = decoded[metadata]
             if member_topics is None:
                 return None
             topics |= member_topics
