@@ -9,6 +9,8 @@ export STATICFLEET_CACHE := $(CACHE)
 .PHONY: help venv test lint typecheck unit clean
 
 help:
+	@echo "make demo       the whole system on a local Kubernetes cluster: chart, fleet, rollout, scaling, summary"
+	@echo "make demo-down  stop the demo"
 	@echo "make test       run every test (lint, types, unit, conformance, e2e); installs what it needs"
 	@echo "make e2e        the end-to-end suite on a local Kubernetes control plane (or E2E_KUBECONFIG)"
 	@echo "make conformance  the differential suite against Apache Kafka"
@@ -36,8 +38,8 @@ unit: venv
 	$(VENV)/bin/pytest operator/tests
 
 # The heavy, cached prerequisites come first so their progress is visible: Kafka from Maven Central,
-# Kubernetes binaries from the Go module proxy.
-test: lint typecheck kafka-jars cluster-binaries
+# Kubernetes binaries and helm from the Go module proxy.
+test: lint typecheck kafka-jars cluster-binaries helm
 	$(VENV)/bin/pytest
 
 clean:
@@ -46,3 +48,5 @@ clean:
 include e2e/e2e.mk
 
 include conformance/conformance.mk
+
+include charts/charts.mk

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the e2e suite on a kind cluster (needs Docker, kind and kubectl on PATH).
+# Runs the e2e suite on a kind cluster (needs Docker, kind and kubectl on PATH, and Go for helm).
 # The image is built from the repository's Dockerfile and loaded into the cluster as
 # staticfleet:e2e; tests find that name in E2E_IMAGE. Tests that read pod files on this host
 # (marked `localcluster`) are deselected, because the real kubelet runs the pods here.
@@ -26,6 +26,7 @@ for tool in docker kind kubectl; do
 	command -v "$tool" >/dev/null || { echo "run.sh: $tool is required" >&2; exit 2; }
 done
 
+"$repo/charts/build-helm.sh" >/dev/null  # the chart's tests use it (built once, cached)
 kind create cluster --name "$cluster" --kubeconfig "$kubeconfig" --wait 120s
 docker build -t "$image" "$repo"
 kind load docker-image "$image" --name "$cluster"

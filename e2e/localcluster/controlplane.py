@@ -38,6 +38,7 @@ CONTROLLERS = (
     "serviceaccount-controller",  # the `default` ServiceAccount that pod admission requires
     "disruption-controller",  # PodDisruptionBudget status
     "persistentvolumeclaim-protection-controller",  # removes the pvc-protection finalizer
+    "clusterrole-aggregation-controller",  # aggregate-to-view/edit/admin labels fill the default roles
 )
 
 

@@ -124,6 +124,44 @@ class KubeApi:
             raise
         return decode_secret_data(found.data)
 
+    # -- service accounts
+
+    def service_account_token(
+        self,
+        namespace: str,
+        service_account: str,
+        pod_name: str,
+        pod_uid: str,
+        audience: str | None,
+        expiration_seconds: int,
+    ) -> str | None:
+        """A token bound to the pod (TokenRequest API, as the kubelet asks); None without the account."""
+        request = client.AuthenticationV1TokenRequest(
+            spec=client.V1TokenRequestSpec(
+                audiences=[audience] if audience else [],
+                expiration_seconds=expiration_seconds,
+                bound_object_ref=client.V1BoundObjectReference(
+                    api_version="v1", kind="Pod", name=pod_name, uid=pod_uid
+                ),
+            )
+        )
+        try:
+            created = self.core.create_namespaced_service_account_token(service_account, namespace, request)
+        except ApiException as error:
+            if _status_of(error) == 404:
+                return None
+            raise
+        if created.status is None:
+            raise RuntimeError(f"TokenRequest for {namespace}/{service_account} returned no status")
+        return str(created.status.token)
+
+    def api_server(self) -> tuple[str, str | None]:
+        """The API server's URL and the CA bundle that verifies it (None: not verified)."""
+        configuration = self._client.configuration
+        ca_file = configuration.ssl_ca_cert
+        ca_pem = Path(ca_file).read_text() if ca_file and configuration.verify_ssl else None
+        return str(configuration.host), ca_pem
+
     # -- persistent volume claims
 
     def claim(self, namespace: str, name: str) -> Manifest | None:

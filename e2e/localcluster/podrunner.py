@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import os
 import platform
@@ -45,6 +46,7 @@ from e2e.localcluster import procs
 from e2e.localcluster.kubeapi import KubeApi, WatchExpired
 from e2e.localcluster.podspec import (
     LOCAL_IP,
+    SERVICE_ACCOUNT_KUBECONFIG,
     EnvResolutionError,
     Manifest,
     Mount,
@@ -52,6 +54,7 @@ from e2e.localcluster.podspec import (
     VolumePlan,
     container_argv,
     container_mounts,
+    kubeconfig_for_container,
     parse_probe,
     plan_volumes,
     pod_dir,
@@ -60,8 +63,11 @@ from e2e.localcluster.podspec import (
     restart_delay,
     rewrite_path,
     schedulable_here,
+    service_account_files,
+    service_account_kubeconfig,
     should_restart,
     termination_grace_seconds,
+    token_specs,
     volume_env_name,
 )
 from e2e.localcluster.podstatus import ContainerSnapshot, Terminated, pod_status, rfc3339
@@ -97,6 +103,18 @@ class RunnerApi(Protocol):
     def mark_claim_bound(self, namespace: str, name: str, claim: Manifest) -> None: ...
 
     def ensure_node(self, name: str, labels: Mapping[str, str], status: Manifest) -> None: ...
+
+    def service_account_token(
+        self,
+        namespace: str,
+        service_account: str,
+        pod_name: str,
+        pod_uid: str,
+        audience: str | None,
+        expiration_seconds: int,
+    ) -> str | None: ...
+
+    def api_server(self) -> tuple[str, str | None]: ...
 
 
 def pod_key(pod: Manifest) -> str:
@@ -477,6 +495,8 @@ class PodRunner:
     def _prepare_volume(self, run: PodRun, plan: VolumePlan) -> str | None:
         if plan.kind == "claim":
             return self._prepare_claim(run.namespace, str(plan.source["claimName"]), plan.host_dir)
+        if plan.kind == "serviceAccount":
+            return self._prepare_service_account(run, plan)
         plan.host_dir.mkdir(parents=True, exist_ok=True)
         if plan.kind in ("configMap", "secret"):
             name = str(plan.source.get("name") or plan.source.get("secretName") or "")
@@ -492,6 +512,34 @@ class PodRunner:
                 target = plan.host_dir / relative
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(content)
+        return None
+
+    def _prepare_service_account(self, run: PodRun, plan: VolumePlan) -> str | None:
+        """The admission plugin's kube-api-access volume: a pod-bound token, the CA bundle, the namespace,
+        and a kubeconfig reading them (containers that mount the volume get it as KUBECONFIG, since a
+        process here cannot see /var/run/secrets/kubernetes.io/serviceaccount)."""
+        account = str(run.pod.get("spec", {}).get("serviceAccountName") or "default")
+        tokens: dict[str, str] = {}
+        for wanted in token_specs(plan.source):
+            token = self.api.service_account_token(
+                run.namespace, account, run.name, run.uid, wanted.audience, wanted.expiration_seconds
+            )
+            if token is None:
+                return f'serviceaccount "{account}" not found'
+            tokens[wanted.path] = token
+        server, ca_pem = self.api.api_server()
+        try:
+            files = service_account_files(
+                plan.source, run.pod, tokens, self.api, ca_pem=ca_pem or "", node_name=self.config.node_name
+            )
+        except EnvResolutionError as error:
+            return str(error)
+        plan.host_dir.mkdir(parents=True, exist_ok=True)
+        for relative, content in files.items():
+            _write_private(plan.host_dir / relative, content)
+        token_file = plan.host_dir / next(iter(tokens))
+        document = service_account_kubeconfig(server, run.namespace, token_file, ca_pem)
+        _write_private(plan.host_dir / SERVICE_ACCOUNT_KUBECONFIG, json.dumps(document, indent=2) + "\n")
         return None
 
     def _prepare_claim(self, namespace: str, name: str, host_dir: Path) -> str | None:
@@ -610,6 +658,9 @@ class PodRunner:
             container.next_start_at = now + 2.0
             return
         env = self._base_env(run)
+        kubeconfig = kubeconfig_for_container(container.spec, plan_volumes(run.pod, self.config.run_dir))
+        if kubeconfig is not None:
+            env["KUBECONFIG"] = str(kubeconfig)
         env.update({name: rewrite_path(value, mounts) for name, value in own_env.items()})
         env[RUNNER_MARKER] = str(self.config.run_dir)
         argv = container_argv(container.spec, env, mounts)
@@ -742,6 +793,12 @@ def init_succeeded(container: ContainerRun) -> bool:
         and container.last_termination is not None
         and container.last_termination.exit_code == 0
     )
+
+
+def _write_private(path: Path, content: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content)
+    path.chmod(0o600)
 
 
 def _close_log(container: ContainerRun) -> None:

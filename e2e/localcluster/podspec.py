@@ -181,7 +181,7 @@ def resolve_env(
 # ------------------------------------------------------------------------------------------ volumes
 
 
-VolumeKind = Literal["pod", "claim", "configMap", "secret"]
+VolumeKind = Literal["pod", "claim", "configMap", "secret", "serviceAccount"]
 
 
 @dataclass(frozen=True)
@@ -228,6 +228,8 @@ def plan_volumes(pod: Manifest, run_dir: Path) -> list[VolumePlan]:
             plans.append(VolumePlan(volume_name, "configMap", own / volume_name, volume["configMap"]))
         elif "secret" in volume:
             plans.append(VolumePlan(volume_name, "secret", own / volume_name, volume["secret"]))
+        elif is_service_account_volume(volume):
+            plans.append(VolumePlan(volume_name, "serviceAccount", own / volume_name, volume["projected"]))
         else:
             # emptyDir, and every other source (projected, downwardAPI, ephemeral, ...) as an empty dir.
             plans.append(VolumePlan(volume_name, "pod", own / volume_name, {}))
@@ -247,6 +249,123 @@ def projected_files(data: Mapping[str, str], source: Manifest) -> dict[str, str]
         elif not source.get("optional", False):
             raise EnvResolutionError(f"volume key {key!r} not found")
     return files
+
+
+# ---------------------------------------------------------------------------- service-account tokens
+
+# The projected volume the ServiceAccount admission plugin adds (kube-api-access-*): a token, the
+# cluster's CA bundle from the kube-root-ca.crt ConfigMap, and the namespace.
+ROOT_CA_CONFIG_MAP = "kube-root-ca.crt"
+SERVICE_ACCOUNT_KUBECONFIG = "kubeconfig"
+
+
+def is_service_account_volume(volume: Manifest) -> bool:
+    sources = (volume.get("projected") or {}).get("sources") or []
+    return any("serviceAccountToken" in source for source in sources)
+
+
+@dataclass(frozen=True)
+class TokenSpec:
+    """What one serviceAccountToken projection asks for."""
+
+    path: str
+    audience: str | None
+    expiration_seconds: int
+
+
+def token_specs(projected: Manifest) -> list[TokenSpec]:
+    found = []
+    for source in projected.get("sources") or []:
+        token = source.get("serviceAccountToken")
+        if token is not None:
+            found.append(
+                TokenSpec(
+                    path=str(token.get("path", "token")),
+                    audience=str(token["audience"]) if token.get("audience") else None,
+                    expiration_seconds=int(token.get("expirationSeconds", 3600)),
+                )
+            )
+    return found
+
+
+def service_account_files(
+    projected: Manifest,
+    pod: Manifest,
+    tokens: Mapping[str, str],
+    lookup: SourceLookup,
+    *,
+    ca_pem: str,
+    node_name: str,
+) -> dict[str, str]:
+    """Relative path -> content of a service-account projected volume.
+
+    `tokens` maps each token's path to the token obtained for it. The kube-root-ca.crt ConfigMap is
+    published by a controller this cluster does not run, so when it is absent the runner's own CA bundle
+    stands in for it.
+    """
+    namespace = str(pod.get("metadata", {}).get("namespace", "default"))
+    files: dict[str, str] = {}
+    for source in projected.get("sources") or []:
+        if "serviceAccountToken" in source:
+            path = str(source["serviceAccountToken"].get("path", "token"))
+            files[path] = tokens[path]
+        elif "configMap" in source:
+            ref = source["configMap"]
+            data = lookup.config_map(namespace, str(ref.get("name", "")))
+            if data is None and ref.get("name") == ROOT_CA_CONFIG_MAP:
+                data = {"ca.crt": ca_pem}
+            if data is None:
+                if ref.get("optional"):
+                    continue
+                raise EnvResolutionError(f'configmap "{ref.get("name", "")}" not found')
+            files.update(projected_files(data, ref))
+        elif "secret" in source:
+            ref = source["secret"]
+            data = lookup.secret(namespace, str(ref.get("name", "")))
+            if data is None:
+                if ref.get("optional"):
+                    continue
+                raise EnvResolutionError(f'secret "{ref.get("name", "")}" not found')
+            files.update(projected_files(data, ref))
+        elif "downwardAPI" in source:
+            for item in source["downwardAPI"].get("items") or []:
+                if "fieldRef" not in item:
+                    raise EnvResolutionError("downwardAPI items other than fieldRef are not supported")
+                value = field_value(pod, str(item["fieldRef"]["fieldPath"]), node_name=node_name)
+                files[str(item["path"])] = value
+    return files
+
+
+def service_account_kubeconfig(server: str, namespace: str, token_file: Path, ca_pem: str | None) -> Manifest:
+    """A kubeconfig that reads the projected token file, as in-cluster configuration would."""
+    cluster: Manifest = {"server": server}
+    if ca_pem:
+        cluster["certificate-authority-data"] = base64.b64encode(ca_pem.encode()).decode()
+    else:
+        cluster["insecure-skip-tls-verify"] = True
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "in-cluster", "cluster": cluster}],
+        "users": [{"name": "service-account", "user": {"tokenFile": str(token_file)}}],
+        "contexts": [
+            {
+                "name": "in-cluster",
+                "context": {"cluster": "in-cluster", "user": "service-account", "namespace": namespace},
+            }
+        ],
+        "current-context": "in-cluster",
+    }
+
+
+def kubeconfig_for_container(container: Manifest, volumes: Sequence[VolumePlan]) -> Path | None:
+    """The kubeconfig of the first service-account volume this container mounts (its `KUBECONFIG`)."""
+    by_name = {plan.name: plan for plan in volumes}
+    for mount in container.get("volumeMounts", []):
+        plan = by_name.get(str(mount["name"]))
+        if plan is not None and plan.kind == "serviceAccount":
+            return plan.host_dir / SERVICE_ACCOUNT_KUBECONFIG
+    return None
 
 
 @dataclass(frozen=True)

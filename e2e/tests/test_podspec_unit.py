@@ -15,11 +15,13 @@ from e2e.localcluster.podspec import (
     Manifest,
     Probe,
     ProbeError,
+    TokenSpec,
     container_argv,
     container_mounts,
     decode_secret_data,
     expand_references,
     field_value,
+    kubeconfig_for_container,
     parse_probe,
     plan_volumes,
     probe_url,
@@ -27,8 +29,11 @@ from e2e.localcluster.podspec import (
     restart_delay,
     rewrite_word,
     schedulable_here,
+    service_account_files,
+    service_account_kubeconfig,
     should_restart,
     termination_grace_seconds,
+    token_specs,
     volume_env_name,
 )
 from e2e.localcluster.podstatus import ContainerSnapshot, Terminated, pod_phase, pod_status
@@ -360,3 +365,84 @@ def test_kubeconfig_verifies_tls_when_given_a_ca() -> None:
     )
     assert verified["users"][0]["user"] == {"token": "t"}
     assert kubeconfig("https://127.0.0.1:1", "t", None)["clusters"][0]["cluster"]["insecure-skip-tls-verify"]
+
+
+# -- service-account volumes -------------------------------------------------------------------------------
+
+SA_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+# The volume the ServiceAccount admission plugin adds to every pod that does not opt out.
+KUBE_API_ACCESS: Manifest = {
+    "name": "kube-api-access-x7k2p",
+    "projected": {
+        "defaultMode": 420,
+        "sources": [
+            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            {
+                "downwardAPI": {
+                    "items": [
+                        {
+                            "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
+                            "path": "namespace",
+                        }
+                    ]
+                }
+            },
+        ],
+    },
+}
+
+
+def test_a_projected_volume_with_a_token_is_a_service_account_volume(tmp_path: Path) -> None:
+    pod: Manifest = {
+        "metadata": {"name": "op-0", "namespace": "ns"},
+        "spec": {
+            "volumes": [
+                KUBE_API_ACCESS,
+                {"name": "other", "projected": {"sources": [{"configMap": {"name": "c"}}]}},
+            ]
+        },
+    }
+    plans = {plan.name: plan for plan in plan_volumes(pod, tmp_path)}
+    assert plans["kube-api-access-x7k2p"].kind == "serviceAccount"
+    assert plans["other"].kind == "pod"  # other projections stay plain directories
+    assert token_specs(plans["kube-api-access-x7k2p"].source) == [TokenSpec("token", None, 3607)]
+    app: Manifest = {"volumeMounts": [{"name": "kube-api-access-x7k2p", "mountPath": SA_MOUNT}]}
+    assert kubeconfig_for_container(app, list(plans.values())) == (
+        tmp_path / "pods/ns/op-0/volumes/kube-api-access-x7k2p/kubeconfig"
+    )
+    assert kubeconfig_for_container({"volumeMounts": []}, list(plans.values())) is None
+
+
+def test_service_account_files_hold_the_token_the_ca_and_the_namespace() -> None:
+    pod: Manifest = {"metadata": {"name": "op-0", "namespace": "shop"}, "spec": {}}
+    projected = KUBE_API_ACCESS["projected"]
+    # The kube-root-ca.crt ConfigMap's publisher does not run here: the runner's CA stands in.
+    files = service_account_files(
+        projected, pod, {"token": "jwt"}, FakeSources({}, {}), ca_pem="PEM", node_name="n"
+    )
+    assert files == {"token": "jwt", "ca.crt": "PEM", "namespace": "shop"}
+    # A ConfigMap that exists wins; a missing one that is not the root CA is an error.
+    published = FakeSources({"shop/kube-root-ca.crt": {"ca.crt": "PUBLISHED"}}, {})
+    assert (
+        service_account_files(projected, pod, {"token": "t"}, published, ca_pem="PEM", node_name="n")[
+            "ca.crt"
+        ]
+        == "PUBLISHED"
+    )
+    other = {"sources": [{"serviceAccountToken": {"path": "t"}}, {"configMap": {"name": "gone"}}]}
+    with pytest.raises(EnvResolutionError, match='configmap "gone" not found'):
+        service_account_files(other, pod, {"t": "x"}, FakeSources({}, {}), ca_pem="PEM", node_name="n")
+
+
+def test_the_service_account_kubeconfig_reads_the_token_file_and_verifies_the_server(tmp_path: Path) -> None:
+    document = service_account_kubeconfig("https://127.0.0.1:6443", "shop", tmp_path / "token", "PEM")
+    (cluster,) = document["clusters"]
+    assert cluster["cluster"] == {
+        "server": "https://127.0.0.1:6443",
+        "certificate-authority-data": base64.b64encode(b"PEM").decode(),
+    }
+    assert document["users"] == [{"name": "service-account", "user": {"tokenFile": str(tmp_path / "token")}}]
+    assert document["contexts"][0]["context"]["namespace"] == "shop"
+    unverified = service_account_kubeconfig("https://h", "ns", tmp_path / "token", None)
+    assert unverified["clusters"][0]["cluster"]["insecure-skip-tls-verify"] is True

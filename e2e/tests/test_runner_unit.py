@@ -139,6 +139,20 @@ class ExpiringWatchApi:
     def ensure_node(self, name: str, labels: Mapping[str, str], status: Manifest) -> None:
         raise AssertionError
 
+    def service_account_token(
+        self,
+        namespace: str,
+        service_account: str,
+        pod_name: str,
+        pod_uid: str,
+        audience: str | None,
+        expiration_seconds: int,
+    ) -> str | None:
+        raise AssertionError
+
+    def api_server(self) -> tuple[str, str | None]:
+        raise AssertionError
+
 
 @pytest.fixture
 def runner_and_api(tmp_path: Path) -> Iterator[tuple[PodRunner, ExpiringWatchApi]]:

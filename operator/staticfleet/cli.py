@@ -18,12 +18,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"staticfleet {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    from staticfleet.commands import coordinator, group, members, operator
+    from staticfleet.commands import analyze, coordinator, group, members, operator, simulate
 
     coordinator.register(subparsers)
     operator.register(subparsers)
     members.register(subparsers)
     group.register(subparsers)
+    analyze.register(subparsers)
+    simulate.register(subparsers)
     return parser
 
 

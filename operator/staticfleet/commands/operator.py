@@ -64,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
         # kopf logs every watch-event handler call, kafka-python every connection: keep them for DEBUG.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
         logging.getLogger("kafka").setLevel(logging.WARNING)
+        logging.getLogger("aiohttp.access").setLevel(logging.WARNING)  # one line per liveness probe
     if args.kubeconfig is not None:
         if not args.kubeconfig.exists():
             logging.error("kubeconfig %s does not exist", args.kubeconfig)

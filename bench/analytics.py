@@ -1,0 +1,218 @@
+"""Rebalance analytics at scale, and the membership-mode comparison.
+
+    .venv/bin/python bench/analytics.py                     # both
+    .venv/bin/python bench/analytics.py --only benchmark    # 10M events -> docs/benchmarks.md
+    .venv/bin/python bench/analytics.py --only comparison   # a small run -> docs/analytics.md
+
+The benchmark simulates a log of about --events events (the coordinator state machine driven by
+virtual consumers, split over --workers processes), then analyzes it with Spark on local[2]. The
+simulated log is kept under the cache directory and reused while its parameters are unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "operator"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.report import ROOT, publish, table
+from staticfleet.analytics.simulation import SimulationParams, simulate
+
+ANALYTICS_DOC = ROOT / "docs" / "analytics.md"
+CACHE = Path(os.environ.get("STATICFLEET_CACHE", Path.home() / ".cache" / "staticfleet")) / "bench-analytics"
+EVENTS_PER_GROUP_ROUND = 48  # measured with the default parameters: all five scenarios, all modes' mean
+BENCH_GROUPS_PER_MODE = 1_000
+COMPARISON = SimulationParams(groups=20, members=6, partitions=12, rounds=2, seed=7)
+
+
+def simulated_log(params: SimulationParams) -> tuple[Path, dict[str, Any]]:
+    """The simulated log for these parameters, from the cache or made now."""
+    key = hashlib.sha256(json.dumps(dataclasses.asdict(params), sort_keys=True).encode()).hexdigest()[:16]
+    directory = CACHE / key
+    marker = directory / "_simulation.json"
+    if marker.exists():
+        return directory, json.loads(marker.read_text())
+    shutil.rmtree(directory, ignore_errors=True)
+    report = simulate(params, directory)
+    return directory, report.as_json()
+
+
+def bench_params(events: int, workers: int) -> SimulationParams:
+    per_round = EVENTS_PER_GROUP_ROUND * BENCH_GROUPS_PER_MODE * 3
+    return SimulationParams(
+        groups=BENCH_GROUPS_PER_MODE, rounds=max(1, math.ceil(events / per_round)), workers=workers
+    )
+
+
+def run_analysis(inputs: Path, out: Path, driver_memory: str) -> tuple[float, dict[str, Any]]:
+    from staticfleet.analytics.pipeline import analyze
+    from staticfleet.analytics.session import build_session
+
+    spark = build_session("local[2]", shuffle_partitions=8, driver_memory=driver_memory)
+    try:
+        started = time.perf_counter()
+        result = analyze(spark, [str(inputs)], out)
+        return time.perf_counter() - started, result.summary
+    finally:
+        spark.stop()
+
+
+def benchmark(events: int, workers: int, driver_memory: str) -> None:
+    params = bench_params(events, workers)
+    print(f"simulating ~{events:,} events: {params.groups} groups per mode, {params.rounds} rounds")
+    log_dir, simulation = simulated_log(params)
+    input_bytes = sum(p.stat().st_size for p in log_dir.rglob("*.jsonl"))
+    lines = simulation["events"] + simulation["operator_events"]
+    print(f"simulated {lines:,} lines ({input_bytes / 1e9:.2f} GB) in {simulation['wall_seconds']:.0f} s")
+    with tempfile.TemporaryDirectory(prefix="staticfleet-bench-analytics-") as out:
+        seconds, summary = run_analysis(log_dir, Path(out), driver_memory)
+        sizes = {
+            name: _size(Path(out) / name)
+            for name in ("events", "rebalances", "membership", "operations", "groups")
+        }
+    rate = summary["lines"]["read"] / seconds
+    print(f"analyzed {summary['lines']['read']:,} lines in {seconds:.1f} s: {rate:,.0f} events/s")
+    rows = [
+        ["simulate: coordinator events written", f"{simulation['events']:,}", ""],
+        ["simulate: operator events written", f"{simulation['operator_events']:,}", ""],
+        [
+            "simulate: groups / virtual time",
+            f"{simulation['groups']:,} / {simulation['virtual_ms'] / 3_600_000:.1f} h",
+            "",
+        ],
+        [
+            "simulate: wall time, events/s",
+            f"{simulation['wall_seconds']:.0f} s, {simulation['events_per_second']:,.0f} /s",
+            f"{params.workers} worker processes",
+        ],
+        ["input size (JSON lines)", f"{input_bytes / 1e9:.2f} GB", ""],
+        ["analyze: wall time (local[2], incl. writing every output)", f"{seconds:.1f} s", "< 120 s"],
+        ["analyze: events/s", f"{rate:,.0f} /s", ""],
+        [
+            "rebalances / operations / groups found",
+            " / ".join(
+                f"{n:,}"
+                for n in (summary["rebalances"]["total"], summary["operations"]["total"], summary["groups"])
+            ),
+            "",
+        ],
+    ]
+    rows += [[f"analyze step: {step}", f"{value:.1f} s", ""] for step, value in summary["timings_s"].items()]
+    body = table(["measure", "result", "note"], rows)
+    print(body)
+    publish(
+        "analytics",
+        "Rebalance analytics on Spark (10M-event log)",
+        ".venv/bin/python bench/analytics.py --only benchmark",
+        body,
+        {
+            "simulation": simulation,
+            "input_bytes": input_bytes,
+            "analysis_seconds": seconds,
+            "analysis_events_per_s": rate,
+            "timings_s": summary["timings_s"],
+            "output_bytes": sizes,
+            "rebalances": summary["rebalances"]["total"],
+            "operations": summary["operations"]["total"],
+        },
+    )
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+COMPARISON_HEADERS = [
+    "operation",
+    "membership",
+    "operations",
+    "operation time (s)",
+    "rebalances per op",
+    "rebalance time per op (s)",
+    "partitions moved per op",
+    "restarts absorbed per op",
+    "members expired",
+    "members removed",
+    "members left",
+]
+
+
+def comparison() -> None:
+    params = COMPARISON
+    with tempfile.TemporaryDirectory(prefix="staticfleet-comparison-") as work:
+        log_dir = Path(work) / "log"
+        report = simulate(params, log_dir)
+        _, summary = run_analysis(log_dir, Path(work) / "report", "2g")
+    order = {"rollout": 0, "scale-down": 1, "scale-up": 2, "crash": 3, "network-blip": 4}
+    rows = []
+    for r in sorted(summary["comparison"], key=lambda r: (order.get(r["operation"], 9), r["mode"] or "")):
+        n = r["operations"]
+        rows.append(
+            [
+                r["operation"],
+                r["mode"],
+                n,
+                "" if r["mean_operation_ms"] is None else f"{r['mean_operation_ms'] / 1000:.1f}",
+                f"{r['rebalances'] / n:.2f}",
+                f"{r['rebalance_time_ms'] / n / 1000:.1f}",
+                f"{r['partitions_moved'] / n:.1f}",
+                f"{r['restarts_absorbed'] / n:.1f}",
+                r["expired"],
+                r["removed"],
+                r["left"],
+            ]
+        )
+    p = params
+    command = ".venv/bin/python bench/analytics.py --only comparison"
+    body = (
+        f"Regenerate with `{command}` ({time.strftime('%Y-%m-%d')}). "
+        f"{p.groups} groups per membership mode, {p.members} consumers each, "
+        f"{p.topics} topic of {p.partitions} "
+        f"partitions, {p.rounds} rounds of every scenario; session timeout {p.session_timeout_ms // 1000} s, "
+        f"heartbeat {p.heartbeat_interval_ms // 1000} s, restart downtime {p.restart_downtime_ms // 1000} s, "
+        f"network blip {p.blip_ms // 1000} s, scale by {p.scale_by}, pods starting within "
+        f"{p.pod_start_spread_ms // 1000} s of each other; seed {p.seed}. {report.events:,} events.\n\n"
+        + table(COMPARISON_HEADERS, rows)
+    )
+    print(body)
+    _replace_section(ANALYTICS_DOC, "comparison", body)
+
+
+def _replace_section(doc: Path, name: str, body: str) -> None:
+    text = doc.read_text()
+    pattern = re.compile(rf"(<!-- {name}:begin -->\n).*?(\n<!-- {name}:end -->)", re.S)
+    if not pattern.search(text):
+        raise SystemExit(f"{doc} has no <!-- {name}:begin --> ... <!-- {name}:end --> section")
+    doc.write_text(pattern.sub(lambda m: m.group(1) + body + m.group(2), text))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--only", choices=("benchmark", "comparison"))
+    parser.add_argument("--events", type=int, default=10_000_000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--driver-memory", default="6g")
+    args = parser.parse_args()
+    if args.only in (None, "comparison"):
+        comparison()
+    if args.only in (None, "benchmark"):
+        benchmark(args.events, args.workers, args.driver_memory)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,519 @@
+"""The demo's steps: cluster, chart, producer, fleet, rollout, scale down, scale up, summary.
+
+Every wait is bounded and every step prints what it did and how long it took. The demo's state (which
+cluster, namespace and release, where the coordinator is) is kept in <state dir>/state.json, so that
+`down` knows what to stop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from e2e.helm import CHART, Helm, ensure_helm, set_flags
+from e2e.helpers import Kubectl, Manifest, wait_until
+from e2e.localcluster import binaries, procs
+from e2e.localcluster.cli import read_state as read_cluster_state
+from examples.demo import fleet
+from examples.demo.summary import OPERATIONS_FILE, OperationLog, format_table, operation_rows
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+POD_RUNNER_KUBELET = "staticfleet-podrunner"  # the kubeletVersion the local pod runner reports
+STATE_FILE = "state.json"
+
+# (label, cost with plain dynamic membership) for the four operations, in order (see the README).
+OPERATIONS = (
+    ("create 0 -> 3", "1 or more"),
+    ("rolling restart of 3", "3 or more"),
+    ("scale 3 -> 1", "2, each after the session timeout"),
+    ("scale 1 -> 4", "up to 3"),
+)
+
+
+class DemoError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Settings:
+    state_dir: Path
+    kubeconfig: Path | None = None  # None: start a local cluster
+    run_dir: Path | None = None  # the local pod runner's directory, for a cluster given by kubeconfig
+    namespace: str = "staticfleet-demo"
+    release: str = "staticfleet"
+    image: str = "staticfleet:0.1.0"
+    watch_namespace_only: bool = False
+    pause_s: float = 5.0
+    rate: int = 20
+    teardown: bool = False  # stop everything at the end (CI)
+    keep_namespace: bool = False  # with teardown: the namespace belongs to the caller
+    results: Path | None = None
+
+
+@dataclass
+class State:
+    """What `down` and the closing instructions need; saved as JSON."""
+
+    namespace: str
+    release: str
+    kubeconfig: str
+    kubectl: str
+    local: bool
+    run_dir: str | None = None
+    cluster_home: str | None = None  # a local cluster this demo started
+    bootstrap_servers: str = ""
+    coordinator_api: str | None = None
+    report: str | None = None
+    started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+
+    @property
+    def group_id(self) -> str:
+        return f"{self.namespace}.{fleet.FLEET}"
+
+    def kube(self) -> Kubectl:
+        return Kubectl(self.kubectl, Path(self.kubeconfig))
+
+
+def save_state(state_dir: Path, state: State) -> None:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    (state_dir / STATE_FILE).write_text(json.dumps(asdict(state), indent=2) + "\n")
+
+
+def load_state(state_dir: Path) -> State | None:
+    try:
+        return State(**json.loads((state_dir / STATE_FILE).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+# -- output ------------------------------------------------------------------------------------------------
+
+
+class Progress:
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.done = 0
+        self.started = time.monotonic()
+
+    @contextmanager
+    def step(self, title: str) -> Iterator[Callable[[str], None]]:
+        """Prints `[n/total] title`, then the outcome noted by the step and its duration."""
+        self.done += 1
+        print(f"[{self.done}/{self.total}] {title}", flush=True)
+        outcome = ["done"]
+        began = time.monotonic()
+        yield lambda text: outcome.__setitem__(0, text)
+        print(f"      {outcome[0]} ({time.monotonic() - began:.1f} s)", flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+# -- up ----------------------------------------------------------------------------------------------------
+
+
+def up(settings: Settings) -> int:
+    running = load_state(settings.state_dir)
+    if running is not None and _alive(running):
+        print(f"The demo is already running (since {running.started_at}); `make demo-down` stops it.\n")
+        print(instructions(running))
+        return 0
+    if shutil.which("java") is None:
+        raise DemoError(
+            "the summary runs Spark, which needs Java 17 or 21 on PATH (e.g. openjdk-17-jre-headless)"
+        )
+    progress = Progress(total=8)
+    print("staticfleet demo: the chart, a producer and a fleet of three static consumers\n", flush=True)
+    with progress.step(_cluster_title(settings)) as note:
+        state = connect(settings)
+        note(f"ready: {'local pod runner' if state.local else 'cluster'} via {state.kubeconfig}")
+    save_state(settings.state_dir, state)
+    kubectl = state.kube()
+    operations = OperationLog(settings.state_dir / "analysis" / "input" / "operations.jsonl", state.group_id)
+    operations.path.unlink(missing_ok=True)
+
+    with progress.step(
+        f"helm upgrade --install {state.release} charts/staticfleet -n {state.namespace}"
+    ) as note:
+        install(state, settings)
+        save_state(settings.state_dir, state)
+        note(f"operator and embedded coordinator ready; consumers bootstrap from {state.bootstrap_servers}")
+
+    with progress.step(
+        f"producer: {settings.rate} messages/s to topic {fleet.TOPIC} ({fleet.PARTITIONS} partitions)"
+    ) as note:
+        manifest = fleet.producer(
+            state.bootstrap_servers, image=settings.image, local=state.local, rate=settings.rate
+        )
+        kubectl.apply(manifest, state.namespace)
+        wait_until(
+            lambda: _deployment_available(kubectl, state.namespace, fleet.PRODUCER),
+            timeout=120,
+            what="the producer to be available",
+        )
+        note("producing")
+
+    def operation(title: str, kind: str, before: int, after: int, act: Callable[[], None]) -> None:
+        with progress.step(title) as note:
+            operation_id = operations.started(kind, before, after)
+            began = time.monotonic()
+            act()
+            wait_stable(kubectl, state.namespace, after)
+            operations.completed(operation_id, kind, before, after)
+            members = f"{after} member{'s' if after != 1 else ''}"
+            note(f"Stable with {members} after {time.monotonic() - began:.1f} s")
+        time.sleep(settings.pause_s)
+
+    consumers = fleet.consumer_fleet(3, image=settings.image, local=state.local)
+    operation(
+        f"fleet: StaticConsumerGroup {fleet.FLEET} with 3 consumers",
+        "scale-up",
+        0,
+        3,
+        lambda: kubectl.apply(consumers, state.namespace),
+    )
+    operation(
+        "rolling restart (a change to the pod template)",
+        "rollout",
+        3,
+        3,
+        lambda: rolling_restart(kubectl, state.namespace),
+    )
+    operation(
+        "kubectl scale scg/orders --replicas=1",
+        "scale-down",
+        3,
+        1,
+        lambda: scale(kubectl, state.namespace, 1),
+    )
+    operation(
+        "kubectl scale scg/orders --replicas=4", "scale-up", 1, 4, lambda: scale(kubectl, state.namespace, 4)
+    )
+
+    with progress.step(
+        "summary: staticfleet analyze over the coordinator's event log (Spark, local mode)"
+    ) as note:
+        rows, report = summarize(state, settings.state_dir / "analysis", operations.path)
+        state.report = str(report)
+        save_state(settings.state_dir, state)
+        note(f"report: {report}")
+    print()
+    print(format_table(rows))
+    print(
+        "\nRebalances, partitions moved and restarts absorbed come from the coordinator's event log;\n"
+        "time to stable runs from the command to a Stable group with every consumer ready.\n"
+    )
+    if settings.results is not None:
+        settings.results.write_text(
+            json.dumps({"rows": [asdict(r) for r in rows], "state": asdict(state)}, indent=2) + "\n"
+        )
+    if settings.teardown:
+        down(settings)
+    else:
+        print(instructions(state))
+    print(f"demo finished in {time.monotonic() - progress.started:.0f} s")
+    return 0
+
+
+def _cluster_title(settings: Settings) -> str:
+    if settings.kubeconfig is not None:
+        return f"Kubernetes: the cluster of {settings.kubeconfig}"
+    return (
+        "Kubernetes: starting a local control plane (etcd, kube-apiserver, kube-controller-manager) "
+        "and the pod runner"
+    )
+
+
+def connect(settings: Settings) -> State:
+    """The cluster from settings.kubeconfig, or a local one started in the state dir."""
+    kubectl_binary = binaries.ensure_binaries() / "kubectl"
+    cluster_home: Path | None = None
+    run_dir = settings.run_dir
+    if settings.kubeconfig is not None:
+        kubeconfig = settings.kubeconfig
+    else:
+        cluster_home = settings.state_dir / "cluster"
+        started = subprocess.run(
+            [sys.executable, "-m", "e2e.localcluster", "--home", str(cluster_home), "up"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        )
+        cluster = read_cluster_state(cluster_home)
+        if started.returncode != 0 or cluster is None:
+            raise DemoError(f"the local cluster did not start:\n{started.stderr[-3000:]}")
+        kubeconfig, run_dir = Path(cluster["kubeconfig"]), Path(cluster["run_dir"])
+    kubectl = Kubectl(kubectl_binary, kubeconfig)
+    readyz = kubectl.run("get", "--raw", "/readyz", check=False)
+    if readyz.returncode != 0:
+        raise DemoError(f"the cluster of {kubeconfig} is not reachable: {readyz.stderr.strip()}")
+    nodes = wait_until(lambda: _ready_nodes(kubectl), timeout=60, what="a Ready node")
+    local = any(n["status"]["nodeInfo"].get("kubeletVersion") == POD_RUNNER_KUBELET for n in nodes)
+    if local and run_dir is None:
+        guess = kubeconfig.parent  # the local cluster keeps its kubeconfig in its run directory
+        if not (guess / "pods").is_dir():
+            raise DemoError(
+                "pods run on the local pod runner, but its run directory is unknown: pass --run-dir"
+            )
+        run_dir = guess
+    return State(
+        namespace=settings.namespace,
+        release=settings.release,
+        kubeconfig=str(kubeconfig),
+        kubectl=str(kubectl_binary),
+        local=local,
+        run_dir=str(run_dir) if local and run_dir else None,
+        cluster_home=str(cluster_home) if cluster_home else None,
+    )
+
+
+def _ready_nodes(kubectl: Kubectl) -> list[Manifest]:
+    nodes: list[Manifest] = kubectl.json("get", "nodes")["items"]
+    ready = [
+        n
+        for n in nodes
+        if any(
+            c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions", [])
+        )
+    ]
+    return ready
+
+
+def install(state: State, settings: Settings) -> None:
+    """The chart, as users install it; on the local pod runner every server binds 127.0.0.1 on free ports."""
+    values: dict[str, Any] = {"coordinator.defaultPartitions": fleet.PARTITIONS}
+    if state.local:
+        http = free_port()
+        values |= {
+            "bindAddress": "127.0.0.1",
+            "coordinator.advertisedHost": "127.0.0.1",
+            "coordinator.ports.kafka": free_port(),
+            "coordinator.ports.http": http,
+            "operator.ports.metrics": free_port(),
+            "operator.ports.health": free_port(),
+        }
+        state.coordinator_api = f"http://127.0.0.1:{http}"
+    else:
+        repository, _, tag = settings.image.rpartition(":")
+        values |= {"image.repository": repository or settings.image, "image.tag": tag if repository else ""}
+    if settings.watch_namespace_only:
+        values["operator.watchNamespaces"] = [state.namespace]
+    helm = Helm(ensure_helm(), Path(state.kubeconfig))
+    helm.run(
+        "upgrade", "--install", state.release, str(CHART),
+        "--namespace", state.namespace, "--create-namespace",
+        "--wait", "--timeout", "180s",
+        *set_flags(values),
+        timeout=240,
+    )  # fmt: skip
+    deployment = state.kube().get("deployment", f"{_fullname(state.release)}-operator", state.namespace)
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    state.bootstrap_servers = next(
+        a.split("=", 1)[1] for a in args if a.startswith("--default-bootstrap-servers=")
+    )
+
+
+def _fullname(release: str) -> str:
+    """The chart's fullname for a release (templates/_helpers.tpl)."""
+    name = release if "staticfleet" in release else f"{release}-staticfleet"
+    return name[:40].rstrip("-")
+
+
+def _deployment_available(kubectl: Kubectl, namespace: str, name: str) -> bool:
+    status = kubectl.get("deployment", name, namespace).get("status", {})
+    return bool(status.get("availableReplicas", 0) >= 1)
+
+
+# -- the fleet's operations ----------------------------------------------------------------------------
+
+
+def _condition(body: Manifest, kind: str) -> str | None:
+    for condition in body.get("status", {}).get("conditions", []) or []:
+        if condition.get("type") == kind:
+            return str(condition.get("status"))
+    return None
+
+
+def stable_with(body: Manifest, replicas: int) -> bool:
+    status = body.get("status", {})
+    return (
+        body.get("spec", {}).get("replicas") == replicas
+        and status.get("observedGeneration") == body.get("metadata", {}).get("generation")
+        and _condition(body, "Ready") == "True"
+        and status.get("group", {}).get("state") == "Stable"
+        and status.get("group", {}).get("members") == replicas
+        and status.get("readyReplicas") == replicas
+    )
+
+
+def wait_stable(kubectl: Kubectl, namespace: str, replicas: int, timeout: float = 300) -> None:
+    wait_until(
+        lambda: stable_with(kubectl.get("staticconsumergroup", fleet.FLEET, namespace), replicas),
+        timeout=timeout,
+        what=f"{fleet.FLEET} to be a Stable group of {replicas} ready consumers",
+        interval=0.25,
+    )
+
+
+def _pod_uids(kubectl: Kubectl, namespace: str) -> set[str]:
+    pods = kubectl.items("pods", namespace, "-l", f"staticfleet.io/group={fleet.FLEET}")
+    return {str(p["metadata"]["uid"]) for p in pods}
+
+
+def rolling_restart(kubectl: Kubectl, namespace: str, timeout: float = 300) -> None:
+    """A pod-template change (what `kubectl rollout restart` does to a Deployment); waits for every pod."""
+    old = _pod_uids(kubectl, namespace)
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    patch = {"spec": {"template": {"metadata": {"annotations": {"staticfleet.io/restartedAt": stamp}}}}}
+    kubectl.run("patch", "scg", fleet.FLEET, "-n", namespace, "--type=merge", "-p", json.dumps(patch))
+
+    def rolled() -> bool:
+        uids = _pod_uids(kubectl, namespace)
+        sts = kubectl.get("statefulset", fleet.FLEET, namespace).get("status", {})
+        return (
+            len(uids) == len(old)
+            and not uids & old
+            and sts.get("updatedReplicas") == len(old)
+            and sts.get("currentRevision") == sts.get("updateRevision")
+        )
+
+    wait_until(rolled, timeout=timeout, what="every consumer pod to be replaced", interval=0.5)
+
+
+def scale(kubectl: Kubectl, namespace: str, replicas: int) -> None:
+    kubectl.run("scale", f"scg/{fleet.FLEET}", "-n", namespace, f"--replicas={replicas}")
+
+
+# -- summary ---------------------------------------------------------------------------------------------
+
+
+def coordinator_events(state: State, target: Path) -> None:
+    """Copies the coordinator's event log: from the claim's directory on the local pod runner, else
+    through `kubectl exec`."""
+    target.mkdir(parents=True, exist_ok=True)
+    for old in target.glob("*.jsonl"):
+        old.unlink()
+    coordinator = f"{_fullname(state.release)}-coordinator"
+    if state.local:
+        assert state.run_dir is not None
+        events = Path(state.run_dir) / "volumes" / state.namespace / f"data-{coordinator}-0" / "events"
+        found = sorted(events.glob("events*.jsonl"))
+        if not found:
+            raise DemoError(f"no coordinator event log in {events}")
+        for path in found:
+            shutil.copy(path, target / path.name)
+        return
+    done = state.kube().run(
+        "exec", "-n", state.namespace, f"{coordinator}-0", "-c", "coordinator", "--",
+        "cat", "/data/events/events.jsonl",
+    )  # fmt: skip
+    (target / "events.jsonl").write_text(done.stdout)
+
+
+def summarize(state: State, workdir: Path, operations_log: Path) -> tuple[list[Any], Path]:
+    coordinator_events(state, workdir / "input" / "coordinator")
+    out = workdir / "out"
+    shutil.rmtree(out, ignore_errors=True)
+    log = workdir / "analyze.log"
+    with log.open("w") as output:
+        done = subprocess.run(
+            [sys.executable, "-m", "examples.demo.summary", str(workdir / "input"), "--out", str(out)],
+            cwd=REPO_ROOT,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            timeout=900,
+            check=False,
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        )
+    if done.returncode != 0:
+        raise DemoError(f"the analysis failed; {log}:\n{log.read_text(errors='replace')[-3000:]}")
+    operations = json.loads((out / OPERATIONS_FILE).read_text())
+    return operation_rows(operations, OPERATIONS), out / "report.html"
+
+
+def instructions(state: State) -> str:
+    ns = state.namespace
+    lines = [
+        "The demo keeps running. Look at it:",
+        f"  export KUBECONFIG={state.kubeconfig}",
+        f"  alias kubectl={state.kubectl}",
+        f"  kubectl -n {ns} get scg,statefulsets,pods",
+        f"  kubectl -n {ns} get scg {fleet.FLEET} -o yaml       # status: group state, members, partitions",
+        f"  kubectl -n {ns} get events --field-selector involvedObject.name={fleet.FLEET}",
+        f"  kubectl -n {ns} scale scg/{fleet.FLEET} --replicas=2   # one more rebalance, no more",
+    ]
+    if state.coordinator_api:
+        lines.append(
+            f"  curl -s {state.coordinator_api}/api/groups/{state.group_id}   # the coordinator's view"
+        )
+    else:
+        coordinator = f"{_fullname(state.release)}-coordinator"
+        lines += [
+            f"  kubectl -n {ns} port-forward svc/{coordinator} 8080:8080 &",
+            f"  curl -s http://127.0.0.1:8080/api/groups/{state.group_id}   # the coordinator's view",
+        ]
+    if state.local and state.run_dir:
+        lines.append(f"  pod logs: {state.run_dir}/pods/{ns}/<pod>/<container>.log")
+    if state.report:
+        lines.append(f"  the analysis: {state.report}")
+    lines.append("Stop it with: make demo-down")
+    return "\n".join(lines)
+
+
+# -- down ------------------------------------------------------------------------------------------------
+
+
+def _alive(state: State) -> bool:
+    if state.cluster_home is None:
+        return True  # someone else's cluster: the release is there until `down`
+    cluster = read_cluster_state(Path(state.cluster_home))
+    return cluster is not None and procs.pid_alive(int(cluster["pid"]))
+
+
+def down(settings: Settings) -> int:
+    state = load_state(settings.state_dir)
+    if state is None:
+        print("no demo is running")
+        return 0
+    if state.cluster_home is not None:
+        subprocess.run(
+            [sys.executable, "-m", "e2e.localcluster", "--home", state.cluster_home, "down"],
+            cwd=REPO_ROOT,
+            timeout=120,
+            check=True,
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        )
+    else:
+        kubectl = state.kube()
+        # The fleet goes first, while its operator still runs to honour the finalizer.
+        kubectl.run("delete", "scg", "--all", "-n", state.namespace, "--wait=false", check=False)
+        wait_until(
+            lambda: not kubectl.items("staticconsumergroups", state.namespace),
+            timeout=120,
+            what="the fleet to be deleted",
+        )
+        helm = Helm(ensure_helm(), Path(state.kubeconfig))
+        helm.run("uninstall", state.release, "--namespace", state.namespace, "--wait", timeout=240)
+        if not settings.keep_namespace:
+            kubectl.run("delete", "namespace", state.namespace, "--wait=false", check=False)
+    (settings.state_dir / STATE_FILE).unlink(missing_ok=True)
+    print(f"demo stopped ({'local cluster' if state.cluster_home else 'release ' + state.release} removed)")
+    return 0

@@ -1,0 +1,113 @@
+"""The demo's workloads as manifests (pure functions): the consumer fleet and the producer.
+
+On the local pod runner containers run as processes of this machine, so their commands name the
+scripts in this repository; on any other cluster they name the scripts in the image (the repository's
+Dockerfile puts them in /app).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FLEET = "orders"
+TOPIC = "orders"
+PARTITIONS = 6
+PRODUCER = "producer"
+IMAGE_APP_DIR = Path("/app")
+
+Manifest = dict[str, Any]
+
+
+def script(name: str, *, local: bool) -> str:
+    """Path of an example script (consumer.py, producer.py) as the container sees it."""
+    stem = name.removesuffix(".py")
+    return str(REPO_ROOT / "examples" / stem / name) if local else str(IMAGE_APP_DIR / name)
+
+
+def _ready_probe() -> Manifest:
+    return {"exec": {"command": ["test", "-f", "/scratch/ready"]}, "periodSeconds": 1}
+
+
+def consumer_fleet(replicas: int, *, image: str, local: bool, session_timeout_ms: int = 60_000) -> Manifest:
+    """A StaticConsumerGroup of the example consumer, keeping its per-partition state on a claim."""
+    return {
+        "apiVersion": "staticfleet.io/v1alpha1",
+        "kind": "StaticConsumerGroup",
+        "metadata": {"name": FLEET},
+        "spec": {
+            "replicas": replicas,
+            "topics": [TOPIC],
+            "sessionTimeoutMs": session_timeout_ms,
+            "template": {
+                "spec": {
+                    "terminationGracePeriodSeconds": 10,
+                    "containers": [
+                        {
+                            "name": "consumer",
+                            "image": image,
+                            "command": ["python", script("consumer.py", local=local)],
+                            "env": [
+                                {"name": "STATE_DIR", "value": "/state"},
+                                {"name": "READY_FILE", "value": "/scratch/ready"},
+                            ],
+                            "volumeMounts": [
+                                {"name": "state", "mountPath": "/state"},
+                                {"name": "scratch", "mountPath": "/scratch"},
+                            ],
+                            "readinessProbe": _ready_probe(),
+                        }
+                    ],
+                    "volumes": [{"name": "scratch", "emptyDir": {}}],
+                }
+            },
+            "volumeClaimTemplates": [
+                {
+                    "metadata": {"name": "state"},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "64Mi"}},
+                    },
+                }
+            ],
+            "persistentVolumeClaimRetentionPolicy": {"whenScaled": "Retain", "whenDeleted": "Delete"},
+        },
+    }
+
+
+def producer(bootstrap_servers: str, *, image: str, local: bool, rate: int) -> Manifest:
+    """A Deployment writing `rate` messages per second to the topic (created with PARTITIONS partitions)."""
+    labels = {"app.kubernetes.io/name": "staticfleet-demo-producer"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": PRODUCER, "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "terminationGracePeriodSeconds": 10,
+                    "containers": [
+                        {
+                            "name": "producer",
+                            "image": image,
+                            "command": ["python", script("producer.py", local=local)],
+                            "env": [
+                                {"name": "KAFKA_BOOTSTRAP_SERVERS", "value": bootstrap_servers},
+                                {"name": "TOPIC", "value": TOPIC},
+                                {"name": "PARTITIONS", "value": str(PARTITIONS)},
+                                {"name": "RATE", "value": str(rate)},
+                                {"name": "READY_FILE", "value": "/scratch/ready"},
+                            ],
+                            "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+                            "readinessProbe": _ready_probe(),
+                        }
+                    ],
+                    "volumes": [{"name": "scratch", "emptyDir": {}}],
+                },
+            },
+        },
+    }

@@ -1,0 +1,511 @@
+"""`staticfleet analyze`: event logs in; Parquet tables, summary.json, PNG charts and report.html out.
+
+Steps: every input line is read once and written as the `events` table (with a status, so lines that
+did not parse are kept and counted); the other tables are computed from that table, written, and read
+back, so nothing is computed twice; small aggregates are collected for the summary, charts and report.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+
+from staticfleet.analytics import charts, report, tables
+from staticfleet.analytics import schema as s
+from staticfleet.analytics.inputs import InputError, Sources, resolve
+
+TABLES = ("rebalances", "membership", "operations", "groups", "rejected")
+REPORT_FILE = "report.html"
+SUMMARY_FILE = "summary.json"
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    fmt: str = "auto"
+    max_chart_groups: int = 20
+    max_table_rows: int = 200
+    chart_points: int = 2_000
+
+
+@dataclass
+class AnalysisResult:
+    out_dir: Path
+    summary: dict[str, Any]
+    tables: dict[str, Path] = field(default_factory=dict)
+    charts: dict[str, Path] = field(default_factory=dict)
+    report: Path | None = None
+
+
+class _Timer:
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = round(time.perf_counter() - started, 3)
+
+
+def analyze(
+    spark: SparkSession, inputs: Sequence[str], out_dir: Path, options: Options | None = None
+) -> AnalysisResult:
+    options = options or Options()
+    sources = resolve(inputs, options.fmt)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    spark.conf.set("spark.sql.mapKeyDedupPolicy", "LAST_WIN")  # a partition assigned twice: keep one
+    timer = _Timer()
+    paths = {name: out_dir / name for name in TABLES}
+
+    def save(frame: DataFrame, name: str) -> DataFrame:
+        frame.write.mode("overwrite").parquet(str(paths[name]))
+        return spark.read.parquet(str(paths[name]))
+
+    with timer.step("read"):
+        # The one pass over the input: parsed once, cached, and every table computed from the cache.
+        events = tables.slim(tables.read_events(spark, sources)).persist(StorageLevel.MEMORY_AND_DISK_DESER)
+        lines = {row["status"]: int(row["count"]) for row in events.groupBy("status").count().collect()}
+    if not lines.get(s.OK):
+        events.unpersist()
+        read = sum(lines.values())
+        raise InputError(
+            f"no events in {', '.join(inputs)}: {read} line(s) read, none is an event of schema version "
+            f"{s.SCHEMA_VERSION} ({', '.join(f'{k}: {v}' for k, v in sorted(lines.items())) or 'empty'})"
+        )
+    rejected = save(tables.rejected(events), "rejected")
+    valid = tables.valid_events(events)
+    with timer.step("operations"):
+        windows, orphans = tables.operation_windows(valid)
+        windows = windows.persist(StorageLevel.MEMORY_AND_DISK)
+    with timer.step("rebalances"):
+        positioned = tables.with_position(valid, tables.split_ranks(spark, events))
+        passed = tables.rebalance_pass(positioned, windows).persist(StorageLevel.MEMORY_AND_DISK)
+        moves = tables.assignment_moves(positioned)
+        rebalances = save(tables.rebalances(passed, moves), "rebalances")
+        states = tables.final_states(passed)
+    with timer.step("membership"):
+        membership = save(tables.attribute(tables.membership(valid), "ts", windows), "membership")
+    with timer.step("operations table"):
+        operations = save(tables.operations_table(windows, rebalances, membership), "operations")
+        orphan_count = orphans.count()
+    with timer.step("groups"):
+        groups = save(tables.groups_table(valid, states, rebalances, membership, operations), "groups")
+        passed.unpersist()
+        windows.unpersist()
+    with timer.step("summary"):
+        summary = _summary(sources, lines, valid, rebalances, groups, operations, orphan_count)
+    with timer.step("charts"):
+        made = _charts(valid, rebalances, groups, operations, summary, options)
+    chart_paths = {}
+    for chart in made:
+        chart_paths[chart.name] = out_dir / f"{chart.name}.png"
+        chart_paths[chart.name].write_bytes(chart.png)
+    with timer.step("report"):
+        page = _report(summary, rejected, rebalances, groups, operations, made, options)
+        report_path = out_dir / REPORT_FILE
+        report_path.write_text(page, encoding="utf-8")
+    summary["outputs"] = {
+        "tables": {name: name for name in TABLES},
+        "charts": {
+            c.name: {"file": f"{c.name}.png", "title": c.title, "panels": list(c.panels)} for c in made
+        },
+        "report": REPORT_FILE,
+    }
+    summary["timings_s"] = timer.seconds
+    events.unpersist()
+    (out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
+    return AnalysisResult(out_dir, summary, paths, chart_paths, report_path)
+
+
+# === summary ========================================================================================
+
+
+def _rows(frame: DataFrame) -> list[dict[str, Any]]:
+    return [row.asDict() for row in frame.collect()]
+
+
+def _iso(ms: int | None) -> str | None:
+    return None if ms is None else report.format_time(ms)
+
+
+def _summary(
+    sources: Sources,
+    lines: dict[str, int],
+    valid: DataFrame,
+    rebalances: DataFrame,
+    groups: DataFrame,
+    operations: DataFrame,
+    orphan_operations: int,
+) -> dict[str, Any]:
+    type_rows = valid.groupBy("type").agg(
+        F.count("*").alias("count"), F.min("ts").alias("first"), F.max("ts").alias("last")
+    )
+    by_type = {r["type"]: (int(r["count"]), r["first"], r["last"]) for r in type_rows.collect()}
+    first = min(v[1] for v in by_type.values())
+    last = max(v[2] for v in by_type.values())
+    counts = list(tables.MEMBERSHIP_COUNT_COLUMNS)
+    totals_row = groups.agg(
+        F.count("*").alias("groups"),
+        *[F.sum(c).alias(c) for c in ("rebalances", "rebalance_time_ms", "partitions_moved", *counts)],
+    ).first()
+    assert totals_row is not None
+    totals = {k: int(v or 0) for k, v in totals_row.asDict().items()}
+    durations = rebalances.agg(
+        F.max("duration_ms").alias("max_ms"),
+        F.avg("duration_ms").alias("mean_ms"),
+        F.percentile_approx("duration_ms", 0.5).alias("p50_ms"),
+        F.percentile_approx("duration_ms", 0.95).alias("p95_ms"),
+        F.count_if(F.col("operation_id").isNull()).alias("unattributed"),
+    ).first()
+    assert durations is not None
+    by_status_reason = (
+        rebalances.groupBy("status", "reason")
+        .agg(F.count("*").alias("count"), F.sum("duration_ms").alias("total_ms"))
+        .collect()
+    )
+    by_status: dict[str, int] = {}
+    reasons: dict[str, dict[str, int]] = {}
+    for r in by_status_reason:
+        by_status[r["status"]] = by_status.get(r["status"], 0) + int(r["count"])
+        entry = reasons.setdefault(r["reason"] or "unknown", {"count": 0, "total_ms": 0})
+        entry["count"] += int(r["count"])
+        entry["total_ms"] += int(r["total_ms"] or 0)
+    by_reason = dict(sorted(reasons.items(), key=lambda item: (-item[1]["count"], item[0])))
+    comparison = _comparison(operations)
+    by_operation: dict[str, int] = {}
+    for row in comparison:
+        by_operation[row["operation"]] = by_operation.get(row["operation"], 0) + int(row["operations"])
+    read = sum(lines.values())
+    return {
+        "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "inputs": list(sources.described),
+        "files": {"json": len(sources.json), "parquet": len(sources.parquet)},
+        "lines": {"read": read, **{k: lines[k] for k in sorted(lines)}},
+        "skipped_lines": read - lines.get(s.OK, 0),
+        "events_by_type": {k: by_type[k][0] for k in sorted(by_type)},
+        "time_range": {"first_ts": first, "last_ts": last, "first": _iso(first), "last": _iso(last)},
+        "groups": totals["groups"],
+        "rebalances": {
+            "total": totals["rebalances"],
+            "by_status": dict(sorted(by_status.items())),
+            "by_reason": by_reason,
+            "total_ms": totals["rebalance_time_ms"],
+            "mean_ms": None if durations["mean_ms"] is None else round(float(durations["mean_ms"]), 1),
+            "p50_ms": durations["p50_ms"],
+            "p95_ms": durations["p95_ms"],
+            "max_ms": durations["max_ms"],
+            "partitions_moved": totals["partitions_moved"],
+            "not_in_an_operation": int(durations["unattributed"]),
+        },
+        "membership": {c: totals[c] for c in counts},
+        "operations": {
+            "total": sum(by_operation.values()),
+            "by_operation": dict(sorted(by_operation.items())),
+            "completions_without_start": orphan_operations,
+        },
+        "comparison": comparison,
+    }
+
+
+COMPARISON_COLUMNS = (
+    "mode",
+    "operation",
+    "operations",
+    "mean_operation_ms",
+    "rebalances",
+    "rebalances_per_operation",
+    "rebalance_time_ms",
+    "rebalance_time_per_operation_ms",
+    "partitions_moved",
+    "partitions_moved_per_operation",
+    "restarts_absorbed",
+    "expired",
+    "removed",
+    "left",
+)
+
+
+def _comparison(operations: DataFrame) -> list[dict[str, Any]]:
+    """Per membership mode and operation: totals and per-operation means."""
+    n = F.count("*")
+    rows = (
+        operations.groupBy("mode", "operation")
+        .agg(
+            n.alias("operations"),
+            F.round(F.avg("duration_ms"), 0).alias("mean_operation_ms"),
+            F.sum("rebalances").alias("rebalances"),
+            F.round(F.sum("rebalances") / n, 2).alias("rebalances_per_operation"),
+            F.sum("rebalance_time_ms").alias("rebalance_time_ms"),
+            F.round(F.sum("rebalance_time_ms") / n, 0).alias("rebalance_time_per_operation_ms"),
+            F.sum("partitions_moved").alias("partitions_moved"),
+            F.round(F.sum("partitions_moved") / n, 2).alias("partitions_moved_per_operation"),
+            F.sum("restarts_absorbed").alias("restarts_absorbed"),
+            F.sum("expired").alias("expired"),
+            F.sum("removed").alias("removed"),
+            F.sum("left").alias("left"),
+        )
+        .orderBy("operation", "mode")
+    )
+    return [{c: row[c] for c in COMPARISON_COLUMNS} for row in rows.collect()]
+
+
+# === charts =========================================================================================
+
+
+def _charts(
+    valid: DataFrame,
+    rebalances: DataFrame,
+    groups: DataFrame,
+    operations: DataFrame,
+    summary: dict[str, Any],
+    options: Options,
+) -> list[charts.Chart]:
+    first, last = summary["time_range"]["first_ts"], summary["time_range"]["last_ts"]
+    return [
+        _states_chart(valid, groups, operations, summary["groups"], last, options),
+        _rebalances_chart(rebalances, first, last),
+        _moved_chart(rebalances, options),
+    ]
+
+
+def _states_chart(
+    valid: DataFrame, groups: DataFrame, operations: DataFrame, total: int, last_ts: int, options: Options
+) -> charts.Chart:
+    top = [
+        r["group"]
+        for r in groups.filter(F.col("events") > 0)
+        .orderBy(F.desc("rebalances"), "group")
+        .limit(options.max_chart_groups)
+        .collect()
+    ]
+    kind = F.col("type")
+    state = F.when(kind == "group_deleted", F.lit("Dead")).otherwise(F.col("state"))
+    changes = (
+        valid.filter(F.col("group").isin(top) & kind.isin(*tables.TIMELINE_TYPES))
+        .select("group", state.alias("state"), *s.ORDER_COLUMNS)
+        .collect()
+    )
+    per_group: dict[str, list[tuple[int, str]]] = {g: [] for g in top}
+    for row in sorted(changes, key=lambda r: tuple(r[c] for c in s.ORDER_COLUMNS)):
+        per_group[row["group"]].append((row["ts"], row["state"]))
+    timelines = {g: charts.state_spans(per_group[g], last_ts) for g in top}
+    windows: dict[str, list[tuple[int, int]]] = {g: [] for g in top}
+    for row in (
+        operations.filter(F.col("group").isin(top))
+        .select("group", "start_ts", F.coalesce("end_ts", F.lit(last_ts)).alias("end_ts"))
+        .collect()
+    ):
+        windows[row["group"]].append((row["start_ts"], row["end_ts"]))
+    return charts.group_states_chart(timelines, total, windows)
+
+
+def _rebalances_chart(rebalances: DataFrame, first_ts: int, last_ts: int) -> charts.Chart:
+    bucket = charts.bucket_size_ms(max(1, last_ts - first_ts))
+    start = F.floor(F.col("start_ts") / bucket) * bucket
+    rows = (
+        rebalances.groupBy(start.cast("long").alias("bucket"), "reason")
+        .count()
+        .orderBy("bucket", "reason")
+        .collect()
+    )
+    reasons = sorted({r["reason"] or "unknown" for r in rows})
+    buckets = [(int(r["bucket"]), r["reason"] or "unknown", int(r["count"])) for r in rows]
+    return charts.rebalances_over_time_chart(buckets, bucket, reasons)
+
+
+def _moved_chart(rebalances: DataFrame, options: Options) -> charts.Chart:
+    known = rebalances.filter(F.col("partitions_moved").isNotNull())
+    histogram_rows = known.groupBy("partitions_moved").count().orderBy("partitions_moved").collect()
+    histogram = [(int(r["partitions_moved"]), int(r["count"])) for r in histogram_rows]
+    total = sum(n for _, n in histogram)
+    sample = (
+        known
+        if total <= options.chart_points
+        else known.sample(fraction=options.chart_points / total, seed=7)
+    )
+    points = [
+        (int(r["start_ts"]), int(r["partitions_moved"]))
+        for r in sample.select("start_ts", "partitions_moved").collect()
+    ]
+    return charts.partitions_moved_chart(points, histogram, total)
+
+
+# === report =========================================================================================
+
+
+def _cells(rows: Sequence[Row], columns: Sequence[str]) -> tuple[tuple[Any, ...], ...]:
+    return tuple(tuple(row[c] for c in columns) for row in rows)
+
+
+def _table_from(
+    frame: DataFrame, key: str, title: str, columns: Sequence[str], limit: int, total: int, note: str = ""
+) -> report.Table:
+    rows = frame.select(*columns).limit(limit).collect()
+    return report.Table(key, title, tuple(columns), _cells(rows, columns), total, note)
+
+
+REBALANCE_COLUMNS = (
+    "group",
+    "rebalance_no",
+    "status",
+    "reason",
+    "start_ts",
+    "duration_ms",
+    "start_events",
+    "generation",
+    "members_before",
+    "members_after",
+    "partitions_moved",
+    "operation",
+    "operation_id",
+)
+OPERATION_COLUMNS = (
+    "group",
+    "operation_id",
+    "operation",
+    "mode",
+    "status",
+    "from_replicas",
+    "to_replicas",
+    "start_ts",
+    "duration_ms",
+    "rebalances",
+    "rebalance_time_ms",
+    "partitions_moved",
+    "restarts_absorbed",
+    "joined",
+    "left",
+    "removed",
+    "expired",
+    "fenced",
+)
+GROUP_COLUMNS = (
+    "group",
+    "mode",
+    "state",
+    "generation",
+    "events",
+    "operations",
+    "rebalances",
+    "rebalance_time_ms",
+    "max_rebalance_ms",
+    "partitions_moved",
+    "restarts_absorbed",
+    "joined",
+    "left",
+    "removed",
+    "fenced",
+    "expired",
+    *(f"expired_{c.replace('-', '_')}" for c in s.EXPIRY_CAUSES),
+)
+
+
+def _report(
+    summary: dict[str, Any],
+    rejected: DataFrame,
+    rebalances: DataFrame,
+    groups: DataFrame,
+    operations: DataFrame,
+    made: Sequence[charts.Chart],
+    options: Options,
+) -> str:
+    limit = options.max_table_rows
+    rebalance_count = summary["rebalances"]["total"]
+    operation_count = summary["operations"]["total"]
+    items: list[report.Table] = []
+    if summary["comparison"]:
+        rows = tuple(tuple(r[c] for c in COMPARISON_COLUMNS) for r in summary["comparison"])
+        items.append(
+            report.Table("comparison", "Operations by membership mode", COMPARISON_COLUMNS, rows, len(rows))
+        )
+    items.append(
+        _table_from(
+            operations.orderBy("start_ts", "group"),
+            "operations",
+            "Operations",
+            OPERATION_COLUMNS,
+            limit,
+            operation_count,
+            "In start order.",
+        )
+    )
+    items.append(
+        _table_from(
+            groups.orderBy(F.desc("rebalances"), "group"),
+            "groups",
+            "Groups",
+            GROUP_COLUMNS,
+            limit,
+            summary["groups"],
+            "Most rebalances first.",
+        )
+    )
+    items.append(
+        _table_from(
+            rebalances.orderBy(F.desc_nulls_first("duration_ms"), "group", "rebalance_no"),
+            "rebalances",
+            "Rebalances",
+            REBALANCE_COLUMNS,
+            limit,
+            rebalance_count,
+            "Longest first (open ones on top).",
+        )
+    )
+    reason_rows = tuple(
+        (reason, v["count"], v["total_ms"]) for reason, v in summary["rebalances"]["by_reason"].items()
+    )
+    items.append(
+        report.Table(
+            "reasons",
+            "Rebalances by reason",
+            ("reason", "rebalances", "total_ms"),
+            reason_rows,
+            len(reason_rows),
+        )
+    )
+    member_rows = tuple((k, v) for k, v in summary["membership"].items())
+    items.append(
+        report.Table("membership", "Membership events", ("count", "members"), member_rows, len(member_rows))
+    )
+    skipped = rejected.groupBy("source_file", "status").count().orderBy("source_file", "status").collect()
+    skipped_rows = tuple((r["source_file"], r["status"], int(r["count"])) for r in skipped)
+    items.append(
+        report.Table(
+            "skipped",
+            "Lines skipped",
+            ("file", "status", "lines"),
+            skipped_rows,
+            len(skipped_rows),
+            "Kept, with the line where it was not JSON, in the rejected table.",
+        )
+    )
+    time_range = summary["time_range"]
+    subtitle = (
+        f"{summary['lines']['read']} lines from {len(summary['inputs'])} input(s), "
+        f"{time_range['first']} to {time_range['last']}; generated {summary['generated_at']}"
+    )
+    rb = summary["rebalances"]
+    cards = {
+        "groups": summary["groups"],
+        "events": sum(summary["events_by_type"].values()),
+        "lines skipped": summary["skipped_lines"],
+        "rebalances": rb["total"],
+        "rebalance time (s)": round(rb["total_ms"] / 1000, 1),
+        "partitions moved": rb["partitions_moved"],
+        "restarts absorbed": summary["membership"]["restarts_absorbed"],
+        "members expired": summary["membership"]["expired"],
+        "operations": operation_count,
+    }
+    return report.render("staticfleet rebalance report", subtitle, cards, items, made)

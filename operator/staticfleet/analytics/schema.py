@@ -1,0 +1,102 @@
+"""The event log's columns as Spark sees them, and the event types each table is made of."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from staticfleet.analytics.operator_events import FLEET_OPERATION_COMPLETED, FLEET_OPERATION_STARTED
+from staticfleet.coordinator import events as ev
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import ArrayType, StructType
+
+SCHEMA_VERSION: Final = 1
+CORRUPT: Final = "_corrupt_record"
+
+# Row status in the events table: every input line gets one, so nothing read is lost.
+OK: Final = "ok"
+MALFORMED: Final = "malformed"
+MISSING_FIELDS: Final = "missing-fields"
+UNSUPPORTED_VERSION: Final = "unsupported-version"
+
+EPISODE_START: Final = (ev.REBALANCE_STARTED,)
+EPISODE_CLOSERS: Final = (ev.REBALANCE_COMPLETED, ev.GROUP_EMPTY, ev.GROUP_LOADED)
+MEMBERSHIP_TYPES: Final = (
+    ev.MEMBER_JOINED,
+    ev.STATIC_MEMBER_REPLACED,
+    ev.MEMBER_FENCED,
+    ev.MEMBER_LEFT,
+    ev.MEMBER_REMOVED,
+    ev.MEMBER_EXPIRED,
+)
+OPERATOR_TYPES: Final = (FLEET_OPERATION_STARTED, FLEET_OPERATION_COMPLETED)
+EXPIRY_CAUSES: Final = ("session-timeout", "join-timeout", "sync-timeout", "rebalance-timeout", "pending")
+
+# Columns read from every line. `members` and `configs` stay raw JSON text: `members` is a count in
+# some event types and a list in others, and is parsed where its shape is known.
+_STRING = "string"
+_INT = "int"
+_LONG = "long"
+_BOOL = "boolean"
+EVENT_FIELDS: Final = (
+    ("v", _INT),
+    ("ts", _LONG),
+    ("type", _STRING),
+    ("group", _STRING),
+    ("generation", _INT),
+    ("state", _STRING),
+    ("member_id", _STRING),
+    ("instance_id", _STRING),
+    ("client_id", _STRING),
+    ("client_host", _STRING),
+    ("session_timeout_ms", _INT),
+    ("rebalance_timeout_ms", _INT),
+    ("old_member_id", _STRING),
+    ("new_member_id", _STRING),
+    ("rebalance", _BOOL),
+    ("api", _STRING),
+    ("client_reason", _STRING),
+    ("cause", _STRING),
+    ("reason", _STRING),
+    ("detail", _STRING),
+    ("from_state", _STRING),
+    ("members", _STRING),
+    ("protocol_type", _STRING),
+    ("protocol", _STRING),
+    ("leader", _STRING),
+    ("leader_instance_id", _STRING),
+    ("duration_ms", _LONG),
+    ("configs", _STRING),
+    ("operation", _STRING),
+    ("id", _STRING),
+    ("from_replicas", _INT),
+    ("to_replicas", _INT),
+    ("mode", _STRING),
+)
+SOURCE_COLUMNS: Final = ("source_file", "source_mtime", "source_offset", "source_row")
+ORDER_COLUMNS: Final = ("ts", *SOURCE_COLUMNS)
+"""Events of a group in log order: by time, then by where they were read (file, split, line)."""
+
+
+def event_schema(with_corrupt: bool = True) -> StructType:
+    from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
+
+    types = {_STRING: StringType(), _INT: IntegerType(), _LONG: LongType(), _BOOL: BooleanType()}
+    fields = [StructField(name, types[kind]) for name, kind in EVENT_FIELDS]
+    if with_corrupt:
+        fields.append(StructField(CORRUPT, StringType()))
+    return StructType(fields)
+
+
+def members_schema() -> ArrayType:
+    """`members` of join_completed / rebalance_completed: who, and (consumer protocol) which partitions."""
+    from pyspark.sql.types import ArrayType, IntegerType, MapType, StringType, StructField, StructType
+
+    member = StructType(
+        [
+            StructField("member_id", StringType()),
+            StructField("instance_id", StringType()),
+            StructField("assignment", MapType(StringType(), ArrayType(IntegerType()))),
+        ]
+    )
+    return ArrayType(member)

@@ -1,0 +1,63 @@
+"""The Spark session: local mode by default, bound to the loopback interface, quiet and UTC."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import sys
+import tempfile
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+LOCAL_HOST = "127.0.0.1"
+
+
+def is_local(master: str) -> bool:
+    return master == "local" or master.startswith("local[")
+
+
+def build_session(
+    master: str = "local[*]",
+    app_name: str = "staticfleet-analyze",
+    shuffle_partitions: int | None = None,
+    driver_memory: str | None = None,
+    warehouse_dir: str | None = None,
+) -> SparkSession:
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).appName(app_name)
+    if is_local(master):
+        # Nothing listens beyond the loopback interface, whatever the host name resolves to.
+        os.environ["SPARK_LOCAL_IP"] = LOCAL_HOST
+        builder = builder.config("spark.driver.bindAddress", LOCAL_HOST).config(
+            "spark.driver.host", LOCAL_HOST
+        )
+        cores = os.cpu_count() or 2
+        partitions = shuffle_partitions or max(2, 2 * cores)
+    else:
+        partitions = shuffle_partitions or 200
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    warehouse = warehouse_dir
+    if warehouse is None:
+        # Nothing is stored there (no tables are created); it only must not be the working directory.
+        warehouse = tempfile.mkdtemp(prefix="staticfleet-spark-warehouse-")
+        atexit.register(shutil.rmtree, warehouse, True)
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": str(partitions),
+        "spark.sql.warehouse.dir": warehouse,
+        "spark.sql.catalogImplementation": "in-memory",
+        "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
+    }
+    if driver_memory:
+        settings["spark.driver.memory"] = driver_memory
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session

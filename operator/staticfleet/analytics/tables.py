@@ -1,0 +1,572 @@
+"""The analysis as DataFrame transformations: the event log in, one DataFrame per output table.
+
+Every function here is lazy and pure (DataFrames in, DataFrames out); reading and writing happen in
+`pipeline`. Events of a group are ordered by `ORDER_COLUMNS`: time, then where the line was read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType
+from pyspark.sql.window import WindowSpec
+
+from staticfleet.analytics import schema as s
+from staticfleet.analytics.inputs import Sources
+from staticfleet.analytics.operator_events import FLEET_OPERATION_COMPLETED, FLEET_OPERATION_STARTED
+from staticfleet.coordinator import events as ev
+
+COMPLETED = "completed"
+EMPTIED = "emptied"
+INTERRUPTED = "interrupted"
+OPEN = "open"
+INCOMPLETE = "incomplete"
+
+# === reading ========================================================================================
+
+
+def read_events(spark: SparkSession, sources: Sources) -> DataFrame:
+    """Every input line as a row with a `status`; rows other than `ok` keep what could be read."""
+    frames = []
+    if sources.json:
+        frames.append(_read_json(spark, sources.json))
+    if sources.parquet:
+        frames.append(_read_parquet(spark, sources.parquet))
+    events = frames[0]
+    for frame in frames[1:]:
+        events = events.unionByName(frame)
+    return events.select(_status().alias("status"), *events.columns)
+
+
+def _source_columns() -> list[Column]:
+    return [
+        F.col("_metadata.file_path").alias("source_file"),
+        F.col("_metadata.file_modification_time").alias("source_mtime"),
+        F.col("_metadata.file_block_start").alias("source_offset"),
+        # Rows of one file split share a partition, in line order: this id orders them.
+        F.monotonically_increasing_id().alias("source_row"),
+    ]
+
+
+def _read_json(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
+    raw = (
+        spark.read.schema(s.event_schema())
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", s.CORRUPT)
+        .json(list(paths))
+    )
+    return raw.select(
+        *[F.col(name) for name, _ in s.EVENT_FIELDS], F.col(s.CORRUPT).alias("raw_line"), *_source_columns()
+    )
+
+
+def _read_parquet(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
+    """Parquet event logs: the known columns, cast to the event schema; missing ones are null."""
+    frame = spark.read.parquet(*paths)
+    present = {field.name: field.dataType for field in frame.schema.fields}
+    columns = []
+    for name, kind in s.EVENT_FIELDS:
+        if name not in present:
+            columns.append(F.lit(None).cast(kind).alias(name))
+        elif kind == "string" and not isinstance(present[name], StringType):
+            columns.append(F.to_json(F.col(name)).alias(name))
+        else:
+            columns.append(F.col(name).try_cast(kind).alias(name))
+    raw_line = F.col("raw_line").cast("string") if "raw_line" in present else F.lit(None).cast("string")
+    columns.append(raw_line.alias("raw_line"))
+    if all(name in present for name in s.SOURCE_COLUMNS):
+        columns.extend(F.col(name) for name in s.SOURCE_COLUMNS)  # an events table keeps its log order
+    else:
+        columns.extend(_source_columns())
+    return frame.select(*columns)
+
+
+def _status() -> Column:
+    missing = F.col("v").isNull() | F.col("ts").isNull() | F.col("type").isNull()
+    missing = missing | F.col("group").isNull() | (F.col("group") == "")
+    return (
+        F.when(F.col("raw_line").isNotNull(), F.lit(s.MALFORMED))
+        .when(missing, F.lit(s.MISSING_FIELDS))
+        .when(F.col("v") != s.SCHEMA_VERSION, F.lit(s.UNSUPPORTED_VERSION))
+        .otherwise(F.lit(s.OK))
+    )
+
+
+def valid_events(events: DataFrame) -> DataFrame:
+    return events.filter(F.col("status") == s.OK)
+
+
+def rejected(events: DataFrame) -> DataFrame:
+    """The lines that are not events, with why, where they were, and what could be read of them."""
+    return events.filter(F.col("status") != s.OK).select(
+        "status", "raw_line", *s.SOURCE_COLUMNS, *[name for name, _ in s.EVENT_FIELDS if name != "members"]
+    )
+
+
+def _in_log_order() -> WindowSpec:
+    return Window.partitionBy("group").orderBy(*s.ORDER_COLUMNS)
+
+
+# === timeline and rebalances ========================================================================
+
+TIMELINE_TYPES = (
+    ev.REBALANCE_STARTED,
+    ev.JOIN_COMPLETED,
+    ev.REBALANCE_COMPLETED,
+    ev.GROUP_EMPTY,
+    ev.GROUP_LOADED,
+    ev.GROUP_DELETED,
+)
+"""The events that change a group's state (and only they do): the group's state timeline."""
+_SEPARATOR = "\u0001"  # cannot appear in a topic name
+
+
+def slim(events: DataFrame) -> DataFrame:
+    """Every line, without what no step reads: `members` is kept only where it is parsed (the assignment
+    of rebalance_completed, the count of group_loaded). This is what the analysis caches."""
+    keep = F.col("type").isin(ev.REBALANCE_COMPLETED, ev.GROUP_LOADED)
+    return events.withColumn("members", F.when(keep, F.col("members")))
+
+
+_ROW_BITS = 33  # monotonically_increasing_id: partition index above bit 33, row within it below
+
+
+def split_ranks(spark: SparkSession, events: DataFrame) -> DataFrame:
+    """(source_file, source_offset) -> split_rank: the file splits in log order (file modification time,
+    path, offset). A handful of rows; with the row number inside the split it gives each line one
+    sortable number, `position`, so that sorting never compares file paths."""
+    splits = events.select("source_file", "source_mtime", "source_offset").distinct().collect()
+    ordered = sorted(splits, key=lambda r: (r["source_mtime"], r["source_file"], r["source_offset"]))
+    rows = [(r["source_file"], r["source_offset"], rank) for rank, r in enumerate(ordered)]
+    return spark.createDataFrame(rows, "source_file string, source_offset long, split_rank long")
+
+
+def with_position(frame: DataFrame, ranks: DataFrame) -> DataFrame:
+    row_in_split = F.col("source_row").bitwiseAND(F.lit((1 << _ROW_BITS) - 1))
+    position = F.shiftleft(F.col("split_rank"), _ROW_BITS) + row_in_split
+    return (
+        frame.join(F.broadcast(ranks), ["source_file", "source_offset"])
+        .withColumn("position", position)
+        .drop("split_rank")
+    )
+
+
+def _stream_order() -> WindowSpec:
+    """Log order, with operation marks (is_item 0) before events (is_item 1) of the same millisecond."""
+    return Window.partitionBy("group").orderBy("ts", "is_item", "position")
+
+
+def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
+    """The groups' state-changing events in log order, one sort, with operation marks merged in. Window
+    functions over that single order carry to each episode's closing event what its first
+    rebalance_started said and the previous closing event's member count. The result has the rebalance
+    rows (`is_rebalance`) and each group's last state event (`is_last`)."""
+    kind = F.col("type")
+    state = F.when(kind == ev.GROUP_DELETED, F.lit("Dead")).otherwise(F.col("state"))
+    member_count = F.when(kind == ev.REBALANCE_COMPLETED, F.json_array_length(F.col("members"))).when(
+        kind == ev.GROUP_LOADED, F.col("members").try_cast("int")
+    )
+    started_only = kind == ev.REBALANCE_STARTED
+    events = positioned.filter(kind.isin(*TIMELINE_TYPES)).select(
+        "group",
+        "ts",
+        F.lit(1).alias("is_item"),
+        "position",
+        "type",
+        state.alias("state"),
+        "generation",
+        "reason",
+        F.when(started_only, F.col("detail")).alias("detail"),
+        "from_state",
+        "duration_ms",
+        "leader_instance_id",
+        member_count.alias("member_count"),
+    )
+    stream = events.unionByName(_marks(operations), allowMissingColumns=True)
+
+    order = _stream_order()
+    before = order.rowsBetween(Window.unboundedPreceding, -1)
+    so_far = order.rowsBetween(Window.unboundedPreceding, 0)
+    # A whole-partition frame is computed once per group; a frame "from here to the end" would be
+    # computed again for every row. What follows a row is the whole, less what came up to it.
+    whole = order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    started = kind == ev.REBALANCE_STARTED
+    closer = kind.isin(*s.EPISODE_CLOSERS)
+    boundary = started | closer
+
+    def last_before(value: Column, where: Column) -> Column:
+        return F.last(F.when(where, value), ignorenulls=True).over(before)
+
+    operation_now = F.when(
+        F.col("ts") <= F.last("_op_end", ignorenulls=True).over(so_far),
+        F.struct(
+            F.last("_op_id", ignorenulls=True).over(so_far).alias("id"),
+            F.last("_op", ignorenulls=True).over(so_far).alias("operation"),
+        ),
+    )
+    stream = stream.select(
+        "*",
+        last_before(kind, boundary).alias("previous_boundary"),
+        F.coalesce(F.sum(closer.cast("int")).over(before), F.lit(0)).alias("episode"),
+        F.sum(started.cast("int")).over(so_far).alias("starts_so_far"),
+        last_before(F.struct(F.col("member_count").alias("n")), closer).alias("previous_closer_count"),
+        (F.sum(closer.cast("int")).over(whole) - F.sum(closer.cast("int")).over(so_far)).alias(
+            "closers_after"
+        ),
+        (F.sum("is_item").over(whole) - F.sum("is_item").over(so_far)).alias("items_after"),
+        operation_now.alias("operation_now"),
+    )
+    first_start = started & (
+        F.col("previous_boundary").isNull() | (F.col("previous_boundary") != ev.REBALANCE_STARTED)
+    )
+    episode_start = F.last(
+        F.when(
+            first_start,
+            F.struct(
+                F.col("episode"),
+                F.col("ts"),
+                F.col("reason"),
+                F.col("detail"),
+                F.col("from_state"),
+                (F.col("starts_so_far") - 1).alias("starts_before"),
+                F.col("operation_now"),
+            ),
+        ),
+        ignorenulls=True,
+    ).over(so_far)
+    stream = stream.select("*", episode_start.alias("episode_start"))
+    start = F.col("episode_start")
+    start_in_log = start.isNotNull() & (start["episode"] == F.col("episode"))
+    ended = kind.isin(ev.REBALANCE_COMPLETED, ev.GROUP_EMPTY)
+    is_rebalance = (closer & (start_in_log | ended)) | (first_start & (F.col("closers_after") == 0))
+    stream = stream.select(
+        "*",
+        start_in_log.alias("start_in_log"),
+        is_rebalance.alias("is_rebalance"),
+        ((F.col("is_item") == 1) & (F.col("items_after") == 0)).alias("is_last"),
+    )
+    return stream.withColumn("rebalance_no", F.sum(F.col("is_rebalance").cast("int")).over(so_far)).filter(
+        F.col("is_rebalance") | F.col("is_last")
+    )
+
+
+def assignment_moves(positioned: DataFrame) -> DataFrame:
+    """Per rebalance_completed (group, ts, position): partitions in its assignment and partitions that
+    changed owner since the group's previous completed rebalance. Only these events are sorted here, so
+    the assignments travel through one small sort instead of the whole timeline."""
+    completed = positioned.filter(F.col("type") == ev.REBALANCE_COMPLETED)
+    pairs = _assignment_pairs(F.from_json(F.col("members"), s.members_schema()))
+    rows = completed.select("group", "ts", "position", pairs.alias("pairs")).withColumn(
+        "keys", F.transform(F.col("pairs"), lambda pair: F.substring_index(pair, _SEPARATOR, 2))
+    )
+    order = Window.partitionBy("group").orderBy("ts", "position")
+    previous_pairs, previous_keys = F.lag("pairs").over(order), F.lag("keys").over(order)
+    first = F.row_number().over(order) == 1
+    known = ~first & previous_pairs.isNotNull() & F.col("pairs").isNotNull()
+    changed = F.size(F.array_except(F.col("pairs"), previous_pairs)) - F.size(
+        F.array_except(F.col("keys"), previous_keys)
+    )
+    return rows.select(
+        "group",
+        "ts",
+        "position",
+        F.when(F.col("keys").isNotNull(), F.size(F.col("keys"))).alias("partitions_total"),
+        F.when(known, changed).alias("partitions_moved"),
+    )
+
+
+def _marks(operations: DataFrame) -> DataFrame:
+    return operations.select(
+        "group",
+        F.col("start_ts").alias("ts"),
+        F.lit(0).alias("is_item"),
+        F.lit("operation").alias("type"),
+        F.col("operation_id").alias("_op_id"),
+        F.col("operation").alias("_op"),
+        F.col("window_end_ts").alias("_op_end"),
+    )
+
+
+def _assignment_pairs(members: Column) -> Column:
+    """["topic<SEP>partition<SEP>owner", ...] of an assignment; the owner is the instance id, else the
+    member id. Null when any member's assignment is unknown (not the consumer protocol, undecodable)."""
+
+    def member_pairs(member: Column) -> Column:
+        owner = F.coalesce(member["instance_id"], member["member_id"])
+        return F.flatten(
+            F.transform(
+                F.map_entries(member["assignment"]),
+                lambda topic: F.transform(
+                    topic["value"],
+                    lambda partition: F.concat_ws(_SEPARATOR, topic["key"], partition.cast("string"), owner),
+                ),
+            )
+        )
+
+    return F.flatten(F.transform(members, member_pairs))
+
+
+def rebalances(passed: DataFrame, moves: DataFrame) -> DataFrame:
+    """One row per rebalance episode: from its first rebalance_started to its rebalance_completed or
+    group_empty. A group_loaded (the coordinator restarted) ends an episode as `interrupted`; an episode
+    still going at the end of the log is `open`; one whose start precedes the log is reconstructed from
+    the coordinator's own duration (and attributed to an operation by its end)."""
+    kind = F.col("type")
+    rows = passed.filter(F.col("is_rebalance")).join(moves, ["group", "ts", "position"], "left")
+    completed = kind == ev.REBALANCE_COMPLETED
+    emptied = kind == ev.GROUP_EMPTY
+    ended = completed | emptied
+    is_open = kind == ev.REBALANCE_STARTED
+    start = F.col("episode_start")
+    in_log = F.col("start_in_log")
+    status = (
+        F.when(completed, F.lit(COMPLETED))
+        .when(emptied, F.lit(EMPTIED))
+        .when(kind == ev.GROUP_LOADED, F.lit(INTERRUPTED))
+        .otherwise(F.lit(OPEN))
+    )
+    start_ts = F.when(in_log, start["ts"]).otherwise(F.col("ts") - F.col("duration_ms"))
+    end_ts = F.when(~is_open, F.col("ts"))
+    start_events = F.when(in_log, F.col("starts_so_far") - start["starts_before"]).otherwise(F.lit(0))
+    members_before = F.coalesce(
+        F.col("previous_closer_count")["n"], F.when(start["from_state"] == "Empty", F.lit(0))
+    )
+    operation = F.when(in_log, start["operation_now"]).otherwise(F.col("operation_now"))
+    return rows.select(
+        "group",
+        F.col("rebalance_no").cast("int").alias("rebalance_no"),
+        status.alias("status"),
+        F.when(in_log, start["reason"]).otherwise(F.col("reason")).alias("reason"),
+        F.when(in_log, start["detail"]).alias("detail"),
+        F.when(in_log, start["from_state"]).alias("from_state"),
+        start_ts.alias("start_ts"),
+        end_ts.alias("end_ts"),
+        F.when(ended, F.when(in_log, F.col("ts") - start["ts"]).otherwise(F.col("duration_ms"))).alias(
+            "duration_ms"
+        ),
+        F.when(ended, F.col("duration_ms")).alias("reported_duration_ms"),
+        in_log.alias("start_in_log"),
+        start_events.cast("long").alias("start_events"),
+        F.when(ended, F.col("generation")).alias("generation"),
+        members_before.alias("members_before"),
+        F.when(completed, F.col("member_count")).when(emptied, F.lit(0)).alias("members_after"),
+        F.when(completed, F.col("partitions_total")).alias("partitions_total"),
+        F.when(completed, F.col("partitions_moved")).alias("partitions_moved"),
+        F.when(completed, F.col("leader_instance_id")).alias("leader_instance_id"),
+        operation["id"].alias("operation_id"),
+        operation["operation"].alias("operation"),
+    )
+
+
+def final_states(passed: DataFrame) -> DataFrame:
+    return passed.filter(F.col("is_last")).select("group", "state")
+
+
+# === membership events ==============================================================================
+
+
+def membership(valid: DataFrame) -> DataFrame:
+    kind = F.col("type")
+    replaced = kind == ev.STATIC_MEMBER_REPLACED
+    return valid.filter(kind.isin(*s.MEMBERSHIP_TYPES)).select(
+        "group",
+        *s.ORDER_COLUMNS,
+        "type",
+        "generation",
+        "state",
+        F.coalesce(F.col("member_id"), F.col("new_member_id")).alias("member_id"),
+        "instance_id",
+        "old_member_id",
+        "cause",
+        "api",
+        "client_reason",
+        "client_host",
+        F.when(replaced, F.col("rebalance")).alias("rebalance"),
+        (replaced & (F.col("rebalance") == F.lit(False))).alias("absorbed"),
+    )
+
+
+def membership_counts() -> list[Column]:
+    kind = F.col("type")
+    expired = kind == ev.MEMBER_EXPIRED
+    replaced = kind == ev.STATIC_MEMBER_REPLACED
+    counts = [
+        F.count_if(kind == ev.MEMBER_JOINED).alias("joined"),
+        F.count_if(kind == ev.MEMBER_LEFT).alias("left"),
+        F.count_if(kind == ev.MEMBER_REMOVED).alias("removed"),
+        F.count_if(kind == ev.MEMBER_FENCED).alias("fenced"),
+        F.count_if(expired).alias("expired"),
+    ]
+    counts += [
+        F.count_if(expired & (F.col("cause") == cause)).alias(f"expired_{cause.replace('-', '_')}")
+        for cause in s.EXPIRY_CAUSES
+    ]
+    counts += [
+        F.count_if(replaced & (F.col("rebalance") == F.lit(False))).alias("restarts_absorbed"),
+        F.count_if(replaced & (F.col("rebalance") == F.lit(True))).alias("restarts_rebalanced"),
+    ]
+    return counts
+
+
+MEMBERSHIP_COUNT_COLUMNS = (
+    "joined",
+    "left",
+    "removed",
+    "fenced",
+    "expired",
+    *(f"expired_{cause.replace('-', '_')}" for cause in s.EXPIRY_CAUSES),
+    "restarts_absorbed",
+    "restarts_rebalanced",
+)
+
+# === operations =====================================================================================
+
+
+def operation_windows(valid: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """Operations paired from their operator events, and the completions that had no start.
+
+    A started event pairs with the next event of the same group and operation id (or, without ids,
+    the same operation kind) when that is a completion; otherwise the operation is `incomplete` and
+    its window runs to the group's last event in the log."""
+    kind = F.col("type")
+    events = valid.filter(kind.isin(*s.OPERATOR_TYPES)).withColumn(
+        "pair_key", F.coalesce(F.col("id"), F.col("operation"), F.lit(""))
+    )
+    pairs = Window.partitionBy("group", "pair_key").orderBy(*s.ORDER_COLUMNS)
+    events = (
+        events.withColumn("next_type", F.lead("type").over(pairs))
+        .withColumn("next_ts", F.lead("ts").over(pairs))
+        .withColumn("next_to_replicas", F.lead("to_replicas").over(pairs))
+        .withColumn("next_mode", F.lead("mode").over(pairs))
+        .withColumn("previous_type", F.lag("type").over(pairs))
+    )
+    orphans = events.filter(
+        (kind == FLEET_OPERATION_COMPLETED)
+        & (F.col("previous_type").isNull() | (F.col("previous_type") != FLEET_OPERATION_STARTED))
+    )
+    last_ts = valid.groupBy("group").agg(F.max("ts").alias("group_last_ts"))
+    completed = F.col("next_type") == FLEET_OPERATION_COMPLETED
+    starts = events.filter(kind == FLEET_OPERATION_STARTED).withColumn(
+        "ordinal", F.row_number().over(_in_log_order())
+    )
+    operations = starts.join(last_ts, "group", "left").select(
+        "group",
+        F.coalesce(F.col("id"), F.concat(F.col("group"), F.lit("#"), F.col("ordinal").cast("string"))).alias(
+            "operation_id"
+        ),
+        F.coalesce(F.col("operation"), F.lit("unknown")).alias("operation"),
+        F.coalesce(F.col("mode"), F.when(completed, F.col("next_mode"))).alias("mode"),
+        F.when(completed, F.lit(COMPLETED)).otherwise(F.lit(INCOMPLETE)).alias("status"),
+        "from_replicas",
+        "to_replicas",
+        F.when(completed, F.col("next_to_replicas")).alias("final_replicas"),
+        F.col("ts").alias("start_ts"),
+        F.when(completed, F.col("next_ts")).alias("end_ts"),
+        F.when(completed, F.col("next_ts") - F.col("ts")).alias("duration_ms"),
+        F.coalesce(F.when(completed, F.col("next_ts")), F.col("group_last_ts")).alias("window_end_ts"),
+    )
+    return operations, orphans
+
+
+def attribute(items: DataFrame, time_column: str, operations: DataFrame) -> DataFrame:
+    """Add operation_id and operation: the group's most recently started operation, if the item's time
+    falls inside that operation's window (both ends included)."""
+    marks = operations.select(
+        "group",
+        F.col("start_ts").alias("_at"),
+        F.lit(0).alias("_kind"),
+        F.col("operation_id").alias("_op_id"),
+        F.col("operation").alias("_op"),
+        F.col("window_end_ts").alias("_op_end"),
+    )
+    tagged = items.withColumn("_at", F.col(time_column)).withColumn("_kind", F.lit(1))
+    combined = tagged.unionByName(marks, allowMissingColumns=True)
+    so_far = Window.partitionBy("group").orderBy("_at", "_kind").rowsBetween(Window.unboundedPreceding, 0)
+    current_id = F.last("_op_id", ignorenulls=True).over(so_far)
+    current_op = F.last("_op", ignorenulls=True).over(so_far)
+    current_end = F.last("_op_end", ignorenulls=True).over(so_far)
+    inside = F.col("_at") <= current_end
+    return (
+        combined.withColumn("operation_id", F.when(inside, current_id))
+        .withColumn("operation", F.when(inside, current_op))
+        .filter(F.col("_kind") == 1)
+        .select(*items.columns, "operation_id", "operation")
+    )
+
+
+def operations_table(operations: DataFrame, rebalances: DataFrame, membership: DataFrame) -> DataFrame:
+    by_op_rebalances = (
+        rebalances.filter(F.col("operation_id").isNotNull())
+        .groupBy("operation_id")
+        .agg(
+            F.count("*").alias("rebalances"),
+            F.sum("duration_ms").alias("rebalance_time_ms"),
+            F.max("duration_ms").alias("max_rebalance_ms"),
+            F.sum("partitions_moved").alias("partitions_moved"),
+        )
+    )
+    by_op_membership = (
+        membership.filter(F.col("operation_id").isNotNull()).groupBy("operation_id").agg(*membership_counts())
+    )
+    joined = operations.join(by_op_rebalances, "operation_id", "left").join(
+        by_op_membership, "operation_id", "left"
+    )
+    # Sums over the rebalances that have a value: none attributed, or none known, is zero.
+    joined = joined.fillna(
+        0, subset=["rebalances", "rebalance_time_ms", "partitions_moved", *MEMBERSHIP_COUNT_COLUMNS]
+    )
+    return joined.drop("window_end_ts").orderBy("start_ts", "group")
+
+
+# === groups =========================================================================================
+
+
+def groups_table(
+    valid: DataFrame, states: DataFrame, rebalances: DataFrame, membership: DataFrame, operations: DataFrame
+) -> DataFrame:
+    coordinator_event = ~F.col("type").isin(*s.OPERATOR_TYPES)
+    events = (
+        valid.groupBy("group")
+        .agg(
+            F.count_if(coordinator_event).alias("events"),
+            F.min(F.when(coordinator_event, F.col("ts"))).alias("first_ts"),
+            F.max(F.when(coordinator_event, F.col("ts"))).alias("last_ts"),
+            F.max("generation").alias("generation"),
+            F.max("mode").alias("mode"),
+        )
+        .join(states, "group", "left")
+    )
+    status = F.col("status")
+    by_rebalances = rebalances.groupBy("group").agg(
+        F.count("*").alias("rebalances"),
+        F.count_if(status == COMPLETED).alias("completed"),
+        F.count_if(status == EMPTIED).alias("emptied"),
+        F.count_if(status == INTERRUPTED).alias("interrupted"),
+        F.count_if(status == OPEN).alias("open"),
+        F.sum("duration_ms").alias("rebalance_time_ms"),
+        F.max("duration_ms").alias("max_rebalance_ms"),
+        F.round(F.avg("duration_ms"), 1).alias("mean_rebalance_ms"),
+        F.sum("partitions_moved").alias("partitions_moved"),
+    )
+    by_membership = membership.groupBy("group").agg(*membership_counts())
+    by_operations = operations.groupBy("group").agg(F.count("*").alias("operations"))
+    table = (
+        events.join(by_rebalances, "group", "left")
+        .join(by_membership, "group", "left")
+        .join(by_operations, "group", "left")
+    )
+    counts = [
+        "rebalances",
+        "completed",
+        "emptied",
+        "interrupted",
+        "open",
+        "operations",
+        *MEMBERSHIP_COUNT_COLUMNS,
+    ]
+    table = table.withColumn(
+        "rebalance_time_ms", F.coalesce(F.col("rebalance_time_ms"), F.lit(0).cast("long"))
+    ).withColumn("partitions_moved", F.coalesce(F.col("partitions_moved"), F.lit(0).cast("long")))
+    return table.fillna(0, subset=counts).orderBy("group")

@@ -1,0 +1,71 @@
+"""`staticfleet analyze`: rebalance analytics over coordinator event logs, on Spark."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "analyze",
+        help="rebalance analytics over coordinator event logs (Spark)",
+        description="Read event logs (JSON lines or Parquet; files, directories, globs, or any Hadoop "
+        "path), compute rebalances, membership events, operations and group totals with Spark, and write "
+        "Parquet tables, summary.json, PNG charts and a self-contained report.html to --out.",
+    )
+    p.add_argument("events", nargs="+", metavar="EVENTS", help="event log files, directories or globs")
+    p.add_argument("--out", type=Path, required=True, help="output directory (created; outputs replaced)")
+    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.add_argument(
+        "--format",
+        dest="fmt",
+        choices=("auto", "json", "parquet"),
+        default="auto",
+        help="input format; auto tells Parquet from JSON lines by content (local) or extension (remote)",
+    )
+    p.add_argument("--driver-memory", default=None, help="Spark driver memory, e.g. 4g (local mode)")
+    p.add_argument("--shuffle-partitions", type=int, default=None, help="spark.sql.shuffle.partitions")
+    p.add_argument("--chart-groups", type=int, default=20, help="groups shown in the state timeline")
+    p.add_argument("--report-rows", type=int, default=200, help="rows per table in report.html")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from staticfleet.analytics.inputs import InputError, resolve
+
+    try:
+        resolve(args.events, args.fmt)  # fail on a bad path before starting a JVM
+    except InputError as exc:
+        print(f"staticfleet analyze: {exc}", file=sys.stderr)
+        return 2
+    from pyspark.sql import SparkSession
+
+    from staticfleet.analytics.pipeline import Options, analyze
+    from staticfleet.analytics.session import build_session
+
+    owned = SparkSession.getActiveSession() is None
+    spark = build_session(
+        args.master, shuffle_partitions=args.shuffle_partitions, driver_memory=args.driver_memory
+    )
+    try:
+        options = Options(fmt=args.fmt, max_chart_groups=args.chart_groups, max_table_rows=args.report_rows)
+        result = analyze(spark, args.events, args.out, options)
+    except InputError as exc:
+        print(f"staticfleet analyze: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if owned:
+            spark.stop()
+    summary = result.summary
+    rebalances = summary["rebalances"]
+    print(
+        f"{summary['lines']['read']} lines ({summary['skipped_lines']} skipped), {summary['groups']} groups, "
+        f"{rebalances['total']} rebalances ({rebalances['total_ms'] / 1000:.1f} s), "
+        f"{rebalances['partitions_moved']} partitions moved, "
+        f"{summary['membership']['restarts_absorbed']} restarts absorbed, "
+        f"{summary['operations']['total']} operations"
+    )
+    print(f"report: {result.report}")
+    return 0

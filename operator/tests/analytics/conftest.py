@@ -1,0 +1,60 @@
+"""One Spark session for every analytics test: local[2], loopback only, UTC, UI off, no Hive."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from staticfleet.analytics.session import build_session
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.fail("Spark needs a Java runtime (17 or 21) on PATH or in JAVA_HOME")
+    session = build_session(
+        master="local[2]",
+        app_name="staticfleet-tests",
+        shuffle_partitions=2,
+        driver_memory="1g",
+        warehouse_dir=str(tmp_path_factory.mktemp("spark-warehouse")),
+    )
+    # Small inputs: compiling generated code costs more than it saves, and adaptive planning adds jobs.
+    session.conf.set("spark.sql.codegen.wholeStage", "false")
+    session.conf.set("spark.sql.adaptive.enabled", "false")
+    session.conf.set("spark.default.parallelism", "2")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def analytics_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("analytics")
+
+
+SIMULATION_ARGS = ["--groups", "2", "--members", "4", "--partitions", "8", "--seed", "11"]
+
+
+@pytest.fixture(scope="session")
+def simulated_dir(analytics_tmp: Path) -> Path:
+    """Every mode through every scenario, written by `staticfleet simulate`."""
+    from staticfleet.cli import main
+
+    out = analytics_tmp / "simulated-log"
+    assert main(["simulate", "--out", str(out), *SIMULATION_ARGS]) == 0
+    return out
+
+
+@pytest.fixture(scope="session")
+def simulated_report(spark: SparkSession, simulated_dir: Path, analytics_tmp: Path) -> Path:
+    """`staticfleet analyze` over the simulated log (it reuses the test session rather than start one)."""
+    from staticfleet.cli import main
+
+    out = analytics_tmp / "simulated-report"
+    assert main(["analyze", str(simulated_dir), "--out", str(out), "--master", "local[2]"]) == 0
+    return out

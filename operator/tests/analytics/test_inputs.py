@@ -1,0 +1,99 @@
+"""Inputs: paths, globs, directories and formats are resolved before Spark starts; Parquet reads like
+JSON lines; bad input fails with a message that says what is wrong."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from staticfleet.analytics import tables
+from staticfleet.analytics.inputs import InputError, resolve
+from staticfleet.cli import main
+from tests.analytics import handwritten
+
+COMPARED = ("status", "ts", "type", "group", "generation", "members", "reason", "rebalance", "cause")
+
+
+def test_directories_are_walked_and_hidden_files_skipped(tmp_path: Path) -> None:
+    handwritten.write(tmp_path)
+    (tmp_path / "_SUCCESS").write_text("")
+    (tmp_path / "coordinator" / ".events.jsonl.crc").write_text("x")
+    sources = resolve([str(tmp_path)])
+    assert [Path(p).name for p in sources.json] == ["events-000001.jsonl", "events.jsonl", "fleet.jsonl"]
+    assert sources.parquet == ()
+
+
+def test_globs_and_file_urls(tmp_path: Path) -> None:
+    handwritten.write(tmp_path)
+    assert len(resolve([str(tmp_path / "coordinator" / "events*.jsonl")]).json) == 2
+    assert len(resolve([f"file://{tmp_path}/operator/fleet.jsonl"]).json) == 1
+
+
+def test_remote_paths_go_to_spark_as_given() -> None:
+    sources = resolve(["hdfs://nn:8020/logs/events*.jsonl", "s3a://bucket/tables/events.parquet"])
+    assert sources.json == ("hdfs://nn:8020/logs/events*.jsonl",)
+    assert sources.parquet == ("s3a://bucket/tables/events.parquet",)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda d: str(d / "nope.jsonl"), "no such file or directory"),
+        (lambda d: str(d / "*.jsonl"), "no file matches"),
+        (lambda d: str(d), "holds no data files"),
+    ],
+)
+def test_missing_inputs_are_refused(tmp_path: Path, make: object, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        resolve([make(tmp_path)])  # type: ignore[operator]
+
+
+def test_unknown_format_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="unknown format"):
+        resolve([str(tmp_path)], "avro")
+
+
+def test_cli_reports_a_missing_file_without_starting_spark(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["analyze", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "out")]) == 2
+    assert "missing.jsonl: no such file or directory" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_refuses_bad_simulation_parameters(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--out", str(tmp_path), "--heartbeat-interval-ms", "90000"]) == 2
+    assert "heartbeat interval" in capsys.readouterr().err
+
+
+def test_parquet_logs_read_like_json_lines(spark: SparkSession, tmp_path: Path) -> None:
+    handwritten.write(tmp_path / "log")
+    from_json = tables.read_events(spark, resolve([str(tmp_path / "log")]))
+    ok = from_json.filter("status = 'ok'")
+    # A Parquet log as another tool would write it: Spark's own JSON inference, no source columns.
+    inferred = spark.read.json(str(tmp_path / "log" / "coordinator" / "events.jsonl"))
+    inferred.filter("group is not null and ts is not null").write.parquet(
+        str(tmp_path / "pq" / "events.parquet")
+    )
+    sources = resolve([str(tmp_path / "pq")])
+    assert sources.parquet and not sources.json  # told apart by content, not name
+    from_parquet = tables.read_events(spark, sources).filter("status = 'ok'")
+    active = ok.filter(ok.source_file.endswith("/coordinator/events.jsonl"))
+    rows = sorted(tuple(r) for r in from_parquet.select(*COMPARED).collect() if r["status"] == "ok")
+    expected = sorted(tuple(r) for r in active.select(*COMPARED).collect())
+    assert len(rows) == len(expected) > 30
+    assert [r[:4] for r in rows] == [r[:4] for r in expected]
+
+
+def test_an_events_table_can_be_read_again_in_its_original_order(spark: SparkSession, tmp_path: Path) -> None:
+    handwritten.write(tmp_path / "log")
+    first = tables.read_events(spark, resolve([str(tmp_path / "log")]))
+    first.write.parquet(str(tmp_path / "events"))
+    again = tables.read_events(spark, resolve([str(tmp_path / "events")]))
+    columns = ["status", "ts", "group", "type", "source_file", "source_offset", "source_row"]
+    assert Counter(map(tuple, again.select(*columns).collect())) == Counter(
+        map(tuple, first.select(*columns).collect())
+    )
