@@ -1,8 +1,8 @@
 """`staticfleet analyze`: event logs in; Parquet tables, summary.json, PNG charts and report.html out.
 
-Steps: every input line is read once and written as the `events` table (with a status, so lines that
-did not parse are kept and counted); the other tables are computed from that table, written, and read
-back, so nothing is computed twice; small aggregates are collected for the summary, charts and report.
+Steps: every input line is parsed once and cached with a status, so lines that did not parse are kept
+(in the `rejected` table) and counted; the tables are computed from that cache, written, and read back,
+so nothing is computed twice; small aggregates are collected for the summary, charts and report.
 """
 
 from __future__ import annotations
@@ -66,6 +66,8 @@ def analyze(
     sources = resolve(inputs, options.fmt)
     out_dir.mkdir(parents=True, exist_ok=True)
     spark.conf.set("spark.sql.mapKeyDedupPolicy", "LAST_WIN")  # a partition assigned twice: keep one
+    # The cached events are read by every step: uncompressed, they are cheaper to build and to scan.
+    spark.conf.set("spark.sql.inMemoryColumnarStorage.compressed", "false")
     timer = _Timer()
     paths = {name: out_dir / name for name in TABLES}
 
@@ -76,7 +78,10 @@ def analyze(
     with timer.step("read"):
         # The one pass over the input: parsed once, cached, and every table computed from the cache.
         events = tables.slim(tables.read_events(spark, sources)).persist(StorageLevel.MEMORY_AND_DISK_DESER)
-        lines = {row["status"]: int(row["count"]) for row in events.groupBy("status").count().collect()}
+        split_rows = tables.splits(events).collect()
+        lines: dict[str, int] = {}
+        for row in split_rows:
+            lines[row["status"]] = lines.get(row["status"], 0) + int(row["count"])
     if not lines.get(s.OK):
         events.unpersist()
         read = sum(lines.values())
@@ -84,26 +89,25 @@ def analyze(
             f"no events in {', '.join(inputs)}: {read} line(s) read, none is an event of schema version "
             f"{s.SCHEMA_VERSION} ({', '.join(f'{k}: {v}' for k, v in sorted(lines.items())) or 'empty'})"
         )
-    rejected = save(tables.rejected(events), "rejected")
+    # Without rejected lines the table is written empty (with its columns) without a scan.
+    rejected = save(tables.rejected(events if set(lines) != {s.OK} else events.limit(0)), "rejected")
     valid = tables.valid_events(events)
     with timer.step("operations"):
-        windows, orphans = tables.operation_windows(valid)
+        stats = tables.group_stats(valid).persist(StorageLevel.MEMORY_AND_DISK)
+        windows, orphans = tables.operation_windows(valid, stats)
         windows = windows.persist(StorageLevel.MEMORY_AND_DISK)
     with timer.step("rebalances"):
-        positioned = tables.with_position(valid, tables.split_ranks(spark, events))
-        passed = tables.rebalance_pass(positioned, windows).persist(StorageLevel.MEMORY_AND_DISK)
-        moves = tables.assignment_moves(positioned)
-        rebalances = save(tables.rebalances(passed, moves), "rebalances")
-        states = tables.final_states(passed)
+        positioned = tables.with_position(valid, tables.split_ranks(spark, split_rows))
+        rebalances = save(tables.rebalances(tables.rebalance_pass(positioned, windows)), "rebalances")
     with timer.step("membership"):
         membership = save(tables.attribute(tables.membership(valid), "ts", windows), "membership")
     with timer.step("operations table"):
         operations = save(tables.operations_table(windows, rebalances, membership), "operations")
         orphan_count = orphans.count()
     with timer.step("groups"):
-        groups = save(tables.groups_table(valid, states, rebalances, membership, operations), "groups")
-        passed.unpersist()
+        groups = save(tables.groups_table(stats, rebalances, membership, operations), "groups")
         windows.unpersist()
+        stats.unpersist()
     with timer.step("summary"):
         summary = _summary(sources, lines, valid, rebalances, groups, operations, orphan_count)
     with timer.step("charts"):

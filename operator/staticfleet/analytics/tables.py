@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 from pyspark.sql.window import WindowSpec
@@ -120,26 +120,54 @@ TIMELINE_TYPES = (
     ev.GROUP_DELETED,
 )
 """The events that change a group's state (and only they do): the group's state timeline."""
-_SEPARATOR = "\u0001"  # cannot appear in a topic name
+
+
+_UNREAD_OF_EVENTS = (
+    "v",
+    "client_id",
+    "session_timeout_ms",
+    "rebalance_timeout_ms",
+    "protocol_type",
+    "protocol",
+    "leader",
+    "configs",
+)
+"""Columns no table reads from a valid event; they are kept for the rejected lines."""
 
 
 def slim(events: DataFrame) -> DataFrame:
     """Every line, without what no step reads: `members` is kept only where it is parsed (the assignment
-    of rebalance_completed, the count of group_loaded). This is what the analysis caches."""
+    of rebalance_completed, the count of group_loaded), and the columns no table reads from a valid
+    event only on rejected lines. This is what the analysis caches."""
     keep = F.col("type").isin(ev.REBALANCE_COMPLETED, ev.GROUP_LOADED)
-    return events.withColumn("members", F.when(keep, F.col("members")))
+    rejected_line = F.col("status") != s.OK
+    return events.select(
+        *[
+            F.when(keep, F.col(name)).alias(name)
+            if name == "members"
+            else F.when(rejected_line, F.col(name)).alias(name)
+            if name in _UNREAD_OF_EVENTS
+            else F.col(name)
+            for name in events.columns
+        ]
+    )
 
 
 _ROW_BITS = 33  # monotonically_increasing_id: partition index above bit 33, row within it below
 
 
-def split_ranks(spark: SparkSession, events: DataFrame) -> DataFrame:
-    """(source_file, source_offset) -> split_rank: the file splits in log order (file modification time,
-    path, offset). A handful of rows; with the row number inside the split it gives each line one
+def splits(events: DataFrame) -> DataFrame:
+    """Lines per (status, file split): a handful of rows that give both the line counts and the splits.
+    The first action over the cached events, so it is what builds the cache."""
+    return events.groupBy("status", "source_file", "source_mtime", "source_offset").count()
+
+
+def split_ranks(spark: SparkSession, split_rows: Sequence[Row]) -> DataFrame:
+    """(source_file, source_offset) -> split_rank: the file splits (rows of `splits`) in log order (file
+    modification time, path, offset). With the row number inside the split it gives each line one
     sortable number, `position`, so that sorting never compares file paths."""
-    splits = events.select("source_file", "source_mtime", "source_offset").distinct().collect()
-    ordered = sorted(splits, key=lambda r: (r["source_mtime"], r["source_file"], r["source_offset"]))
-    rows = [(r["source_file"], r["source_offset"], rank) for rank, r in enumerate(ordered)]
+    keys = {(r["source_mtime"], r["source_file"], r["source_offset"]) for r in split_rows}
+    rows = [(path, offset, rank) for rank, (_, path, offset) in enumerate(sorted(keys))]
     return spark.createDataFrame(rows, "source_file string, source_offset long, split_rank long")
 
 
@@ -161,21 +189,19 @@ def _stream_order() -> WindowSpec:
 def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
     """The groups' state-changing events in log order, one sort, with operation marks merged in. Window
     functions over that single order carry to each episode's closing event what its first
-    rebalance_started said and the previous closing event's member count. The result has the rebalance
-    rows (`is_rebalance`) and each group's last state event (`is_last`)."""
+    rebalance_started said, the previous closing event's member count and the previous completed
+    rebalance's assignment. The result is the rebalance rows."""
     kind = F.col("type")
-    state = F.when(kind == ev.GROUP_DELETED, F.lit("Dead")).otherwise(F.col("state"))
     member_count = F.when(kind == ev.REBALANCE_COMPLETED, F.json_array_length(F.col("members"))).when(
         kind == ev.GROUP_LOADED, F.col("members").try_cast("int")
     )
     started_only = kind == ev.REBALANCE_STARTED
-    events = positioned.filter(kind.isin(*TIMELINE_TYPES)).select(
+    events = positioned.filter(kind.isin(*s.EPISODE_START, *s.EPISODE_CLOSERS)).select(
         "group",
         "ts",
         F.lit(1).alias("is_item"),
         "position",
         "type",
-        state.alias("state"),
         "generation",
         "reason",
         F.when(started_only, F.col("detail")).alias("detail"),
@@ -183,6 +209,9 @@ def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
         "duration_ms",
         "leader_instance_id",
         member_count.alias("member_count"),
+        F.when(
+            kind == ev.REBALANCE_COMPLETED, _assignment(F.from_json(F.col("members"), s.members_schema()))
+        ).alias("assignment"),
     )
     stream = events.unionByName(_marks(operations), allowMissingColumns=True)
 
@@ -212,10 +241,10 @@ def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
         F.coalesce(F.sum(closer.cast("int")).over(before), F.lit(0)).alias("episode"),
         F.sum(started.cast("int")).over(so_far).alias("starts_so_far"),
         last_before(F.struct(F.col("member_count").alias("n")), closer).alias("previous_closer_count"),
+        last_before(F.col("assignment"), kind == ev.REBALANCE_COMPLETED).alias("previous_assignment"),
         (F.sum(closer.cast("int")).over(whole) - F.sum(closer.cast("int")).over(so_far)).alias(
             "closers_after"
         ),
-        (F.sum("is_item").over(whole) - F.sum("is_item").over(so_far)).alias("items_after"),
         operation_now.alias("operation_now"),
     )
     first_start = started & (
@@ -241,39 +270,22 @@ def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
     start_in_log = start.isNotNull() & (start["episode"] == F.col("episode"))
     ended = kind.isin(ev.REBALANCE_COMPLETED, ev.GROUP_EMPTY)
     is_rebalance = (closer & (start_in_log | ended)) | (first_start & (F.col("closers_after") == 0))
+    # Partitions that changed owner since the group's previous completed rebalance: those whose
+    # (partition, owner) is new, less those that are new partitions.
+    now, previous = F.col("assignment"), F.col("previous_assignment")
+    known = previous.isNotNull() & previous["pairs"].isNotNull() & now["pairs"].isNotNull()
+    moved = F.size(F.array_except(now["pairs"], previous["pairs"])) - F.size(
+        F.array_except(now["keys"], previous["keys"])
+    )
     stream = stream.select(
         "*",
         start_in_log.alias("start_in_log"),
         is_rebalance.alias("is_rebalance"),
-        ((F.col("is_item") == 1) & (F.col("items_after") == 0)).alias("is_last"),
-    )
+        F.when(now["keys"].isNotNull(), F.size(now["keys"])).alias("partitions_total"),
+        F.when(known, moved).alias("partitions_moved"),
+    ).drop("assignment", "previous_assignment")
     return stream.withColumn("rebalance_no", F.sum(F.col("is_rebalance").cast("int")).over(so_far)).filter(
-        F.col("is_rebalance") | F.col("is_last")
-    )
-
-
-def assignment_moves(positioned: DataFrame) -> DataFrame:
-    """Per rebalance_completed (group, ts, position): partitions in its assignment and partitions that
-    changed owner since the group's previous completed rebalance. Only these events are sorted here, so
-    the assignments travel through one small sort instead of the whole timeline."""
-    completed = positioned.filter(F.col("type") == ev.REBALANCE_COMPLETED)
-    pairs = _assignment_pairs(F.from_json(F.col("members"), s.members_schema()))
-    rows = completed.select("group", "ts", "position", pairs.alias("pairs")).withColumn(
-        "keys", F.transform(F.col("pairs"), lambda pair: F.substring_index(pair, _SEPARATOR, 2))
-    )
-    order = Window.partitionBy("group").orderBy("ts", "position")
-    previous_pairs, previous_keys = F.lag("pairs").over(order), F.lag("keys").over(order)
-    first = F.row_number().over(order) == 1
-    known = ~first & previous_pairs.isNotNull() & F.col("pairs").isNotNull()
-    changed = F.size(F.array_except(F.col("pairs"), previous_pairs)) - F.size(
-        F.array_except(F.col("keys"), previous_keys)
-    )
-    return rows.select(
-        "group",
-        "ts",
-        "position",
-        F.when(F.col("keys").isNotNull(), F.size(F.col("keys"))).alias("partitions_total"),
-        F.when(known, changed).alias("partitions_moved"),
+        F.col("is_rebalance")
     )
 
 
@@ -289,32 +301,40 @@ def _marks(operations: DataFrame) -> DataFrame:
     )
 
 
-def _assignment_pairs(members: Column) -> Column:
-    """["topic<SEP>partition<SEP>owner", ...] of an assignment; the owner is the instance id, else the
-    member id. Null when any member's assignment is unknown (not the consumer protocol, undecodable)."""
+def _assignment(members: Column) -> Column:
+    """struct(pairs, keys) of an assignment: a 64-bit hash of each (topic, partition, owner) and of each
+    (topic, partition); the owner is the instance id, else the member id. Hashes keep the comparison of
+    two generations to arrays of longs. Both are null when any member's assignment is unknown (not the
+    consumer protocol, undecodable)."""
 
-    def member_pairs(member: Column) -> Column:
+    def member_entries(member: Column) -> Column:
         owner = F.coalesce(member["instance_id"], member["member_id"])
         return F.flatten(
             F.transform(
                 F.map_entries(member["assignment"]),
                 lambda topic: F.transform(
                     topic["value"],
-                    lambda partition: F.concat_ws(_SEPARATOR, topic["key"], partition.cast("string"), owner),
+                    lambda partition: F.struct(
+                        F.xxhash64(topic["key"], partition, owner).alias("pair"),
+                        F.xxhash64(topic["key"], partition).alias("key"),
+                    ),
                 ),
             )
         )
 
-    return F.flatten(F.transform(members, member_pairs))
+    entries = F.flatten(F.transform(members, member_entries))
+    return F.struct(
+        F.transform(entries, lambda entry: entry["pair"]).alias("pairs"),
+        F.transform(entries, lambda entry: entry["key"]).alias("keys"),
+    )
 
 
-def rebalances(passed: DataFrame, moves: DataFrame) -> DataFrame:
+def rebalances(rows: DataFrame) -> DataFrame:
     """One row per rebalance episode: from its first rebalance_started to its rebalance_completed or
     group_empty. A group_loaded (the coordinator restarted) ends an episode as `interrupted`; an episode
     still going at the end of the log is `open`; one whose start precedes the log is reconstructed from
     the coordinator's own duration (and attributed to an operation by its end)."""
     kind = F.col("type")
-    rows = passed.filter(F.col("is_rebalance")).join(moves, ["group", "ts", "position"], "left")
     completed = kind == ev.REBALANCE_COMPLETED
     emptied = kind == ev.GROUP_EMPTY
     ended = completed | emptied
@@ -360,8 +380,24 @@ def rebalances(passed: DataFrame, moves: DataFrame) -> DataFrame:
     )
 
 
-def final_states(passed: DataFrame) -> DataFrame:
-    return passed.filter(F.col("is_last")).select("group", "state")
+def group_stats(valid: DataFrame) -> DataFrame:
+    """One row per group from one scan: its coordinator events, their time range, its last event of any
+    kind, highest generation, mode, and state after its last state-changing event. (ts, file
+    modification time, path, split, row) orders lines as `position` does, without the join."""
+    kind = F.col("type")
+    coordinator_event = ~kind.isin(*s.OPERATOR_TYPES)
+    timeline = kind.isin(*TIMELINE_TYPES)
+    state = F.when(kind == ev.GROUP_DELETED, F.lit("Dead")).otherwise(F.col("state"))
+    order = F.struct("ts", "source_mtime", "source_file", "source_offset", "source_row")
+    return valid.groupBy("group").agg(
+        F.count_if(coordinator_event).alias("events"),
+        F.min(F.when(coordinator_event, F.col("ts"))).alias("first_ts"),
+        F.max(F.when(coordinator_event, F.col("ts"))).alias("last_ts"),
+        F.max("ts").alias("group_last_ts"),
+        F.max("generation").alias("generation"),
+        F.max("mode").alias("mode"),
+        F.max_by(F.when(timeline, state), F.when(timeline, order)).alias("state"),
+    )
 
 
 # === membership events ==============================================================================
@@ -424,7 +460,7 @@ MEMBERSHIP_COUNT_COLUMNS = (
 # === operations =====================================================================================
 
 
-def operation_windows(valid: DataFrame) -> tuple[DataFrame, DataFrame]:
+def operation_windows(valid: DataFrame, stats: DataFrame) -> tuple[DataFrame, DataFrame]:
     """Operations paired from their operator events, and the completions that had no start.
 
     A started event pairs with the next event of the same group and operation id (or, without ids,
@@ -446,7 +482,7 @@ def operation_windows(valid: DataFrame) -> tuple[DataFrame, DataFrame]:
         (kind == FLEET_OPERATION_COMPLETED)
         & (F.col("previous_type").isNull() | (F.col("previous_type") != FLEET_OPERATION_STARTED))
     )
-    last_ts = valid.groupBy("group").agg(F.max("ts").alias("group_last_ts"))
+    last_ts = stats.select("group", "group_last_ts")
     completed = F.col("next_type") == FLEET_OPERATION_COMPLETED
     starts = events.filter(kind == FLEET_OPERATION_STARTED).withColumn(
         "ordinal", F.row_number().over(_in_log_order())
@@ -517,27 +553,16 @@ def operations_table(operations: DataFrame, rebalances: DataFrame, membership: D
     joined = joined.fillna(
         0, subset=["rebalances", "rebalance_time_ms", "partitions_moved", *MEMBERSHIP_COUNT_COLUMNS]
     )
-    return joined.drop("window_end_ts").orderBy("start_ts", "group")
+    return joined.drop("window_end_ts")
 
 
 # === groups =========================================================================================
 
 
 def groups_table(
-    valid: DataFrame, states: DataFrame, rebalances: DataFrame, membership: DataFrame, operations: DataFrame
+    stats: DataFrame, rebalances: DataFrame, membership: DataFrame, operations: DataFrame
 ) -> DataFrame:
-    coordinator_event = ~F.col("type").isin(*s.OPERATOR_TYPES)
-    events = (
-        valid.groupBy("group")
-        .agg(
-            F.count_if(coordinator_event).alias("events"),
-            F.min(F.when(coordinator_event, F.col("ts"))).alias("first_ts"),
-            F.max(F.when(coordinator_event, F.col("ts"))).alias("last_ts"),
-            F.max("generation").alias("generation"),
-            F.max("mode").alias("mode"),
-        )
-        .join(states, "group", "left")
-    )
+    events = stats.drop("group_last_ts")
     status = F.col("status")
     by_rebalances = rebalances.groupBy("group").agg(
         F.count("*").alias("rebalances"),
