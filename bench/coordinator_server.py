@@ -81,6 +81,12 @@ class Member:
     instance: str
     member_id: str = ""
     generation: int = -1
+    leader: bool = False
+
+
+# Long enough that no member of the 10,000-member run expires while the other groups are still forming.
+SESSION_TIMEOUT_MS = 300_000
+REBALANCE_IN_PROGRESS = 27
 
 
 async def form_group(bootstrap: str, group: str, size: int) -> list[Member]:
@@ -91,7 +97,7 @@ async def form_group(bootstrap: str, group: str, size: int) -> list[Member]:
     conns = [await RawConnection.open(bootstrap) for _ in members]
     joins = [
         _request(conn, d.join_group(9, group, instance_id=m.instance, protocols=protocols,
-                                    session_timeout_ms=60_000, rebalance_timeout_ms=120_000))
+                                    session_timeout_ms=SESSION_TIMEOUT_MS, rebalance_timeout_ms=120_000))
         for m, conn in zip(members, conns, strict=True)
     ]  # fmt: skip
     responses = await asyncio.gather(*joins)
@@ -102,6 +108,8 @@ async def form_group(bootstrap: str, group: str, size: int) -> list[Member]:
         member.member_id = parsed["member_id"]
         member.generation = parsed["generation"]
         leader = parsed["leader"]
+    for member in members:
+        member.leader = member.member_id == leader
     assignments = [(m.member_id, d.assignment({"bench": [i]})) for i, m in enumerate(members)]
     syncs = [
         _request(conn, d.sync_group(5, group, generation=m.generation, member_id=m.member_id,
@@ -247,24 +255,34 @@ async def rebalance_wall_time(bootstrap: str) -> float:
 
 
 async def form_group_rejoin(members: list[Member], connections: list[RawConnection]) -> None:
+    """The leader rejoins, which starts a rebalance; once a heartbeat says REBALANCE_IN_PROGRESS (as
+    clients learn it), every other member rejoins with its id, then all sync."""
     protocols = (("range", d.subscription("bench")),)
     conns = [connections[i % len(connections)] for i in range(len(members))]
-    joins = [
-        asyncio.create_task(
-            _request(
-                conn,
-                d.join_group(
-                    9,
-                    "rebalance",
-                    member_id=m.member_id,
-                    instance_id=m.instance,
-                    protocols=protocols,
-                    session_timeout_ms=60_000,
-                    rebalance_timeout_ms=120_000,
-                ),
-            )
+
+    def join(m: Member, conn: RawConnection) -> asyncio.Task[bytes]:
+        request = d.join_group(
+            9,
+            "rebalance",
+            member_id=m.member_id,
+            instance_id=m.instance,
+            protocols=protocols,
+            session_timeout_ms=SESSION_TIMEOUT_MS,
+            rebalance_timeout_ms=120_000,
         )
-        for m, conn in zip(members, conns, strict=True)
+        return asyncio.create_task(_request(conn, request))
+
+    leader_index = next(i for i, m in enumerate(members) if m.leader)
+    probe_index = (leader_index + 1) % len(members)
+    probe = members[probe_index]
+    leader_join = join(members[leader_index], conns[leader_index])
+    heartbeat = d.heartbeat(
+        4, "rebalance", generation=probe.generation, member_id=probe.member_id, instance_id=probe.instance
+    )
+    while heartbeat_error(await _request(conns[probe_index], heartbeat)) != REBALANCE_IN_PROGRESS:
+        await asyncio.sleep(0.001)
+    joins = [leader_join] + [
+        join(m, conn) for i, (m, conn) in enumerate(zip(members, conns, strict=True)) if i != leader_index
     ]
     responses = [_parse_join(r) for r in await asyncio.gather(*joins)]
     assert all(r["error"] == 0 for r in responses), responses[:3]
@@ -499,8 +517,17 @@ def main() -> None:
             f"\n\nApache Kafka {kafka_version()} ran on {java_executable()} with its default JIT and a "
             "1 GiB heap. "
             "The load generator shares the machine (2 cores) with whichever server is measured. "
-            "Heartbeat failures (should be 0): "
-            + ", ".join(f"{k}={int(v)}" for k, v in ours.items() if k.startswith("hb_failures"))
+            "Heartbeat errors (should be 0): "
+            + "; ".join(
+                f"{name} "
+                + ", ".join(
+                    f"{k.removeprefix('hb_failures_')} members: {int(v)}"
+                    for k, v in result.items()
+                    if k.startswith("hb_failures")
+                )
+                for name, result in (("staticfleet", ours), ("Apache Kafka", theirs))
+            )
+            + "."
         )
     print(body)
     if not args.quick:
