@@ -66,8 +66,6 @@ def analyze(
     sources = resolve(inputs, options.fmt)
     out_dir.mkdir(parents=True, exist_ok=True)
     spark.conf.set("spark.sql.mapKeyDedupPolicy", "LAST_WIN")  # a partition assigned twice: keep one
-    # The cached events are read by every step: uncompressed, they are cheaper to build and to scan.
-    spark.conf.set("spark.sql.inMemoryColumnarStorage.compressed", "false")
     timer = _Timer()
     paths = {name: out_dir / name for name in TABLES}
 
