@@ -228,25 +228,26 @@ def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
     def last_before(value: Column, where: Column) -> Column:
         return F.last(F.when(where, value), ignorenulls=True).over(before)
 
-    operation_now = F.when(
-        F.col("ts") <= F.last("_op_end", ignorenulls=True).over(so_far),
-        F.struct(
-            F.last("_op_id", ignorenulls=True).over(so_far).alias("id"),
-            F.last("_op", ignorenulls=True).over(so_far).alias("operation"),
-        ),
+    mark = F.struct(
+        F.col("_op_end").alias("end"), F.col("_op_id").alias("id"), F.col("_op").alias("operation")
     )
+    closers_so_far = F.sum(closer.cast("int")).over(so_far)
     stream = stream.select(
         "*",
         last_before(kind, boundary).alias("previous_boundary"),
-        F.coalesce(F.sum(closer.cast("int")).over(before), F.lit(0)).alias("episode"),
+        (closers_so_far - closer.cast("int")).alias("episode"),
+        F.sum(closer.cast("int")).over(whole).alias("closers"),
         F.sum(started.cast("int")).over(so_far).alias("starts_so_far"),
         last_before(F.struct(F.col("member_count").alias("n")), closer).alias("previous_closer_count"),
         last_before(F.col("assignment"), kind == ev.REBALANCE_COMPLETED).alias("previous_assignment"),
-        (F.sum(closer.cast("int")).over(whole) - F.sum(closer.cast("int")).over(so_far)).alias(
-            "closers_after"
-        ),
-        operation_now.alias("operation_now"),
+        F.last(F.when(F.col("is_item") == 0, mark), ignorenulls=True).over(so_far).alias("_mark"),
     )
+    current = F.col("_mark")
+    operation_now = F.when(
+        F.col("ts") <= current["end"],
+        F.struct(current["id"].alias("id"), current["operation"].alias("operation")),
+    )
+    stream = stream.select("*", operation_now.alias("operation_now")).drop("_mark")
     first_start = started & (
         F.col("previous_boundary").isNull() | (F.col("previous_boundary") != ev.REBALANCE_STARTED)
     )
@@ -269,7 +270,8 @@ def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
     start = F.col("episode_start")
     start_in_log = start.isNotNull() & (start["episode"] == F.col("episode"))
     ended = kind.isin(ev.REBALANCE_COMPLETED, ev.GROUP_EMPTY)
-    is_rebalance = (closer & (start_in_log | ended)) | (first_start & (F.col("closers_after") == 0))
+    # A first start with no closer after it (for a start, the closers so far are `episode`) is open.
+    is_rebalance = (closer & (start_in_log | ended)) | (first_start & (F.col("closers") == F.col("episode")))
     # Partitions that changed owner since the group's previous completed rebalance: those whose
     # (partition, owner) is new, less those that are new partitions.
     now, previous = F.col("assignment"), F.col("previous_assignment")
@@ -284,9 +286,8 @@ def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
         F.when(now["keys"].isNotNull(), F.size(now["keys"])).alias("partitions_total"),
         F.when(known, moved).alias("partitions_moved"),
     ).drop("assignment", "previous_assignment")
-    return stream.withColumn("rebalance_no", F.sum(F.col("is_rebalance").cast("int")).over(so_far)).filter(
-        F.col("is_rebalance")
-    )
+    # The filter keeps the window's order, so numbering the rebalances needs no second sort.
+    return stream.filter(F.col("is_rebalance")).withColumn("rebalance_no", F.row_number().over(order))
 
 
 def _marks(operations: DataFrame) -> DataFrame:
