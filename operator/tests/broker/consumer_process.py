@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import signal
 import sys
@@ -160,6 +161,7 @@ def run_aiokafka(args: argparse.Namespace, stop: threading.Event) -> int:
     return asyncio.run(main())
 
 
+GROUP_LOGGERS = ("kafka.coordinator", "aiokafka.consumer.group_coordinator")
 RUNNERS = {"confluent": run_confluent, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka}
 
 
@@ -175,10 +177,15 @@ def main() -> int:
     args = parser.parse_args()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    if os.environ.get("CONSUMER_DEBUG"):
-        import logging
-
-        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
+    # The client's group protocol steps go to stderr, which a failing test shows; CONSUMER_DEBUG adds
+    # everything else the client logs.
+    logging.basicConfig(
+        level=logging.DEBUG if os.environ.get("CONSUMER_DEBUG") else logging.WARNING,
+        stream=sys.stderr,
+        format="%(asctime)s %(threadName)s %(name)s %(levelname)s %(message)s",
+    )
+    for name in GROUP_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG)
     emit("started", client=args.client, instance=args.instance)
     return RUNNERS[args.client](args, stop)
 

@@ -154,7 +154,7 @@ class ConsumerProcess:
         for raw in self.process.stderr:
             with self._lock:
                 self.stderr.append(raw.decode(errors="replace"))
-                del self.stderr[:-200]
+                del self.stderr[:-400]
 
     def of(self, kind: str) -> list[dict[str, Any]]:
         with self._lock:
@@ -181,4 +181,4 @@ class ConsumerProcess:
                 self.process.wait(timeout=5)
 
     def describe(self) -> str:
-        return f"{self.instance}: events={self.events[-5:]} stderr={''.join(self.stderr[-20:])}"
+        return f"{self.instance}: events={self.events[-5:]} stderr={''.join(self.stderr[-60:])}"
