@@ -30,6 +30,33 @@ def _ready_probe() -> Manifest:
     return {"exec": {"command": ["test", "-f", "/scratch/ready"]}, "periodSeconds": 1}
 
 
+def consumer_pod_template(command: list[str], *, image: str, grace_seconds: int = 10) -> Manifest:
+    """The example consumer's pod: partition state under /state (the `state` claim), Ready once the
+    consumer writes /scratch/ready."""
+    return {
+        "spec": {
+            "terminationGracePeriodSeconds": grace_seconds,
+            "containers": [
+                {
+                    "name": "consumer",
+                    "image": image,
+                    "command": command,
+                    "env": [
+                        {"name": "STATE_DIR", "value": "/state"},
+                        {"name": "READY_FILE", "value": "/scratch/ready"},
+                    ],
+                    "volumeMounts": [
+                        {"name": "state", "mountPath": "/state"},
+                        {"name": "scratch", "mountPath": "/scratch"},
+                    ],
+                    "readinessProbe": _ready_probe(),
+                }
+            ],
+            "volumes": [{"name": "scratch", "emptyDir": {}}],
+        }
+    }
+
+
 def consumer_fleet(replicas: int, *, image: str, local: bool, session_timeout_ms: int = 60_000) -> Manifest:
     """A StaticConsumerGroup of the example consumer, keeping its per-partition state on a claim."""
     return {
@@ -40,28 +67,7 @@ def consumer_fleet(replicas: int, *, image: str, local: bool, session_timeout_ms
             "replicas": replicas,
             "topics": [TOPIC],
             "sessionTimeoutMs": session_timeout_ms,
-            "template": {
-                "spec": {
-                    "terminationGracePeriodSeconds": 10,
-                    "containers": [
-                        {
-                            "name": "consumer",
-                            "image": image,
-                            "command": ["python", script("consumer.py", local=local)],
-                            "env": [
-                                {"name": "STATE_DIR", "value": "/state"},
-                                {"name": "READY_FILE", "value": "/scratch/ready"},
-                            ],
-                            "volumeMounts": [
-                                {"name": "state", "mountPath": "/state"},
-                                {"name": "scratch", "mountPath": "/scratch"},
-                            ],
-                            "readinessProbe": _ready_probe(),
-                        }
-                    ],
-                    "volumes": [{"name": "scratch", "emptyDir": {}}],
-                }
-            },
+            "template": consumer_pod_template(["python", script("consumer.py", local=local)], image=image),
             "volumeClaimTemplates": [
                 {
                     "metadata": {"name": "state"},

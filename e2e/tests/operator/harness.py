@@ -21,6 +21,7 @@ from typing import Any
 
 from e2e.helpers import Kubectl, Manifest, wait_until
 from e2e.localcluster import procs
+from examples.demo.fleet import consumer_pod_template
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 CONSUMER = REPO_ROOT / "examples" / "consumer" / "consumer.py"
@@ -181,31 +182,7 @@ def consumer_template(grace_seconds: int = 10, start_stagger_s: int = 0) -> Mani
             "-c",
             f"sleep $$((STATICFLEET_POD_ORDINAL * {start_stagger_s})); exec python {CONSUMER}",
         ]
-    return {
-        "spec": {
-            "terminationGracePeriodSeconds": grace_seconds,
-            "containers": [
-                {
-                    "name": "consumer",
-                    "image": "staticfleet-consumer-example",
-                    "command": command,
-                    "env": [
-                        {"name": "STATE_DIR", "value": "/state"},
-                        {"name": "READY_FILE", "value": "/scratch/ready"},
-                    ],
-                    "volumeMounts": [
-                        {"name": "state", "mountPath": "/state"},
-                        {"name": "scratch", "mountPath": "/scratch"},
-                    ],
-                    "readinessProbe": {
-                        "exec": {"command": ["test", "-f", "/scratch/ready"]},
-                        "periodSeconds": 1,
-                    },
-                }
-            ],
-            "volumes": [{"name": "scratch", "emptyDir": {}}],
-        }
-    }
+    return consumer_pod_template(command, image="staticfleet-consumer-example", grace_seconds=grace_seconds)
 
 
 def fleet_manifest(

@@ -141,16 +141,15 @@ def slim(events: DataFrame) -> DataFrame:
     event only on rejected lines. This is what the analysis caches."""
     keep = F.col("type").isin(ev.REBALANCE_COMPLETED, ev.GROUP_LOADED)
     rejected_line = F.col("status") != s.OK
-    return events.select(
-        *[
-            F.when(keep, F.col(name)).alias(name)
-            if name == "members"
-            else F.when(rejected_line, F.col(name)).alias(name)
-            if name in _UNREAD_OF_EVENTS
-            else F.col(name)
-            for name in events.columns
-        ]
-    )
+
+    def column(name: str) -> Column:
+        if name == "members":
+            return F.when(keep, F.col(name)).alias(name)
+        if name in _UNREAD_OF_EVENTS:
+            return F.when(rejected_line, F.col(name)).alias(name)
+        return F.col(name)
+
+    return events.select(*[column(name) for name in events.columns])
 
 
 _ROW_BITS = 33  # monotonically_increasing_id: partition index above bit 33, row within it below
