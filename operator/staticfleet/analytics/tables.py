@@ -191,11 +191,10 @@ def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
     rebalance_started said, the previous closing event's member count and the previous completed
     rebalance's assignment. The result is the rebalance rows."""
     kind = F.col("type")
-    member_count = F.when(kind == ev.REBALANCE_COMPLETED, F.json_array_length(F.col("members"))).when(
-        kind == ev.GROUP_LOADED, F.col("members").try_cast("int")
-    )
+    completed = kind == ev.REBALANCE_COMPLETED
     started_only = kind == ev.REBALANCE_STARTED
-    events = positioned.filter(kind.isin(*s.EPISODE_START, *s.EPISODE_CLOSERS)).select(
+    # The decoded assignment is used twice below; in its own projection it is decoded once.
+    decoded = positioned.filter(kind.isin(*s.EPISODE_START, *s.EPISODE_CLOSERS)).select(
         "group",
         "ts",
         F.lit(1).alias("is_item"),
@@ -207,9 +206,24 @@ def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
         "from_state",
         "duration_ms",
         "leader_instance_id",
-        member_count.alias("member_count"),
+        F.when(completed, F.json_array_length(F.col("members")))
+        .when(kind == ev.GROUP_LOADED, F.col("members").try_cast("int"))
+        .alias("member_count"),
+        F.when(completed, _assignment_entries(F.from_json(F.col("members"), s.members_schema()))).alias(
+            "_entries"
+        ),
+    )
+    entries = F.col("_entries")
+    events = decoded.select(
+        *[c for c in decoded.columns if c != "_entries"],
+        # A completed rebalance with an unknown assignment still has a struct (of nulls): it is the
+        # previous assignment of the next one, which then has no partitions-moved count.
         F.when(
-            kind == ev.REBALANCE_COMPLETED, _assignment(F.from_json(F.col("members"), s.members_schema()))
+            completed,
+            F.struct(
+                F.transform(entries, lambda entry: entry["pair"]).alias("pairs"),
+                F.transform(entries, lambda entry: entry["key"]).alias("keys"),
+            ),
         ).alias("assignment"),
     )
     stream = events.unionByName(_marks(operations), allowMissingColumns=True)
@@ -301,11 +315,11 @@ def _marks(operations: DataFrame) -> DataFrame:
     )
 
 
-def _assignment(members: Column) -> Column:
-    """struct(pairs, keys) of an assignment: a 64-bit hash of each (topic, partition, owner) and of each
+def _assignment_entries(members: Column) -> Column:
+    """An assignment as (pair, key) hashes: a 64-bit hash of each (topic, partition, owner) and of each
     (topic, partition); the owner is the instance id, else the member id. Hashes keep the comparison of
-    two generations to arrays of longs. Both are null when any member's assignment is unknown (not the
-    consumer protocol, undecodable)."""
+    two generations to arrays of longs. Null when any member's assignment is unknown (not the consumer
+    protocol, undecodable)."""
 
     def member_entries(member: Column) -> Column:
         owner = F.coalesce(member["instance_id"], member["member_id"])
@@ -322,11 +336,7 @@ def _assignment(members: Column) -> Column:
             )
         )
 
-    entries = F.flatten(F.transform(members, member_entries))
-    return F.struct(
-        F.transform(entries, lambda entry: entry["pair"]).alias("pairs"),
-        F.transform(entries, lambda entry: entry["key"]).alias("keys"),
-    )
+    return F.flatten(F.transform(members, member_entries))
 
 
 def rebalances(rows: DataFrame) -> DataFrame:
