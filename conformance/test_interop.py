@@ -47,6 +47,9 @@ class StaticConsumer:
             heartbeat_interval_ms=500,
             auto_offset_reset="earliest",
         )
+        # The topic's metadata before the first join: see run_kafka_python in
+        # operator/tests/broker/consumer_process.py for the kafka-python 3.0.x race this avoids.
+        self._consumer.topics()
         self._thread = threading.Thread(target=self._poll, name=f"consumer-{instance_id}", daemon=True)
         self._thread.start()
 

@@ -103,6 +103,10 @@ def run_kafka_python(args: argparse.Namespace, stop: threading.Event) -> int:
         enable_auto_commit=False,
     )
     consumer.subscribe([args.topic], listener=Listener())
+    # Load the topic's metadata before the first join. Otherwise a leader assigns with no partitions
+    # known and rejoins once the metadata arrives; if poll() times out during that rejoin, kafka-python
+    # 3.0.x never applies the SyncGroup answer it receives: heartbeats stay off and the session expires.
+    consumer.topics()
     try:
         while not stop.is_set():
             batches = consumer.poll(200)
