@@ -391,23 +391,39 @@ def rebalances(rows: DataFrame) -> DataFrame:
 
 
 def group_stats(valid: DataFrame) -> DataFrame:
-    """One row per group from one scan: its coordinator events, their time range, its last event of any
-    kind, highest generation, mode, and state after its last state-changing event. (ts, file
-    modification time, path, split, row) orders lines as `position` does, without the join."""
+    """One row per group: its coordinator events, their time range, its last event of any kind, highest
+    generation, mode, and state after its last state-changing event. (ts, file modification time, path,
+    split, row) orders lines as `position` does, without the join.
+
+    Every line goes through an aggregation of numbers only, which Spark does by hashing; a text value in
+    the same aggregation (mode, state) would make it sort every line by group. Mode and state come from
+    few lines: those that carry a mode, and the state-changing events in the millisecond of the group's
+    last one."""
     kind = F.col("type")
     coordinator_event = ~kind.isin(*s.OPERATOR_TYPES)
     timeline = kind.isin(*TIMELINE_TYPES)
-    state = F.when(kind == ev.GROUP_DELETED, F.lit("Dead")).otherwise(F.col("state"))
-    order = F.struct("ts", "source_mtime", "source_file", "source_offset", "source_row")
-    return valid.groupBy("group").agg(
+    numbers = valid.groupBy("group").agg(
         F.count_if(coordinator_event).alias("events"),
         F.min(F.when(coordinator_event, F.col("ts"))).alias("first_ts"),
         F.max(F.when(coordinator_event, F.col("ts"))).alias("last_ts"),
         F.max("ts").alias("group_last_ts"),
         F.max("generation").alias("generation"),
-        F.max("mode").alias("mode"),
-        F.max_by(F.when(timeline, state), F.when(timeline, order)).alias("state"),
+        F.max(F.when(timeline, F.col("ts"))).alias("_last_change_ts"),
     )
+    last_change = timeline & (F.col("ts") == F.col("_last_change_ts"))
+    state = F.when(kind == ev.GROUP_DELETED, F.lit("Dead")).otherwise(F.col("state"))
+    order = F.struct("ts", "source_mtime", "source_file", "source_offset", "source_row")
+    texts = (
+        valid.filter(timeline | F.col("mode").isNotNull())
+        .join(F.broadcast(numbers.select("group", "_last_change_ts")), "group")
+        .filter(last_change | F.col("mode").isNotNull())
+        .groupBy("group")
+        .agg(
+            F.max("mode").alias("mode"),
+            F.max_by(F.when(last_change, state), F.when(last_change, order)).alias("state"),
+        )
+    )
+    return numbers.drop("_last_change_ts").join(texts, "group", "left")
 
 
 # === membership events ==============================================================================

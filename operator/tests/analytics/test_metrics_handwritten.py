@@ -303,3 +303,25 @@ def test_everything_matches_the_reference(
     groups = keyed(table(spark, result.out_dir, "groups"), "group")
     for group, counts in expected.group_membership().items():
         assert {k: groups[group][k] for k in counts} == counts, group
+
+
+def test_a_groups_state_is_its_last_state_change_in_log_order(spark: SparkSession, tmp_path: Path) -> None:
+    """Two state changes in one millisecond: the later line decides. A line that changes no state
+    (member_left) does not, whatever state it names; the mode comes from the operator's events."""
+    members = [handwritten._m("a-1", "a-1", {"t": [0]})]
+    lines = [
+        handwritten._e(1000, "rebalance_started", "a", generation=0, state="PreparingRebalance"),
+        handwritten._join_done(2000, "a", 1),
+        handwritten._done(2000, "a", 1, 1000, members, "member-joined"),
+        handwritten._e(3000, "member_left", "a", generation=1, state="PreparingRebalance", member_id="a-1"),
+        handwritten._op(500, "started", "a", "scale-up", id="op-a", mode="static"),
+        handwritten._e(1000, "rebalance_started", "b", generation=0, state="PreparingRebalance"),
+        handwritten._done(2000, "b", 1, 1000, members, "member-joined"),
+        handwritten._join_done(2000, "b", 2),
+    ]
+    (tmp_path / "log").mkdir()
+    (tmp_path / "log" / "events.jsonl").write_text("\n".join(lines) + "\n")
+    result = analyze(spark, [str(tmp_path / "log")], tmp_path / "out")
+    groups = keyed(table(spark, result.out_dir, "groups"), "group")
+    assert (groups["a"]["state"], groups["a"]["mode"]) == ("Stable", "static")
+    assert (groups["b"]["state"], groups["b"]["mode"]) == ("CompletingRebalance", None)
