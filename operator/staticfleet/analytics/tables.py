@@ -411,12 +411,13 @@ def group_stats(valid: DataFrame) -> DataFrame:
         F.max(F.when(timeline, F.col("ts"))).alias("_last_change_ts"),
     )
     last_change = timeline & (F.col("ts") == F.col("_last_change_ts"))
+    carries_mode = F.col("mode").isNotNull()
     state = F.when(kind == ev.GROUP_DELETED, F.lit("Dead")).otherwise(F.col("state"))
     order = F.struct("ts", "source_mtime", "source_file", "source_offset", "source_row")
     texts = (
-        valid.filter(timeline | F.col("mode").isNotNull())
+        valid.filter(timeline | carries_mode)
         .join(F.broadcast(numbers.select("group", "_last_change_ts")), "group")
-        .filter(last_change | F.col("mode").isNotNull())
+        .filter(last_change | carries_mode)
         .groupBy("group")
         .agg(
             F.max("mode").alias("mode"),
