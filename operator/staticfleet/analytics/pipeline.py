@@ -107,7 +107,8 @@ def analyze(
         windows.unpersist()
         stats.unpersist()
     with timer.step("summary"):
-        summary = _summary(sources, lines, valid, rebalances, groups, operations, orphan_count)
+        by_type = tables.events_by_type(split_rows)
+        summary = _summary(sources, lines, by_type, rebalances, groups, operations, orphan_count)
     with timer.step("charts"):
         made = _charts(valid, rebalances, groups, operations, summary, options)
     chart_paths = {}
@@ -145,16 +146,12 @@ def _iso(ms: int | None) -> str | None:
 def _summary(
     sources: Sources,
     lines: dict[str, int],
-    valid: DataFrame,
+    by_type: dict[str, tuple[int, int, int]],
     rebalances: DataFrame,
     groups: DataFrame,
     operations: DataFrame,
     orphan_operations: int,
 ) -> dict[str, Any]:
-    type_rows = valid.groupBy("type").agg(
-        F.count("*").alias("count"), F.min("ts").alias("first"), F.max("ts").alias("last")
-    )
-    by_type = {r["type"]: (int(r["count"]), r["first"], r["last"]) for r in type_rows.collect()}
     first = min(v[1] for v in by_type.values())
     last = max(v[2] for v in by_type.values())
     counts = list(tables.MEMBERSHIP_COUNT_COLUMNS)

@@ -156,9 +156,29 @@ _ROW_BITS = 33  # monotonically_increasing_id: partition index above bit 33, row
 
 
 def splits(events: DataFrame) -> DataFrame:
-    """Lines per (status, file split): a handful of rows that give both the line counts and the splits.
-    The first action over the cached events, so it is what builds the cache."""
-    return events.groupBy("status", "source_file", "source_mtime", "source_offset").count()
+    """Lines per (status, file split, event type), with the type's first and last time: a few rows per
+    split that give the line counts, the splits, and the events by type. The type is null on lines that
+    are not events, so what a rejected line says cannot multiply the rows. The first action over the
+    cached events, so it is what builds the cache."""
+    valid_type = F.when(F.col("status") == s.OK, F.col("type")).alias("type")
+    return events.groupBy("status", "source_file", "source_mtime", "source_offset", valid_type).agg(
+        F.count("*").alias("count"), F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts")
+    )
+
+
+def events_by_type(split_rows: Sequence[Row]) -> dict[str, tuple[int, int, int]]:
+    """type -> (events, first ts, last ts), from the rows of `splits`."""
+    found: dict[str, tuple[int, int, int]] = {}
+    for row in split_rows:
+        kind = row["type"]
+        if row["status"] != s.OK or kind is None:
+            continue
+        count, first, last = int(row["count"]), int(row["first_ts"]), int(row["last_ts"])
+        if kind in found:
+            seen = found[kind]
+            count, first, last = seen[0] + count, min(seen[1], first), max(seen[2], last)
+        found[kind] = (count, first, last)
+    return found
 
 
 def split_ranks(spark: SparkSession, split_rows: Sequence[Row]) -> DataFrame:
