@@ -74,8 +74,9 @@ EVENT_FIELDS: Final = (
     ("mode", _STRING),
 )
 SOURCE_COLUMNS: Final = ("source_file", "source_mtime", "source_offset", "source_row")
-ORDER_COLUMNS: Final = ("ts", *SOURCE_COLUMNS)
-"""Events of a group in log order: by time, then by where they were read (file, split, line)."""
+ORDER_COLUMNS: Final = ("ts", "source_mtime", "source_file", "source_offset", "source_row")
+"""Events of a group in log order: by time, then by where they were read (file modification time,
+path, split, line)."""
 
 
 def event_schema(with_corrupt: bool = True) -> StructType:

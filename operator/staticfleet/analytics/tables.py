@@ -433,7 +433,7 @@ def group_stats(valid: DataFrame) -> DataFrame:
     last_change = timeline & (F.col("ts") == F.col("_last_change_ts"))
     carries_mode = F.col("mode").isNotNull()
     state = F.when(kind == ev.GROUP_DELETED, F.lit("Dead")).otherwise(F.col("state"))
-    order = F.struct("ts", "source_mtime", "source_file", "source_offset", "source_row")
+    order = F.struct(*s.ORDER_COLUMNS)
     texts = (
         valid.filter(timeline | carries_mode)
         .join(F.broadcast(numbers.select("group", "_last_change_ts")), "group")
