@@ -4,8 +4,9 @@
     .venv/bin/python bench/analytics.py --only benchmark    # 10M events -> docs/benchmarks.md
     .venv/bin/python bench/analytics.py --only comparison   # a small run -> docs/analytics.md
 
-The benchmark simulates a log of about --events events (the coordinator state machine driven by
-virtual consumers, split over --workers processes), then analyzes it with Spark on local[2]. The
+The benchmark simulates a log of at least --events events, coordinator and operator lines together
+(the coordinator state machine driven by virtual consumers, split over --workers processes), then
+analyzes it with Spark on local[2]. The
 simulated log is kept under the cache directory and reused while its parameters are unchanged.
 """
 
@@ -33,7 +34,9 @@ from staticfleet.analytics.simulation import SimulationParams, simulate
 
 ANALYTICS_DOC = ROOT / "docs" / "analytics.md"
 CACHE = Path(os.environ.get("STATICFLEET_CACHE", Path.home() / ".cache" / "staticfleet")) / "bench-analytics"
-EVENTS_PER_GROUP_ROUND = 48  # measured with the default parameters: all five scenarios, all modes' mean
+# Lines (coordinator and operator events) per group and round, measured with the default parameters:
+# all five scenarios, the mean of the three modes.
+LINES_PER_GROUP_ROUND = 52.7
 BENCH_GROUPS_PER_MODE = 1_000
 COMPARISON = SimulationParams(groups=20, members=6, partitions=12, rounds=2, seed=7)
 
@@ -51,7 +54,7 @@ def simulated_log(params: SimulationParams) -> tuple[Path, dict[str, Any]]:
 
 
 def bench_params(events: int, workers: int) -> SimulationParams:
-    per_round = EVENTS_PER_GROUP_ROUND * BENCH_GROUPS_PER_MODE * 3
+    per_round = LINES_PER_GROUP_ROUND * BENCH_GROUPS_PER_MODE * 3
     return SimulationParams(
         groups=BENCH_GROUPS_PER_MODE, rounds=max(1, math.ceil(events / per_round)), workers=workers
     )
