@@ -59,6 +59,19 @@ class _Timer:
             self.seconds[name] = round(time.perf_counter() - started, 3)
 
 
+@contextmanager
+def _sql_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    before = spark.conf.get(key)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+
+
 def analyze(
     spark: SparkSession, inputs: Sequence[str], out_dir: Path, options: Options | None = None
 ) -> AnalysisResult:
@@ -76,7 +89,10 @@ def analyze(
     with timer.step("read"):
         # The one pass over the input: parsed once, cached, and every table computed from the cache.
         events = tables.slim(tables.read_events(spark, sources)).persist(StorageLevel.MEMORY_AND_DISK_DESER)
-        split_rows = tables.splits(events).collect()
+        # Adaptive execution would build the cache in a job of its own and then scan it again for
+        # this aggregation; without it, the aggregation's own scan builds the cache.
+        with _sql_conf(spark, "spark.sql.adaptive.enabled", "false"):
+            split_rows = tables.splits(events).collect()
         lines: dict[str, int] = {}
         for row in split_rows:
             lines[row["status"]] = lines.get(row["status"], 0) + int(row["count"])
