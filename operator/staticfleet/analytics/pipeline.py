@@ -1,6 +1,6 @@
 """`staticfleet analyze`: event logs in; Parquet tables, summary.json, PNG charts and report.html out.
 
-Steps: every input line is parsed once and cached with a status, so lines that did not parse are kept
+Steps: every input line is read once and cached with a status, so lines that did not parse are kept
 (in the `rejected` table) and counted; the tables are computed from that cache, written, and read back,
 so nothing is computed twice; small aggregates are collected for the summary, charts and report.
 """
@@ -87,15 +87,16 @@ def analyze(
         return spark.read.parquet(str(paths[name]))
 
     with timer.step("read"):
-        # The one pass over the input: parsed once, cached, and every table computed from the cache.
-        events = tables.slim(tables.read_events(spark, sources)).persist(StorageLevel.MEMORY_AND_DISK_DESER)
+        # The one pass over the input: read once, cached, and every table computed from the cache.
+        events = tables.read_events(spark, sources).persist(StorageLevel.MEMORY_AND_DISK_DESER)
         # Adaptive execution would build the cache in a job of its own and then scan it again for
         # this aggregation; without it, the aggregation's own scan builds the cache.
         with _sql_conf(spark, "spark.sql.adaptive.enabled", "false"):
             split_rows = tables.splits(events).collect()
         lines: dict[str, int] = {}
         for row in split_rows:
-            lines[row["status"]] = lines.get(row["status"], 0) + int(row["count"])
+            if row["status"] is not None:  # blank lines
+                lines[row["status"]] = lines.get(row["status"], 0) + int(row["count"])
     if not lines.get(s.OK):
         events.unpersist()
         read = sum(lines.values())

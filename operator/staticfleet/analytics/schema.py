@@ -32,8 +32,8 @@ MEMBERSHIP_TYPES: Final = (
 OPERATOR_TYPES: Final = (FLEET_OPERATION_STARTED, FLEET_OPERATION_COMPLETED)
 EXPIRY_CAUSES: Final = ("session-timeout", "join-timeout", "sync-timeout", "rebalance-timeout", "pending")
 
-# Columns read from every line. `members` and `configs` stay raw JSON text: `members` is a count in
-# some event types and a list in others, and is parsed where its shape is known.
+# The event log's fields. `members` and `configs` are JSON text here (the shape of a Parquet log):
+# `members` is a count in some event types and a list in others, and is parsed where its shape is known.
 _STRING = "string"
 _INT = "int"
 _LONG = "long"
@@ -73,17 +73,31 @@ EVENT_FIELDS: Final = (
     ("to_replicas", _INT),
     ("mode", _STRING),
 )
+NOT_ANALYSED: Final = (
+    "members",
+    "configs",
+    "client_id",
+    "session_timeout_ms",
+    "rebalance_timeout_ms",
+    "protocol_type",
+    "protocol",
+    "leader",
+)
+"""Fields no table reads from an event: a JSON line's parser skips them; a rejected line keeps them."""
+ANALYSED_FIELDS: Final = tuple((name, kind) for name, kind in EVENT_FIELDS if name not in NOT_ANALYSED)
 SOURCE_COLUMNS: Final = ("source_file", "source_mtime", "source_offset", "source_row")
 ORDER_COLUMNS: Final = ("ts", "source_mtime", "source_file", "source_offset", "source_row")
 """Events of a group in log order: by time, then by where they were read (file modification time,
 path, split, line)."""
 
 
-def event_schema(with_corrupt: bool = True) -> StructType:
+def event_schema(
+    fields_read: tuple[tuple[str, str], ...] = EVENT_FIELDS, with_corrupt: bool = True
+) -> StructType:
     from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
 
     types = {_STRING: StringType(), _INT: IntegerType(), _LONG: LongType(), _BOOL: BooleanType()}
-    fields = [StructField(name, types[kind]) for name, kind in EVENT_FIELDS]
+    fields = [StructField(name, types[kind]) for name, kind in fields_read]
     if with_corrupt:
         fields.append(StructField(CORRUPT, StringType()))
     return StructType(fields)

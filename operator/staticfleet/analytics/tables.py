@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType
+from pyspark.sql.types import StringType, StructField, StructType
 from pyspark.sql.window import WindowSpec
 
 from staticfleet.analytics import schema as s
@@ -28,7 +28,10 @@ INCOMPLETE = "incomplete"
 
 
 def read_events(spark: SparkSession, sources: Sources) -> DataFrame:
-    """Every input line as a row with a `status`; rows other than `ok` keep what could be read."""
+    """Every input line as a row with a `status`: the fields some table reads (`ANALYSED_FIELDS`), the
+    member count (rebalance_completed, group_loaded) and decoded assignment (rebalance_completed),
+    `raw_line` on lines other than `ok`, and where the line was read (`SOURCE_COLUMNS`). Blank lines
+    have no status; nothing counts or keeps them."""
     frames = []
     if sources.json:
         frames.append(_read_json(spark, sources.json))
@@ -37,7 +40,7 @@ def read_events(spark: SparkSession, sources: Sources) -> DataFrame:
     events = frames[0]
     for frame in frames[1:]:
         events = events.unionByName(frame)
-    return events.select(_status().alias("status"), *events.columns)
+    return events
 
 
 def _source_columns() -> list[Column]:
@@ -50,20 +53,42 @@ def _source_columns() -> list[Column]:
     ]
 
 
+_ANALYSED = [name for name, _ in s.ANALYSED_FIELDS]
+_KEEP_MALFORMED = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": s.CORRUPT}
+"""A line that does not parse fills the corrupt-record field, and what could be read of it the others."""
+
+
 def _read_json(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
-    raw = (
-        spark.read.schema(s.event_schema())
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", s.CORRUPT)
-        .json(list(paths))
+    """Each line is parsed for the analysed fields only: the parser skips the others, the members of
+    join_completed among them, without building a value. The members of rebalance_completed and
+    group_loaded are parsed again from their lines, straight into their shape."""
+    lines = spark.read.text(list(paths)).select(F.col("value").alias("_line"), *_source_columns())
+    event = F.from_json(F.col("_line"), s.event_schema(s.ANALYSED_FIELDS), _KEEP_MALFORMED)
+    parsed = lines.select("*", event.alias("_event"))
+    blank = F.col("_event").isNull()  # an empty or all-white-space line parses to nothing
+    fields = parsed.select(
+        "_line",
+        *s.SOURCE_COLUMNS,
+        *[F.col("_event")[name].alias(name) for name in _ANALYSED],
+        F.when(~blank, _status(F.col("_event")[s.CORRUPT].isNotNull())).alias("status"),
     )
-    return raw.select(
-        *[F.col(name) for name, _ in s.EVENT_FIELDS], F.col(s.CORRUPT).alias("raw_line"), *_source_columns()
-    )
+    kind = F.col("type")
+    members = F.when(kind == ev.REBALANCE_COMPLETED, F.from_json(F.col("_line"), _member_list())["members"])
+    count = F.when(kind == ev.GROUP_LOADED, F.from_json(F.col("_line"), _MEMBER_COUNT)["members"])
+    return _analysed(fields, members, count, F.col("_line"))
+
+
+_MEMBER_COUNT = "members int"
+
+
+def _member_list() -> StructType:
+    return StructType([StructField("members", s.members_schema())])
 
 
 def _read_parquet(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
-    """Parquet event logs: the known columns, cast to the event schema; missing ones are null."""
+    """Parquet event logs: the known columns, cast to the event schema; missing ones are null. A row
+    that is not an event keeps its `raw_line` if it has one (an events table), else its columns as
+    JSON text."""
     frame = spark.read.parquet(*paths)
     present = {field.name: field.dataType for field in frame.schema.fields}
     columns = []
@@ -74,20 +99,92 @@ def _read_parquet(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
             columns.append(F.to_json(F.col(name)).alias(name))
         else:
             columns.append(F.col(name).try_cast(kind).alias(name))
-    raw_line = F.col("raw_line").cast("string") if "raw_line" in present else F.lit(None).cast("string")
-    columns.append(raw_line.alias("raw_line"))
+    given = F.col("raw_line").cast("string") if "raw_line" in present else F.lit(None).cast("string")
     if all(name in present for name in s.SOURCE_COLUMNS):
-        columns.extend(F.col(name) for name in s.SOURCE_COLUMNS)  # an events table keeps its log order
+        sources = [F.col(name) for name in s.SOURCE_COLUMNS]  # an events table keeps its log order
     else:
-        columns.extend(_source_columns())
-    return frame.select(*columns)
+        sources = _source_columns()
+    typed = frame.select(*columns, *sources, given.alias("_given_line"))
+    as_read = F.to_json(F.struct(*[F.col(name) for name, _ in s.EVENT_FIELDS]))
+    fields = typed.select(
+        F.coalesce(F.col("_given_line"), as_read).alias("_line"),
+        *s.SOURCE_COLUMNS,
+        *_ANALYSED,
+        _status(_not_json(F.col("_given_line"))).alias("status"),
+        "members",
+    )
+    event_type = F.col("type")
+    members = F.when(event_type == ev.REBALANCE_COMPLETED, F.from_json(F.col("members"), s.members_schema()))
+    count = F.when(event_type == ev.GROUP_LOADED, F.col("members").try_cast("int"))
+    return _analysed(fields, members, count, F.col("_line")).drop("members")
 
 
-def _status() -> Column:
+def _not_json(line: Column) -> Column:
+    """A line kept in an events table that does not parse as an event (parsed again: these are few)."""
+    parsed = F.from_json(line, s.event_schema(), _KEEP_MALFORMED)
+    return line.isNotNull() & parsed[s.CORRUPT].isNotNull()
+
+
+def _analysed(fields: DataFrame, members: Column, loaded_count: Column, line: Column) -> DataFrame:
+    """The analysed columns: member count and assignment from the members, the line where it is not
+    an event. The member list is decoded straight into each member's entries, in a projection of its
+    own, so it is decoded once."""
+    kind = F.col("type")
+    decoded = fields.select(
+        "*",
+        F.transform(members, _member_entries).alias("_per_member"),
+        loaded_count.alias("_loaded_count"),
+    )
+    per_member = F.col("_per_member")
+    counted = decoded.select(
+        *fields.columns,
+        F.coalesce(F.size(per_member), F.col("_loaded_count")).alias("member_count"),
+        # Null when any member's assignment is unknown (not the consumer protocol, undecodable).
+        F.flatten(per_member).alias("_entries"),
+    )
+    entries = F.col("_entries")
+    return counted.select(
+        "status",
+        *_ANALYSED,
+        "member_count",
+        # A completed rebalance with an unknown assignment still has a struct (of nulls): it is the
+        # previous assignment of the next one, which then has no partitions-moved count.
+        F.when(
+            kind == ev.REBALANCE_COMPLETED,
+            F.struct(
+                F.transform(entries, lambda entry: entry["pair"]).alias("pairs"),
+                F.transform(entries, lambda entry: entry["key"]).alias("keys"),
+            ),
+        ).alias("assignment"),
+        F.when(F.col("status") != s.OK, line).alias("raw_line"),
+        *s.SOURCE_COLUMNS,
+    )
+
+
+def _member_entries(member: Column) -> Column:
+    """A member's assignment as (pair, key) hashes: a 64-bit hash of each (topic, partition, owner) and
+    of each (topic, partition); the owner is the instance id, else the member id. Hashes keep the
+    comparison of two generations to arrays of longs."""
+    owner = F.coalesce(member["instance_id"], member["member_id"])
+    return F.flatten(
+        F.transform(
+            F.map_entries(member["assignment"]),
+            lambda topic: F.transform(
+                topic["value"],
+                lambda partition: F.struct(
+                    F.xxhash64(topic["key"], partition, owner).alias("pair"),
+                    F.xxhash64(topic["key"], partition).alias("key"),
+                ),
+            ),
+        )
+    )
+
+
+def _status(malformed: Column) -> Column:
     missing = F.col("v").isNull() | F.col("ts").isNull() | F.col("type").isNull()
     missing = missing | F.col("group").isNull() | (F.col("group") == "")
     return (
-        F.when(F.col("raw_line").isNotNull(), F.lit(s.MALFORMED))
+        F.when(malformed, F.lit(s.MALFORMED))
         .when(missing, F.lit(s.MISSING_FIELDS))
         .when(F.col("v") != s.SCHEMA_VERSION, F.lit(s.UNSUPPORTED_VERSION))
         .otherwise(F.lit(s.OK))
@@ -99,9 +196,16 @@ def valid_events(events: DataFrame) -> DataFrame:
 
 
 def rejected(events: DataFrame) -> DataFrame:
-    """The lines that are not events, with why, where they were, and what could be read of them."""
-    return events.filter(F.col("status") != s.OK).select(
-        "status", "raw_line", *s.SOURCE_COLUMNS, *[name for name, _ in s.EVENT_FIELDS if name != "members"]
+    """The lines that are not events, with why, where they were, the line, and what could be read of
+    it (parsed again here: these are few)."""
+    parsed = F.from_json(F.col("raw_line"), s.event_schema(with_corrupt=False))
+    shown = [name for name, _ in s.EVENT_FIELDS if name != "members"]
+    return (
+        events.filter(F.col("status") != s.OK)
+        .select("status", "raw_line", *s.SOURCE_COLUMNS, parsed.alias("_read"))
+        .select(
+            "status", "raw_line", *s.SOURCE_COLUMNS, *[F.col("_read")[name].alias(name) for name in shown]
+        )
     )
 
 
@@ -120,36 +224,6 @@ TIMELINE_TYPES = (
     ev.GROUP_DELETED,
 )
 """The events that change a group's state (and only they do): the group's state timeline."""
-
-
-_UNREAD_OF_EVENTS = (
-    "v",
-    "client_id",
-    "session_timeout_ms",
-    "rebalance_timeout_ms",
-    "protocol_type",
-    "protocol",
-    "leader",
-    "configs",
-)
-"""Columns no table reads from a valid event; they are kept for the rejected lines."""
-
-
-def slim(events: DataFrame) -> DataFrame:
-    """Every line, without what no step reads: `members` is kept only where it is parsed (the assignment
-    of rebalance_completed, the count of group_loaded), and the columns no table reads from a valid
-    event only on rejected lines. This is what the analysis caches."""
-    keep = F.col("type").isin(ev.REBALANCE_COMPLETED, ev.GROUP_LOADED)
-    rejected_line = F.col("status") != s.OK
-
-    def column(name: str) -> Column:
-        if name == "members":
-            return F.when(keep, F.col(name)).alias(name)
-        if name in _UNREAD_OF_EVENTS:
-            return F.when(rejected_line, F.col(name)).alias(name)
-        return F.col(name)
-
-    return events.select(*[column(name) for name in events.columns])
 
 
 _ROW_BITS = 33  # monotonically_increasing_id: partition index above bit 33, row within it below
@@ -211,10 +285,7 @@ def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
     rebalance_started said, the previous closing event's member count and the previous completed
     rebalance's assignment. The result is the rebalance rows."""
     kind = F.col("type")
-    completed = kind == ev.REBALANCE_COMPLETED
-    started_only = kind == ev.REBALANCE_STARTED
-    # The decoded assignment is used twice below; in its own projection it is decoded once.
-    decoded = positioned.filter(kind.isin(*s.EPISODE_START, *s.EPISODE_CLOSERS)).select(
+    events = positioned.filter(kind.isin(*s.EPISODE_START, *s.EPISODE_CLOSERS)).select(
         "group",
         "ts",
         F.lit(1).alias("is_item"),
@@ -222,29 +293,14 @@ def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
         "type",
         "generation",
         "reason",
-        F.when(started_only, F.col("detail")).alias("detail"),
+        F.when(kind == ev.REBALANCE_STARTED, F.col("detail")).alias("detail"),
         "from_state",
         "duration_ms",
         "leader_instance_id",
-        F.when(completed, F.json_array_length(F.col("members")))
-        .when(kind == ev.GROUP_LOADED, F.col("members").try_cast("int"))
-        .alias("member_count"),
-        F.when(completed, _assignment_entries(F.from_json(F.col("members"), s.members_schema()))).alias(
-            "_entries"
+        F.when(kind.isin(ev.REBALANCE_COMPLETED, ev.GROUP_LOADED), F.col("member_count")).alias(
+            "member_count"
         ),
-    )
-    entries = F.col("_entries")
-    events = decoded.select(
-        *[c for c in decoded.columns if c != "_entries"],
-        # A completed rebalance with an unknown assignment still has a struct (of nulls): it is the
-        # previous assignment of the next one, which then has no partitions-moved count.
-        F.when(
-            completed,
-            F.struct(
-                F.transform(entries, lambda entry: entry["pair"]).alias("pairs"),
-                F.transform(entries, lambda entry: entry["key"]).alias("keys"),
-            ),
-        ).alias("assignment"),
+        "assignment",
     )
     stream = events.unionByName(_marks(operations), allowMissingColumns=True)
 
@@ -335,30 +391,6 @@ def _marks(operations: DataFrame) -> DataFrame:
     )
 
 
-def _assignment_entries(members: Column) -> Column:
-    """An assignment as (pair, key) hashes: a 64-bit hash of each (topic, partition, owner) and of each
-    (topic, partition); the owner is the instance id, else the member id. Hashes keep the comparison of
-    two generations to arrays of longs. Null when any member's assignment is unknown (not the consumer
-    protocol, undecodable)."""
-
-    def member_entries(member: Column) -> Column:
-        owner = F.coalesce(member["instance_id"], member["member_id"])
-        return F.flatten(
-            F.transform(
-                F.map_entries(member["assignment"]),
-                lambda topic: F.transform(
-                    topic["value"],
-                    lambda partition: F.struct(
-                        F.xxhash64(topic["key"], partition, owner).alias("pair"),
-                        F.xxhash64(topic["key"], partition).alias("key"),
-                    ),
-                ),
-            )
-        )
-
-    return F.flatten(F.transform(members, member_entries))
-
-
 def rebalances(rows: DataFrame) -> DataFrame:
     """One row per rebalance episode: from its first rebalance_started to its rebalance_completed or
     group_empty. A group_loaded (the coordinator restarted) ends an episode as `interrupted`; an episode
@@ -416,9 +448,9 @@ def group_stats(valid: DataFrame) -> DataFrame:
     split, row) orders lines as `position` does, without the join.
 
     Every line goes through an aggregation of numbers only, which Spark does by hashing; a text value in
-    the same aggregation (mode, state) would make it sort every line by group. Mode and state come from
-    few lines: those that carry a mode, and the state-changing events in the millisecond of the group's
-    last one."""
+    the same aggregation (mode, state) would make it sort every line by group. The state comes from few
+    lines (the state-changing events in the millisecond of the group's last one), the mode from one row
+    per group and mode."""
     kind = F.col("type")
     coordinator_event = ~kind.isin(*s.OPERATOR_TYPES)
     timeline = kind.isin(*TIMELINE_TYPES)
@@ -431,20 +463,24 @@ def group_stats(valid: DataFrame) -> DataFrame:
         F.max(F.when(timeline, F.col("ts"))).alias("_last_change_ts"),
     )
     last_change = timeline & (F.col("ts") == F.col("_last_change_ts"))
-    carries_mode = F.col("mode").isNotNull()
     state = F.when(kind == ev.GROUP_DELETED, F.lit("Dead")).otherwise(F.col("state"))
-    order = F.struct(*s.ORDER_COLUMNS)
-    texts = (
-        valid.filter(timeline | carries_mode)
+    states = (
+        valid.filter(timeline)
         .join(F.broadcast(numbers.select("group", "_last_change_ts")), "group")
-        .filter(last_change | carries_mode)
+        .filter(last_change)
         .groupBy("group")
-        .agg(
-            F.max("mode").alias("mode"),
-            F.max_by(F.when(last_change, state), F.when(last_change, order)).alias("state"),
-        )
+        .agg(F.max_by(state, F.struct(*s.ORDER_COLUMNS)).alias("state"))
     )
-    return numbers.drop("_last_change_ts").join(texts, "group", "left")
+    # The many lines that carry a mode are hashed down to one row per (group, mode) first. The count
+    # is referenced below so that the optimizer keeps that step (it folds a plain distinct into max).
+    modes = (
+        valid.filter(F.col("mode").isNotNull())
+        .groupBy("group", "mode")
+        .agg(F.count("*").alias("lines"))
+        .groupBy("group")
+        .agg(F.max(F.when(F.col("lines") > 0, F.col("mode"))).alias("mode"))
+    )
+    return numbers.drop("_last_change_ts").join(modes, "group", "left").join(states, "group", "left")
 
 
 # === membership events ==============================================================================

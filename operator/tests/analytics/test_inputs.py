@@ -14,7 +14,18 @@ from staticfleet.analytics.inputs import InputError, resolve
 from staticfleet.cli import main
 from tests.analytics import handwritten
 
-COMPARED = ("status", "ts", "type", "group", "generation", "members", "reason", "rebalance", "cause")
+COMPARED = (
+    "status",
+    "ts",
+    "type",
+    "group",
+    "generation",
+    "member_count",
+    "assignment",
+    "reason",
+    "rebalance",
+    "cause",
+)
 
 
 def test_directories_are_walked_and_hidden_files_skipped(tmp_path: Path) -> None:
@@ -85,15 +96,27 @@ def test_parquet_logs_read_like_json_lines(spark: SparkSession, tmp_path: Path) 
     rows = sorted(tuple(r) for r in from_parquet.select(*COMPARED).collect() if r["status"] == "ok")
     expected = sorted(tuple(r) for r in active.select(*COMPARED).collect())
     assert len(rows) == len(expected) > 30
-    assert [r[:4] for r in rows] == [r[:4] for r in expected]
+    assert rows == expected
+    assert any(r["assignment"] is not None for r in from_parquet.select("assignment").collect())
 
 
 def test_an_events_table_can_be_read_again_in_its_original_order(spark: SparkSession, tmp_path: Path) -> None:
     handwritten.write(tmp_path / "log")
-    first = tables.read_events(spark, resolve([str(tmp_path / "log")]))
+    first = tables.read_events(spark, resolve([str(tmp_path / "log")])).filter("status is not null")
     first.write.parquet(str(tmp_path / "events"))
     again = tables.read_events(spark, resolve([str(tmp_path / "events")]))
     columns = ["status", "ts", "group", "type", "source_file", "source_offset", "source_row"]
     assert Counter(map(tuple, again.select(*columns).collect())) == Counter(
         map(tuple, first.select(*columns).collect())
     )
+
+
+def test_every_line_is_one_event_or_one_rejected_line(spark: SparkSession, tmp_path: Path) -> None:
+    event = '{"v":1,"ts":5,"type":"group_loaded","group":"g","generation":2,"state":"Stable","members":3}'
+    array = f"[{event},{event}]"
+    (tmp_path / "log.jsonl").write_text("\n".join([event, array, "", " \t", "42", "{}", event]) + "\n")
+    rows = tables.read_events(spark, resolve([str(tmp_path)])).orderBy("source_row").collect()
+    statuses = [r["status"] for r in rows if r["status"] is not None]  # blank lines have none
+    assert statuses == ["ok", "malformed", "malformed", "missing-fields", "ok"]
+    assert [r["raw_line"] for r in rows if r["status"] not in (None, "ok")] == [array, "42", "{}"]
+    assert [r["member_count"] for r in rows if r["status"] == "ok"] == [3, 3]
