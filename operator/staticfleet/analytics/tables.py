@@ -116,7 +116,7 @@ def _read_parquet(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
     event_type = F.col("type")
     members = F.when(event_type == ev.REBALANCE_COMPLETED, F.from_json(F.col("members"), s.members_schema()))
     count = F.when(event_type == ev.GROUP_LOADED, F.col("members").try_cast("int"))
-    return _analysed(fields, members, count, F.col("_line")).drop("members")
+    return _analysed(fields, members, count, F.col("_line"))
 
 
 def _not_json(line: Column) -> Column:
@@ -297,9 +297,7 @@ def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
         "from_state",
         "duration_ms",
         "leader_instance_id",
-        F.when(kind.isin(ev.REBALANCE_COMPLETED, ev.GROUP_LOADED), F.col("member_count")).alias(
-            "member_count"
-        ),
+        "member_count",  # set only on rebalance_completed and group_loaded
         "assignment",
     )
     stream = events.unionByName(_marks(operations), allowMissingColumns=True)
