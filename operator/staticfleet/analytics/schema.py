@@ -85,6 +85,26 @@ NOT_ANALYSED: Final = (
 )
 """Fields no table reads from an event: a JSON line's parser skips them; a rejected line keeps them."""
 ANALYSED_FIELDS: Final = tuple((name, kind) for name, kind in EVENT_FIELDS if name not in NOT_ANALYSED)
+
+# How the analysed fields are held once read: the fields of every event as columns, the others in one
+# struct per kind of event, set only on events of that kind. A struct is stored as one value, so the
+# many distinct ids and texts of the membership and rebalance events cost no per-column bookkeeping
+# when the events are cached.
+CORE_FIELDS: Final = ("v", "ts", "type", "group", "generation", "state")
+MEMBER_FIELDS: Final = (
+    "member_id",
+    "instance_id",
+    "client_host",
+    "old_member_id",
+    "new_member_id",
+    "rebalance",
+    "api",
+    "client_reason",
+    "cause",
+)
+EPISODE_FIELDS: Final = ("reason", "detail", "from_state", "duration_ms", "leader_instance_id")
+"""Read from a rebalance event; the member count and decoded assignment are added to them."""
+OPERATOR_FIELDS: Final = ("operation", "id", "from_replicas", "to_replicas", "mode")
 SOURCE_COLUMNS: Final = ("source_file", "source_mtime", "source_offset", "source_row")
 ORDER_COLUMNS: Final = ("ts", "source_mtime", "source_file", "source_offset", "source_row")
 """Events of a group in log order: by time, then by where they were read (file modification time,

@@ -28,10 +28,11 @@ INCOMPLETE = "incomplete"
 
 
 def read_events(spark: SparkSession, sources: Sources) -> DataFrame:
-    """Every input line as a row with a `status`: the fields some table reads (`ANALYSED_FIELDS`), the
-    member count (rebalance_completed, group_loaded) and decoded assignment (rebalance_completed),
-    `raw_line` on lines other than `ok`, and where the line was read (`SOURCE_COLUMNS`). Blank lines
-    have no status; nothing counts or keeps them."""
+    """Every input line as a row with a `status`: the fields some table reads (`ANALYSED_FIELDS`, held as
+    `CORE_FIELDS` and one struct per kind of event), the member count (rebalance_completed,
+    group_loaded) and decoded assignment (rebalance_completed), `raw_line` on lines other than `ok`,
+    and where the line was read (`SOURCE_COLUMNS`). Blank lines have no status; nothing counts or keeps
+    them. `unpacked` makes each field a column."""
     frames = []
     if sources.json:
         frames.append(_read_json(spark, sources.json))
@@ -143,22 +144,30 @@ def _analysed(fields: DataFrame, members: Column, loaded_count: Column, line: Co
         F.flatten(per_member).alias("_entries"),
     )
     entries = F.col("_entries")
+    # A completed rebalance with an unknown assignment still has a struct (of nulls): it is the
+    # previous assignment of the next one, which then has no partitions-moved count.
+    assignment = F.when(
+        kind == ev.REBALANCE_COMPLETED,
+        F.struct(
+            F.transform(entries, lambda entry: entry["pair"]).alias("pairs"),
+            F.transform(entries, lambda entry: entry["key"]).alias("keys"),
+        ),
+    )
+    episode: list[str | Column] = [*s.EPISODE_FIELDS, "member_count", assignment.alias("assignment")]
     return counted.select(
         "status",
-        *_ANALYSED,
-        "member_count",
-        # A completed rebalance with an unknown assignment still has a struct (of nulls): it is the
-        # previous assignment of the next one, which then has no partitions-moved count.
-        F.when(
-            kind == ev.REBALANCE_COMPLETED,
-            F.struct(
-                F.transform(entries, lambda entry: entry["pair"]).alias("pairs"),
-                F.transform(entries, lambda entry: entry["key"]).alias("keys"),
-            ),
-        ).alias("assignment"),
+        *s.CORE_FIELDS,
+        _packed(s.MEMBERSHIP_TYPES, s.MEMBER_FIELDS).alias("member"),
+        _packed((*s.EPISODE_START, *s.EPISODE_CLOSERS), episode).alias("episode"),
+        _packed(s.OPERATOR_TYPES, s.OPERATOR_FIELDS).alias("operator"),
         F.when(F.col("status") != s.OK, line).alias("raw_line"),
         *s.SOURCE_COLUMNS,
     )
+
+
+def _packed(types: Sequence[str], fields: Sequence[str | Column]) -> Column:
+    """The fields of one kind of event as a struct, set on events of that kind only."""
+    return F.when(F.col("type").isin(*types), F.struct(*fields))
 
 
 def _member_entries(member: Column) -> Column:
@@ -191,8 +200,21 @@ def _status(malformed: Column) -> Column:
     )
 
 
+def unpacked(events: DataFrame) -> DataFrame:
+    """The lines of `read_events` with each field a column (null where the event's kind lacks it)."""
+    return events.select(
+        "status",
+        *s.CORE_FIELDS,
+        "member.*",
+        "episode.*",
+        "operator.*",
+        "raw_line",
+        *s.SOURCE_COLUMNS,
+    )
+
+
 def valid_events(events: DataFrame) -> DataFrame:
-    return events.filter(F.col("status") == s.OK)
+    return unpacked(events.filter(F.col("status") == s.OK))
 
 
 def rejected(events: DataFrame) -> DataFrame:

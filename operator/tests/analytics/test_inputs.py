@@ -82,7 +82,7 @@ def test_cli_refuses_bad_simulation_parameters(tmp_path: Path, capsys: pytest.Ca
 
 def test_parquet_logs_read_like_json_lines(spark: SparkSession, tmp_path: Path) -> None:
     handwritten.write(tmp_path / "log")
-    from_json = tables.read_events(spark, resolve([str(tmp_path / "log")]))
+    from_json = tables.unpacked(tables.read_events(spark, resolve([str(tmp_path / "log")])))
     ok = from_json.filter("status = 'ok'")
     # A Parquet log as another tool would write it: Spark's own JSON inference, no source columns.
     inferred = spark.read.json(str(tmp_path / "log" / "coordinator" / "events.jsonl"))
@@ -91,7 +91,7 @@ def test_parquet_logs_read_like_json_lines(spark: SparkSession, tmp_path: Path) 
     )
     sources = resolve([str(tmp_path / "pq")])
     assert sources.parquet and not sources.json  # told apart by content, not name
-    from_parquet = tables.read_events(spark, sources).filter("status = 'ok'")
+    from_parquet = tables.unpacked(tables.read_events(spark, sources)).filter("status = 'ok'")
     active = ok.filter(ok.source_file.endswith("/coordinator/events.jsonl"))
     rows = sorted(tuple(r) for r in from_parquet.select(*COMPARED).collect() if r["status"] == "ok")
     expected = sorted(tuple(r) for r in active.select(*COMPARED).collect())
@@ -102,7 +102,8 @@ def test_parquet_logs_read_like_json_lines(spark: SparkSession, tmp_path: Path) 
 
 def test_an_events_table_can_be_read_again_in_its_original_order(spark: SparkSession, tmp_path: Path) -> None:
     handwritten.write(tmp_path / "log")
-    first = tables.read_events(spark, resolve([str(tmp_path / "log")])).filter("status is not null")
+    read = tables.read_events(spark, resolve([str(tmp_path / "log")]))
+    first = tables.unpacked(read).filter("status is not null")
     first.write.parquet(str(tmp_path / "events"))
     again = tables.read_events(spark, resolve([str(tmp_path / "events")]))
     columns = ["status", "ts", "group", "type", "source_file", "source_offset", "source_row"]
@@ -115,7 +116,8 @@ def test_every_line_is_one_event_or_one_rejected_line(spark: SparkSession, tmp_p
     event = '{"v":1,"ts":5,"type":"group_loaded","group":"g","generation":2,"state":"Stable","members":3}'
     array = f"[{event},{event}]"
     (tmp_path / "log.jsonl").write_text("\n".join([event, array, "", " \t", "42", "{}", event]) + "\n")
-    rows = tables.read_events(spark, resolve([str(tmp_path)])).orderBy("source_row").collect()
+    read = tables.read_events(spark, resolve([str(tmp_path)]))
+    rows = tables.unpacked(read).orderBy("source_row").collect()
     statuses = [r["status"] for r in rows if r["status"] is not None]  # blank lines have none
     assert statuses == ["ok", "malformed", "malformed", "missing-fields", "ok"]
     assert [r["raw_line"] for r in rows if r["status"] not in (None, "ok")] == [array, "42", "{}"]
