@@ -161,8 +161,17 @@ def _analysed(fields: DataFrame, members: Column, loaded_count: Column, line: Co
         _packed((*s.EPISODE_START, *s.EPISODE_CLOSERS), episode).alias("episode"),
         _packed(s.OPERATOR_TYPES, s.OPERATOR_FIELDS).alias("operator"),
         F.when(F.col("status") != s.OK, line).alias("raw_line"),
-        *s.SOURCE_COLUMNS,
+        "source_file",
+        # Numbers as columns would each have their values counted for compression, at some cost.
+        F.struct(*_SOURCE_NUMBERS).alias("source"),
     )
+
+
+_SOURCE_NUMBERS = [name for name in s.SOURCE_COLUMNS if name != "source_file"]
+
+
+def _source() -> list[Column]:
+    return [F.col("source_file"), *[F.col("source")[name].alias(name) for name in _SOURCE_NUMBERS]]
 
 
 def _packed(types: Sequence[str], fields: Sequence[str | Column]) -> Column:
@@ -209,7 +218,7 @@ def unpacked(events: DataFrame) -> DataFrame:
         "episode.*",
         "operator.*",
         "raw_line",
-        *s.SOURCE_COLUMNS,
+        *_source(),
     )
 
 
@@ -224,7 +233,7 @@ def rejected(events: DataFrame) -> DataFrame:
     shown = [name for name, _ in s.EVENT_FIELDS if name != "members"]
     return (
         events.filter(F.col("status") != s.OK)
-        .select("status", "raw_line", *s.SOURCE_COLUMNS, parsed.alias("_read"))
+        .select("status", "raw_line", *_source(), parsed.alias("_read"))
         .select(
             "status", "raw_line", *s.SOURCE_COLUMNS, *[F.col("_read")[name].alias(name) for name in shown]
         )
@@ -257,9 +266,14 @@ def splits(events: DataFrame) -> DataFrame:
     are not events, so what a rejected line says cannot multiply the rows. The first action over the
     cached events, so it is what builds the cache."""
     valid_type = F.when(F.col("status") == s.OK, F.col("type")).alias("type")
-    return events.groupBy("status", "source_file", "source_mtime", "source_offset", valid_type).agg(
-        F.count("*").alias("count"), F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts")
-    )
+    source = F.col("source")
+    return events.groupBy(
+        "status",
+        "source_file",
+        source["source_mtime"].alias("source_mtime"),
+        source["source_offset"].alias("source_offset"),
+        valid_type,
+    ).agg(F.count("*").alias("count"), F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"))
 
 
 def events_by_type(split_rows: Sequence[Row]) -> dict[str, tuple[int, int, int]]:
@@ -302,10 +316,16 @@ def _stream_order() -> WindowSpec:
 
 
 def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
-    """The groups' state-changing events in log order, one sort, with operation marks merged in. Window
-    functions over that single order carry to each episode's closing event what its first
-    rebalance_started said, the previous closing event's member count and the previous completed
-    rebalance's assignment. The result is the rebalance rows."""
+    """The groups' rebalance events in log order, one sort, with operation marks merged in; the result is
+    the rebalance rows.
+
+    Window functions over that single order give each event the kind of the boundary (start or closer)
+    before it, its episode, the operation then running, the previous closing event's member count and
+    the previous completed assignment (compared at once, so the assignments go no further). An episode's
+    first rebalance_started is a start after no other; a closer has its start in the log when the
+    boundary before it is a start. Of the remaining rows, first starts and closers, a closer with its
+    start in the log directly follows that start, so a second pass over the same order, without
+    sorting again, hands each closer its start and numbers the rebalances."""
     kind = F.col("type")
     events = positioned.filter(kind.isin(*s.EPISODE_START, *s.EPISODE_CLOSERS)).select(
         "group",
@@ -356,31 +376,19 @@ def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
         F.col("ts") <= current["end"],
         F.struct(current["id"].alias("id"), current["operation"].alias("operation")),
     )
-    stream = stream.select("*", operation_now.alias("operation_now")).drop("_mark")
-    first_start = started & (
-        F.col("previous_boundary").isNull() | (F.col("previous_boundary") != ev.REBALANCE_STARTED)
-    )
-    episode_start = F.last(
-        F.when(
-            first_start,
-            F.struct(
-                F.col("episode"),
-                F.col("ts"),
-                F.col("reason"),
-                F.col("detail"),
-                F.col("from_state"),
-                (F.col("starts_so_far") - 1).alias("starts_before"),
-                F.col("operation_now"),
-            ),
-        ),
-        ignorenulls=True,
-    ).over(so_far)
-    stream = stream.select("*", episode_start.alias("episode_start"))
-    start = F.col("episode_start")
-    start_in_log = start.isNotNull() & (start["episode"] == F.col("episode"))
+    after_start = F.coalesce(F.col("previous_boundary") == ev.REBALANCE_STARTED, F.lit(False))
+    first_start = started & ~after_start
     ended = kind.isin(ev.REBALANCE_COMPLETED, ev.GROUP_EMPTY)
     # A first start with no closer after it (for a start, the closers so far are `episode`) is open.
-    is_rebalance = (closer & (start_in_log | ended)) | (first_start & (F.col("closers") == F.col("episode")))
+    is_open = first_start & (F.col("closers") == F.col("episode"))
+    start_info = F.struct(
+        F.col("ts"),
+        F.col("reason"),
+        F.col("detail"),
+        F.col("from_state"),
+        (F.col("starts_so_far") - 1).alias("starts_before"),
+        operation_now.alias("operation_now"),
+    )
     # Partitions that changed owner since the group's previous completed rebalance: those whose
     # (partition, owner) is new, less those that are new partitions.
     now, previous = F.col("assignment"), F.col("previous_assignment")
@@ -388,15 +396,39 @@ def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
     moved = F.size(F.array_except(now["pairs"], previous["pairs"])) - F.size(
         F.array_except(now["keys"], previous["keys"])
     )
-    stream = stream.select(
-        "*",
-        start_in_log.alias("start_in_log"),
-        is_rebalance.alias("is_rebalance"),
+    stream = stream.filter(first_start | closer).select(
+        "group",
+        "ts",
+        "is_item",
+        "position",
+        "type",
+        "generation",
+        "reason",
+        "duration_ms",
+        "leader_instance_id",
+        "member_count",
+        "starts_so_far",
+        "previous_closer_count",
+        operation_now.alias("operation_now"),
+        F.when(first_start, start_info).alias("start_info"),
+        (closer & after_start).alias("start_in_log"),
+        ((closer & (after_start | ended)) | is_open).alias("is_rebalance"),
         F.when(now["keys"].isNotNull(), F.size(now["keys"])).alias("partitions_total"),
         F.when(known, moved).alias("partitions_moved"),
-    ).drop("assignment", "previous_assignment")
-    # The filter keeps the window's order, so numbering the rebalances needs no second sort.
-    return stream.filter(F.col("is_rebalance")).withColumn("rebalance_no", F.row_number().over(order))
+    )
+    # Filtering keeps the order: this pass sorts nothing.
+    return (
+        stream.select(
+            "*",
+            F.coalesce(
+                F.when(F.col("start_in_log"), F.lag("start_info").over(order)), F.col("start_info")
+            ).alias("episode_start"),
+            F.sum(F.col("is_rebalance").cast("int")).over(so_far).alias("rebalance_no"),
+        )
+        .filter(F.col("is_rebalance"))
+        .withColumn("start_in_log", F.col("start_in_log") | (F.col("type") == ev.REBALANCE_STARTED))
+        .drop("start_info")
+    )
 
 
 def _marks(operations: DataFrame) -> DataFrame:

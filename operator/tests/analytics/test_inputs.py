@@ -105,7 +105,7 @@ def test_an_events_table_can_be_read_again_in_its_original_order(spark: SparkSes
     read = tables.read_events(spark, resolve([str(tmp_path / "log")]))
     first = tables.unpacked(read).filter("status is not null")
     first.write.parquet(str(tmp_path / "events"))
-    again = tables.read_events(spark, resolve([str(tmp_path / "events")]))
+    again = tables.unpacked(tables.read_events(spark, resolve([str(tmp_path / "events")])))
     columns = ["status", "ts", "group", "type", "source_file", "source_offset", "source_row"]
     assert Counter(map(tuple, again.select(*columns).collect())) == Counter(
         map(tuple, first.select(*columns).collect())
