@@ -107,25 +107,30 @@ def analyze(
     # Without rejected lines the table is written empty (with its columns) without a scan.
     rejected = save(tables.rejected(events if set(lines) != {s.OK} else events.limit(0)), "rejected")
     valid = tables.valid_events(events)
+    positioned = tables.with_position(valid, tables.split_ranks(spark, split_rows))
     with timer.step("operations"):
-        stats = tables.group_stats(valid).persist(StorageLevel.MEMORY_AND_DISK)
-        windows, orphans = tables.operation_windows(valid, stats)
+        numbers = tables.group_numbers(valid).persist(StorageLevel.MEMORY_AND_DISK)
+        stats = tables.group_stats(valid, numbers).persist(StorageLevel.MEMORY_AND_DISK)
+        numbered = tables.starts_without_id(split_rows) > 0
+        windows = tables.operation_windows(positioned, stats, numbered)
         windows = windows.persist(StorageLevel.MEMORY_AND_DISK)
+        windows.count()
+        numbers.unpersist()
     with timer.step("rebalances"):
-        positioned = tables.with_position(valid, tables.split_ranks(spark, split_rows))
         rebalances = save(tables.rebalances(tables.rebalance_pass(positioned, windows)), "rebalances")
     with timer.step("membership"):
         membership = save(tables.attribute(tables.membership(valid), "ts", windows), "membership")
     with timer.step("operations table"):
         operations = save(tables.operations_table(windows, rebalances, membership), "operations")
-        orphan_count = orphans.count()
     with timer.step("groups"):
         groups = save(tables.groups_table(stats, rebalances, membership, operations), "groups")
         windows.unpersist()
         stats.unpersist()
     with timer.step("summary"):
         by_type = tables.events_by_type(split_rows)
-        summary = _summary(sources, lines, by_type, rebalances, groups, operations, orphan_count)
+        completed = operations.filter(F.col("status") == tables.COMPLETED).count()
+        orphans = tables.completions_without_start(by_type, completed)
+        summary = _summary(sources, lines, by_type, rebalances, groups, operations, orphans)
     with timer.step("charts"):
         made = _charts(valid, rebalances, groups, operations, summary, options)
     chart_paths = {}

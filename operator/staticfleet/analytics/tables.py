@@ -264,16 +264,27 @@ def splits(events: DataFrame) -> DataFrame:
     """Lines per (status, file split, event type), with the type's first and last time: a few rows per
     split that give the line counts, the splits, and the events by type. The type is null on lines that
     are not events, so what a rejected line says cannot multiply the rows. The first action over the
-    cached events, so it is what builds the cache."""
-    valid_type = F.when(F.col("status") == s.OK, F.col("type")).alias("type")
+    cached events, so it is what builds the cache. Also counts the operation starts without an id."""
+    valid_type = F.when(F.col("status") == s.OK, F.col("type"))
     source = F.col("source")
     return events.groupBy(
         "status",
         "source_file",
         source["source_mtime"].alias("source_mtime"),
         source["source_offset"].alias("source_offset"),
-        valid_type,
-    ).agg(F.count("*").alias("count"), F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"))
+        valid_type.alias("type"),
+    ).agg(
+        F.count("*").alias("count"),
+        F.min("ts").alias("first_ts"),
+        F.max("ts").alias("last_ts"),
+        F.count_if(
+            (valid_type == FLEET_OPERATION_STARTED) & F.col("operator")["id"].isNull()
+        ).alias("starts_without_id"),
+    )
+
+
+def starts_without_id(split_rows: Sequence[Row]) -> int:
+    return sum(int(row["starts_without_id"]) for row in split_rows)
 
 
 def events_by_type(split_rows: Sequence[Row]) -> dict[str, tuple[int, int, int]]:
@@ -494,26 +505,30 @@ def rebalances(rows: DataFrame) -> DataFrame:
     )
 
 
-def group_stats(valid: DataFrame) -> DataFrame:
+def group_numbers(valid: DataFrame) -> DataFrame:
     """One row per group: its coordinator events, their time range, its last event of any kind, highest
-    generation, mode, and state after its last state-changing event. (ts, file modification time, path,
-    split, row) orders lines as `position` does, without the join.
-
-    Every line goes through an aggregation of numbers only, which Spark does by hashing; a text value in
-    the same aggregation (mode, state) would make it sort every line by group. The state comes from few
-    lines (the state-changing events in the millisecond of the group's last one), the mode from one row
-    per group and mode."""
+    generation, and the time of its last state-changing event (`_last_change_ts`). Numbers only, so
+    Spark aggregates every line by hashing; a text value in the same aggregation (mode, state) would
+    make it sort every line by group."""
     kind = F.col("type")
     coordinator_event = ~kind.isin(*s.OPERATOR_TYPES)
-    timeline = kind.isin(*TIMELINE_TYPES)
-    numbers = valid.groupBy("group").agg(
+    return valid.groupBy("group").agg(
         F.count_if(coordinator_event).alias("events"),
         F.min(F.when(coordinator_event, F.col("ts"))).alias("first_ts"),
         F.max(F.when(coordinator_event, F.col("ts"))).alias("last_ts"),
         F.max("ts").alias("group_last_ts"),
         F.max("generation").alias("generation"),
-        F.max(F.when(timeline, F.col("ts"))).alias("_last_change_ts"),
+        F.max(F.when(kind.isin(*TIMELINE_TYPES), F.col("ts"))).alias("_last_change_ts"),
     )
+
+
+def group_stats(valid: DataFrame, numbers: DataFrame) -> DataFrame:
+    """`group_numbers` with the group's mode and its state after its last state-changing event. The
+    state comes from few lines (the state-changing events in the millisecond of the group's last one),
+    ordered by (ts, file modification time, path, split, row) as `position` orders them, without the
+    join; the mode from one row per group and mode."""
+    kind = F.col("type")
+    timeline = kind.isin(*TIMELINE_TYPES)
     last_change = timeline & (F.col("ts") == F.col("_last_change_ts"))
     state = F.when(kind == ev.GROUP_DELETED, F.lit("Dead")).otherwise(F.col("state"))
     states = (
@@ -523,8 +538,8 @@ def group_stats(valid: DataFrame) -> DataFrame:
         .groupBy("group")
         .agg(F.max_by(state, F.struct(*s.ORDER_COLUMNS)).alias("state"))
     )
-    # The many lines that carry a mode are hashed down to one row per (group, mode) first. The count
-    # is referenced below so that the optimizer keeps that step (it folds a plain distinct into max).
+    # The lines that carry a mode are hashed down to one row per (group, mode) first. The count is
+    # referenced below so that the optimizer keeps that step (it folds a plain distinct into max).
     modes = (
         valid.filter(F.col("mode").isNotNull())
         .groupBy("group", "mode")
@@ -595,38 +610,33 @@ MEMBERSHIP_COUNT_COLUMNS = (
 # === operations =====================================================================================
 
 
-def operation_windows(valid: DataFrame, stats: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """Operations paired from their operator events, and the completions that had no start.
+def operation_windows(positioned: DataFrame, stats: DataFrame, numbered: bool = True) -> DataFrame:
+    """Operations paired from their operator events.
 
     A started event pairs with the next event of the same group and operation id (or, without ids,
     the same operation kind) when that is a completion; otherwise the operation is `incomplete` and
-    its window runs to the group's last event in the log."""
+    its window runs to the group's last event in the log. A start without an id is named after its
+    group and its place among the group's starts; `numbered=False` skips that numbering, for logs
+    whose starts all have ids (`starts_without_id`)."""
     kind = F.col("type")
-    events = valid.filter(kind.isin(*s.OPERATOR_TYPES)).withColumn(
+    events = positioned.filter(kind.isin(*s.OPERATOR_TYPES)).withColumn(
         "pair_key", F.coalesce(F.col("id"), F.col("operation"), F.lit(""))
     )
-    pairs = Window.partitionBy("group", "pair_key").orderBy(*s.ORDER_COLUMNS)
-    events = (
-        events.withColumn("next_type", F.lead("type").over(pairs))
-        .withColumn("next_ts", F.lead("ts").over(pairs))
-        .withColumn("next_to_replicas", F.lead("to_replicas").over(pairs))
-        .withColumn("next_mode", F.lead("mode").over(pairs))
-        .withColumn("previous_type", F.lag("type").over(pairs))
-    )
-    orphans = events.filter(
-        (kind == FLEET_OPERATION_COMPLETED)
-        & (F.col("previous_type").isNull() | (F.col("previous_type") != FLEET_OPERATION_STARTED))
-    )
+    pairs = Window.partitionBy("group", "pair_key").orderBy("ts", "position")
+    starts = events.select(
+        "*",
+        F.lead("type").over(pairs).alias("next_type"),
+        F.lead("ts").over(pairs).alias("next_ts"),
+        F.lead("to_replicas").over(pairs).alias("next_to_replicas"),
+        F.lead("mode").over(pairs).alias("next_mode"),
+    ).filter(kind == FLEET_OPERATION_STARTED)
+    ordinal = F.row_number().over(Window.partitionBy("group").orderBy("ts", "position"))
+    named_by_place = F.concat(F.col("group"), F.lit("#"), ordinal.cast("string")) if numbered else F.lit(None)
     last_ts = stats.select("group", "group_last_ts")
     completed = F.col("next_type") == FLEET_OPERATION_COMPLETED
-    starts = events.filter(kind == FLEET_OPERATION_STARTED).withColumn(
-        "ordinal", F.row_number().over(_in_log_order())
-    )
-    operations = starts.join(last_ts, "group", "left").select(
+    return starts.join(last_ts, "group", "left").select(
         "group",
-        F.coalesce(F.col("id"), F.concat(F.col("group"), F.lit("#"), F.col("ordinal").cast("string"))).alias(
-            "operation_id"
-        ),
+        F.coalesce(F.col("id"), named_by_place).alias("operation_id"),
         F.coalesce(F.col("operation"), F.lit("unknown")).alias("operation"),
         F.coalesce(F.col("mode"), F.when(completed, F.col("next_mode"))).alias("mode"),
         F.when(completed, F.lit(COMPLETED)).otherwise(F.lit(INCOMPLETE)).alias("status"),
@@ -638,7 +648,13 @@ def operation_windows(valid: DataFrame, stats: DataFrame) -> tuple[DataFrame, Da
         F.when(completed, F.col("next_ts") - F.col("ts")).alias("duration_ms"),
         F.coalesce(F.when(completed, F.col("next_ts")), F.col("group_last_ts")).alias("window_end_ts"),
     )
-    return operations, orphans
+
+
+def completions_without_start(by_type: dict[str, tuple[int, int, int]], completed_operations: int) -> int:
+    """A completion pairs with the start before it, if any, so those not paired are the completions
+    less the completed operations."""
+    completions = by_type.get(FLEET_OPERATION_COMPLETED, (0, 0, 0))[0]
+    return completions - completed_operations
 
 
 def attribute(items: DataFrame, time_column: str, operations: DataFrame) -> DataFrame:
