@@ -105,7 +105,14 @@ def analyze(
             f"{s.SCHEMA_VERSION} ({', '.join(f'{k}: {v}' for k, v in sorted(lines.items())) or 'empty'})"
         )
     # Without rejected lines the table is written empty (with its columns) without a scan.
-    rejected = save(tables.rejected(events if set(lines) != {s.OK} else events.limit(0)), "rejected")
+    reread = tables.files_to_reread(split_rows)
+    rejected = save(
+        tables.rejected(
+            events if set(lines) != {s.OK} else events.limit(0),
+            tables.reread_lines(spark, reread) if reread else None,
+        ),
+        "rejected",
+    )
     valid = tables.valid_events(events)
     positioned = tables.with_position(valid, tables.split_ranks(spark, split_rows))
     with timer.step("operations"):

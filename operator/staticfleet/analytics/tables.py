@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import ArrayType, StringType
 from pyspark.sql.window import WindowSpec
 
 from staticfleet.analytics import schema as s
@@ -60,30 +60,25 @@ _KEEP_MALFORMED = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": s.CORRUPT}
 
 
 def _read_json(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
-    """Each line is parsed for the analysed fields only: the parser skips the others, the members of
-    join_completed among them, without building a value. The members of rebalance_completed and
-    group_loaded are parsed again from their lines, straight into their shape."""
-    lines = spark.read.text(list(paths)).select(F.col("value").alias("_line"), *_source_columns())
-    event = F.from_json(F.col("_line"), s.event_schema(s.ANALYSED_FIELDS), _KEEP_MALFORMED)
-    parsed = lines.select("*", event.alias("_event"))
-    blank = F.col("_event").isNull()  # an empty or all-white-space line parses to nothing
-    fields = parsed.select(
-        "_line",
-        *s.SOURCE_COLUMNS,
-        *[F.col("_event")[name].alias(name) for name in _ANALYSED],
-        F.when(~blank, _status(F.col("_event")[s.CORRUPT].isNotNull())).alias("status"),
-    )
+    """Spark's JSON-lines reader, for the analysed fields and `members` as text: the parser skips the
+    other fields without building them, and copies `members` as it stands, to be decoded where it is
+    a rebalance_completed's member list. A line that does not parse keeps its text in the corrupt
+    record field and gives what could be read of it. Like the reader, a line holding a JSON array
+    counts as the values in it."""
+    schema = s.event_schema((*s.ANALYSED_FIELDS, ("members", "string")))
+    read = spark.read.schema(schema).options(**_KEEP_MALFORMED).json(list(paths))
     kind = F.col("type")
-    members = F.when(kind == ev.REBALANCE_COMPLETED, F.from_json(F.col("_line"), _member_list())["members"])
-    count = F.when(kind == ev.GROUP_LOADED, F.from_json(F.col("_line"), _MEMBER_COUNT)["members"])
-    return _analysed(fields, members, count, F.col("_line"))
-
-
-_MEMBER_COUNT = "members int"
-
-
-def _member_list() -> StructType:
-    return StructType([StructField("members", s.members_schema())])
+    fields = read.select(
+        *_source_columns(),
+        *_ANALYSED,
+        _status(F.col(s.CORRUPT).isNotNull()).alias("status"),
+        F.col(s.CORRUPT).alias("_line"),
+        F.when(kind == ev.REBALANCE_COMPLETED, F.from_json(F.col("members"), s.members_schema())).alias(
+            "_members"
+        ),
+        F.when(kind == ev.GROUP_LOADED, F.col("members").try_cast("int")).alias("_count"),
+    )
+    return _analysed(fields, F.col("_members"), F.col("_count"), F.col("_line"))
 
 
 def _read_parquet(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
@@ -226,17 +221,47 @@ def valid_events(events: DataFrame) -> DataFrame:
     return unpacked(events.filter(F.col("status") == s.OK))
 
 
-def rejected(events: DataFrame) -> DataFrame:
+def rejected(events: DataFrame, reread: DataFrame | None = None) -> DataFrame:
     """The lines that are not events, with why, where they were, the line, and what could be read of
-    it (parsed again here: these are few)."""
-    parsed = F.from_json(F.col("raw_line"), s.event_schema(with_corrupt=False))
+    it (parsed again here: these are few). A rejected line that parsed as JSON has no text in `events`;
+    `reread` (from `reread_lines`) gives those lines."""
     shown = [name for name, _ in s.EVENT_FIELDS if name != "members"]
+    kept = events.filter((F.col("status") != s.OK) & F.col("raw_line").isNotNull()).select(
+        "status",
+        "raw_line",
+        *_source(),
+        F.from_json(F.col("raw_line"), s.event_schema(), _KEEP_MALFORMED).alias("_read"),
+    )
+    if reread is not None:
+        kept = kept.unionByName(reread)
+    return kept.select(
+        "status", "raw_line", *s.SOURCE_COLUMNS, *[F.col("_read")[name].alias(name) for name in shown]
+    )
+
+
+def files_to_reread(split_rows: Sequence[Row]) -> list[str]:
+    """The files with rejected lines whose text the JSON reader did not keep (it keeps it only for
+    lines that do not parse)."""
+    return sorted({row["source_file"] for row in split_rows if row["lines_without_text"]})
+
+
+def reread_lines(spark: SparkSession, files: Sequence[str]) -> DataFrame:
+    """The lines of these JSON-lines files that parse but are not events (fields missing, another
+    schema version), with their text. They are read again as text and parsed as the JSON reader
+    parses them, so the same lines are found: a line holding a JSON array counts as its values."""
+    schema = s.event_schema()
+    lines = spark.read.text(list(files)).select(F.col("value").alias("raw_line"), *_source_columns())
+    line = F.col("raw_line")
+    values = F.when(line.rlike(r"^\s*\["), F.from_json(line, ArrayType(schema))).otherwise(
+        F.array(F.from_json(line, schema, _KEEP_MALFORMED))
+    )
+    read = lines.select("raw_line", *s.SOURCE_COLUMNS, F.explode(values).alias("_read"))
+    status = _status(F.lit(False))
     return (
-        events.filter(F.col("status") != s.OK)
-        .select("status", "raw_line", *_source(), parsed.alias("_read"))
-        .select(
-            "status", "raw_line", *s.SOURCE_COLUMNS, *[F.col("_read")[name].alias(name) for name in shown]
-        )
+        read.select("*", *[F.col("_read")[name].alias(name) for name in ("v", "ts", "type", "group")])
+        .filter(F.col("_read").isNotNull() & F.col("_read")[s.CORRUPT].isNull())
+        .select(status.alias("status"), "raw_line", *s.SOURCE_COLUMNS, "_read")
+        .filter(F.col("status") != s.OK)
     )
 
 
@@ -277,9 +302,10 @@ def splits(events: DataFrame) -> DataFrame:
         F.count("*").alias("count"),
         F.min("ts").alias("first_ts"),
         F.max("ts").alias("last_ts"),
-        F.count_if(
-            (valid_type == FLEET_OPERATION_STARTED) & F.col("operator")["id"].isNull()
-        ).alias("starts_without_id"),
+        F.count_if((valid_type == FLEET_OPERATION_STARTED) & F.col("operator")["id"].isNull()).alias(
+            "starts_without_id"
+        ),
+        F.count_if((F.col("status") != s.OK) & F.col("raw_line").isNull()).alias("lines_without_text"),
     )
 
 

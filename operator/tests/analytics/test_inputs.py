@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from staticfleet.analytics import tables
 from staticfleet.analytics.inputs import InputError, resolve
@@ -112,13 +112,55 @@ def test_an_events_table_can_be_read_again_in_its_original_order(spark: SparkSes
     )
 
 
-def test_every_line_is_one_event_or_one_rejected_line(spark: SparkSession, tmp_path: Path) -> None:
+def _rejected(spark: SparkSession, events: DataFrame) -> list[tuple[str, str]]:
+    split_rows = tables.splits(events).collect()
+    files = tables.files_to_reread(split_rows)
+    table = tables.rejected(events, tables.reread_lines(spark, files) if files else None)
+    return sorted((r["status"], r["raw_line"]) for r in table.collect())
+
+
+def test_every_value_read_is_one_event_or_one_rejected_line(spark: SparkSession, tmp_path: Path) -> None:
     event = '{"v":1,"ts":5,"type":"group_loaded","group":"g","generation":2,"state":"Stable","members":3}'
     array = f"[{event},{event}]"
-    (tmp_path / "log.jsonl").write_text("\n".join([event, array, "", " \t", "42", "{}", event]) + "\n")
-    read = tables.read_events(spark, resolve([str(tmp_path)]))
-    rows = tables.unpacked(read).orderBy("source_row").collect()
-    statuses = [r["status"] for r in rows if r["status"] is not None]  # blank lines have none
-    assert statuses == ["ok", "malformed", "malformed", "missing-fields", "ok"]
-    assert [r["raw_line"] for r in rows if r["status"] not in (None, "ok")] == [array, "42", "{}"]
-    assert [r["member_count"] for r in rows if r["status"] == "ok"] == [3, 3]
+    (tmp_path / "log.jsonl").write_text("\n".join([event, array, "", " \t", "42", "{}", event, "[]"]) + "\n")
+    events = tables.read_events(spark, resolve([str(tmp_path)]))
+    rows = tables.unpacked(events).orderBy("source_row").collect()
+    # As Spark reads JSON lines: an array holds its values, blank lines and empty arrays hold none.
+    assert [r["status"] for r in rows] == ["ok", "ok", "ok", "malformed", "missing-fields", "ok"]
+    assert [r["member_count"] for r in rows if r["status"] == "ok"] == [3, 3, 3, 3]
+    # The reader keeps the text of what does not parse; the other rejected lines are read again.
+    assert [r["raw_line"] for r in rows if r["status"] != "ok"] == ["42", None]
+    assert _rejected(spark, events) == [("malformed", "42"), ("missing-fields", "{}")]
+
+
+def test_rejected_lines_read_again_are_the_ones_counted(spark: SparkSession, tmp_path: Path) -> None:
+    good = '{"v":1,"ts":5,"type":"member_left","group":"g","member_id":"m"}'
+    future = '{"v":2,"ts":6,"type":"member_left","group":"g"}'
+    no_group = '{"v":1,"ts":7,"type":"member_left"}'
+    wrong_type = '{"v":1,"ts":"soon","type":"member_left","group":"g"}'
+    lines = [
+        good,
+        f"  [{future}, {good}]",
+        no_group,
+        wrong_type,
+        f"[{no_group}, 5]",
+        f'[{no_group}, {{"v": 3}}]',
+        "{truncated",
+        future,
+    ]
+    (tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "b.jsonl").write_text(good + "\n\n" + good + "\n")
+    events = tables.read_events(spark, resolve([str(tmp_path)]))
+    counted = Counter(r["status"] for r in events.collect() if r["status"] != "ok")
+    assert counted == {"unsupported-version": 2, "missing-fields": 3, "malformed": 3}
+    found = _rejected(spark, events)
+    assert Counter(status for status, _ in found) == counted
+    assert sorted(line for status, line in found if status == "malformed") == sorted(
+        [wrong_type, f"[{no_group}, 5]", "{truncated"]
+    )
+    assert sorted(line for status, line in found if status == "missing-fields") == sorted(
+        [no_group, f'[{no_group}, {{"v": 3}}]', f'[{no_group}, {{"v": 3}}]']
+    )
+    assert sorted(line for status, line in found if status == "unsupported-version") == sorted(
+        [f"  [{future}, {good}]", future]
+    )
