@@ -114,10 +114,11 @@ def analyze(
         "rejected",
     )
     valid = tables.valid_events(events)
-    positioned = tables.with_position(valid, tables.split_ranks(spark, split_rows))
     with timer.step("operations"):
         numbers = tables.group_numbers(valid).persist(StorageLevel.MEMORY_AND_DISK)
         stats = tables.group_stats(valid, numbers).persist(StorageLevel.MEMORY_AND_DISK)
+        ids = tables.group_ids(stats).persist(StorageLevel.MEMORY_AND_DISK)
+        positioned = tables.with_position(valid, tables.split_ranks(spark, split_rows), ids)
         numbered = tables.starts_without_id(split_rows) > 0
         windows = tables.operation_windows(positioned, stats, numbered)
         windows = windows.persist(StorageLevel.MEMORY_AND_DISK)
@@ -126,12 +127,13 @@ def analyze(
     with timer.step("rebalances"):
         rebalances = save(tables.rebalances(tables.rebalance_pass(positioned, windows)), "rebalances")
     with timer.step("membership"):
-        membership = save(tables.attribute(tables.membership(valid), "ts", windows), "membership")
+        membership = save(tables.attribute(tables.membership(positioned), "ts", windows), "membership")
     with timer.step("operations table"):
         operations = save(tables.operations_table(windows, rebalances, membership), "operations")
     with timer.step("groups"):
         groups = save(tables.groups_table(stats, rebalances, membership, operations), "groups")
         windows.unpersist()
+        ids.unpersist()
         stats.unpersist()
     with timer.step("summary"):
         by_type = tables.events_by_type(split_rows)

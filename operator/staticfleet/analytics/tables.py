@@ -337,11 +337,19 @@ def split_ranks(spark: SparkSession, split_rows: Sequence[Row]) -> DataFrame:
     return spark.createDataFrame(rows, "source_file string, source_offset long, split_rank long")
 
 
-def with_position(frame: DataFrame, ranks: DataFrame) -> DataFrame:
+def group_ids(numbers: DataFrame) -> DataFrame:
+    """group -> gid, a number per group: windows over a group sort by it rather than by the group's
+    name, which would be compared character by character on every step of every sort."""
+    return numbers.select("group", F.monotonically_increasing_id().alias("gid"))
+
+
+def with_position(frame: DataFrame, ranks: DataFrame, ids: DataFrame) -> DataFrame:
+    """`position` (see `split_ranks`) and `gid` (see `group_ids`) on every row."""
     row_in_split = F.col("source_row").bitwiseAND(F.lit((1 << _ROW_BITS) - 1))
     position = F.shiftleft(F.col("split_rank"), _ROW_BITS) + row_in_split
     return (
         frame.join(F.broadcast(ranks), ["source_file", "source_offset"])
+        .join(F.broadcast(ids), "group")
         .withColumn("position", position)
         .drop("split_rank")
     )
@@ -349,7 +357,7 @@ def with_position(frame: DataFrame, ranks: DataFrame) -> DataFrame:
 
 def _stream_order() -> WindowSpec:
     """Log order, with operation marks (is_item 0) before events (is_item 1) of the same millisecond."""
-    return Window.partitionBy("group").orderBy("ts", "is_item", "position")
+    return Window.partitionBy("gid").orderBy("ts", "is_item", "position")
 
 
 def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
@@ -366,6 +374,7 @@ def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
     kind = F.col("type")
     events = positioned.filter(kind.isin(*s.EPISODE_START, *s.EPISODE_CLOSERS)).select(
         "group",
+        "gid",
         "ts",
         F.lit(1).alias("is_item"),
         "position",
@@ -435,6 +444,7 @@ def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
     )
     stream = stream.filter(first_start | closer).select(
         "group",
+        "gid",
         "ts",
         "is_item",
         "position",
@@ -471,6 +481,7 @@ def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
 def _marks(operations: DataFrame) -> DataFrame:
     return operations.select(
         "group",
+        "gid",
         F.col("start_ts").alias("ts"),
         F.lit(0).alias("is_item"),
         F.lit("operation").alias("type"),
@@ -579,12 +590,14 @@ def group_stats(valid: DataFrame, numbers: DataFrame) -> DataFrame:
 # === membership events ==============================================================================
 
 
-def membership(valid: DataFrame) -> DataFrame:
+def membership(positioned: DataFrame) -> DataFrame:
+    """The membership events, with `gid` for `attribute`."""
     kind = F.col("type")
     replaced = kind == ev.STATIC_MEMBER_REPLACED
-    return valid.filter(kind.isin(*s.MEMBERSHIP_TYPES)).select(
+    return positioned.filter(kind.isin(*s.MEMBERSHIP_TYPES)).select(
         "group",
         *s.ORDER_COLUMNS,
+        "gid",
         "type",
         "generation",
         "state",
@@ -648,7 +661,7 @@ def operation_windows(positioned: DataFrame, stats: DataFrame, numbered: bool = 
     events = positioned.filter(kind.isin(*s.OPERATOR_TYPES)).withColumn(
         "pair_key", F.coalesce(F.col("id"), F.col("operation"), F.lit(""))
     )
-    pairs = Window.partitionBy("group", "pair_key").orderBy("ts", "position")
+    pairs = Window.partitionBy("gid", "pair_key").orderBy("ts", "position")
     starts = events.select(
         "*",
         F.lead("type").over(pairs).alias("next_type"),
@@ -656,12 +669,13 @@ def operation_windows(positioned: DataFrame, stats: DataFrame, numbered: bool = 
         F.lead("to_replicas").over(pairs).alias("next_to_replicas"),
         F.lead("mode").over(pairs).alias("next_mode"),
     ).filter(kind == FLEET_OPERATION_STARTED)
-    ordinal = F.row_number().over(Window.partitionBy("group").orderBy("ts", "position"))
+    ordinal = F.row_number().over(Window.partitionBy("gid").orderBy("ts", "position"))
     named_by_place = F.concat(F.col("group"), F.lit("#"), ordinal.cast("string")) if numbered else F.lit(None)
     last_ts = stats.select("group", "group_last_ts")
     completed = F.col("next_type") == FLEET_OPERATION_COMPLETED
     return starts.join(last_ts, "group", "left").select(
         "group",
+        "gid",
         F.coalesce(F.col("id"), named_by_place).alias("operation_id"),
         F.coalesce(F.col("operation"), F.lit("unknown")).alias("operation"),
         F.coalesce(F.col("mode"), F.when(completed, F.col("next_mode"))).alias("mode"),
@@ -685,27 +699,32 @@ def completions_without_start(by_type: dict[str, tuple[int, int, int]], complete
 
 def attribute(items: DataFrame, time_column: str, operations: DataFrame) -> DataFrame:
     """Add operation_id and operation: the group's most recently started operation, if the item's time
-    falls inside that operation's window (both ends included)."""
+    falls inside that operation's window (both ends included). Items and operations carry `gid`."""
     marks = operations.select(
-        "group",
+        "gid",
         F.col("start_ts").alias("_at"),
         F.lit(0).alias("_kind"),
-        F.col("operation_id").alias("_op_id"),
-        F.col("operation").alias("_op"),
-        F.col("window_end_ts").alias("_op_end"),
+        F.struct(
+            F.col("operation_id").alias("id"),
+            F.col("operation").alias("operation"),
+            F.col("window_end_ts").alias("end"),
+        ).alias("_mark"),
     )
     tagged = items.withColumn("_at", F.col(time_column)).withColumn("_kind", F.lit(1))
     combined = tagged.unionByName(marks, allowMissingColumns=True)
-    so_far = Window.partitionBy("group").orderBy("_at", "_kind").rowsBetween(Window.unboundedPreceding, 0)
-    current_id = F.last("_op_id", ignorenulls=True).over(so_far)
-    current_op = F.last("_op", ignorenulls=True).over(so_far)
-    current_end = F.last("_op_end", ignorenulls=True).over(so_far)
-    inside = F.col("_at") <= current_end
+    so_far = Window.partitionBy("gid").orderBy("_at", "_kind").rowsBetween(Window.unboundedPreceding, 0)
+    current = F.last("_mark", ignorenulls=True).over(so_far)
+    kept = [name for name in items.columns if name != "gid"]
     return (
-        combined.withColumn("operation_id", F.when(inside, current_id))
-        .withColumn("operation", F.when(inside, current_op))
+        combined.select("*", current.alias("_current"))
         .filter(F.col("_kind") == 1)
-        .select(*items.columns, "operation_id", "operation")
+        .select(
+            *kept,
+            *[
+                F.when(F.col("_at") <= F.col("_current")["end"], F.col("_current")[name]).alias(alias)
+                for name, alias in (("id", "operation_id"), ("operation", "operation"))
+            ],
+        )
     )
 
 
@@ -730,7 +749,7 @@ def operations_table(operations: DataFrame, rebalances: DataFrame, membership: D
     joined = joined.fillna(
         0, subset=["rebalances", "rebalance_time_ms", "partitions_moved", *MEMBERSHIP_COUNT_COLUMNS]
     )
-    return joined.drop("window_end_ts")
+    return joined.drop("window_end_ts", "gid")
 
 
 # === groups =========================================================================================
