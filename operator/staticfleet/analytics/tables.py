@@ -728,23 +728,29 @@ def attribute(items: DataFrame, time_column: str, operations: DataFrame) -> Data
     )
 
 
+def _counted(rebalances: DataFrame, membership: DataFrame, key: str) -> DataFrame:
+    """The rebalances and membership events with the columns their counts read, as one frame for one
+    aggregation (rather than an aggregation of each and a join of the two). `_rebalance` marks the
+    rebalances."""
+    return rebalances.select(
+        key, F.lit(1).alias("_rebalance"), "status", "duration_ms", "partitions_moved"
+    ).unionByName(membership.select(key, "type", "cause", "rebalance"), allowMissingColumns=True)
+
+
 def operations_table(operations: DataFrame, rebalances: DataFrame, membership: DataFrame) -> DataFrame:
-    by_op_rebalances = (
-        rebalances.filter(F.col("operation_id").isNotNull())
+    attributed = F.col("operation_id").isNotNull()
+    counts = (
+        _counted(rebalances.filter(attributed), membership.filter(attributed), "operation_id")
         .groupBy("operation_id")
         .agg(
-            F.count("*").alias("rebalances"),
+            F.count("_rebalance").alias("rebalances"),
             F.sum("duration_ms").alias("rebalance_time_ms"),
             F.max("duration_ms").alias("max_rebalance_ms"),
             F.sum("partitions_moved").alias("partitions_moved"),
+            *membership_counts(),
         )
     )
-    by_op_membership = (
-        membership.filter(F.col("operation_id").isNotNull()).groupBy("operation_id").agg(*membership_counts())
-    )
-    joined = operations.join(by_op_rebalances, "operation_id", "left").join(
-        by_op_membership, "operation_id", "left"
-    )
+    joined = operations.join(counts, "operation_id", "left")
     # Sums over the rebalances that have a value: none attributed, or none known, is zero.
     joined = joined.fillna(
         0, subset=["rebalances", "rebalance_time_ms", "partitions_moved", *MEMBERSHIP_COUNT_COLUMNS]
@@ -760,24 +766,25 @@ def groups_table(
 ) -> DataFrame:
     events = stats.drop("group_last_ts")
     status = F.col("status")
-    by_rebalances = rebalances.groupBy("group").agg(
-        F.count("*").alias("rebalances"),
-        F.count_if(status == COMPLETED).alias("completed"),
-        F.count_if(status == EMPTIED).alias("emptied"),
-        F.count_if(status == INTERRUPTED).alias("interrupted"),
-        F.count_if(status == OPEN).alias("open"),
-        F.sum("duration_ms").alias("rebalance_time_ms"),
-        F.max("duration_ms").alias("max_rebalance_ms"),
-        F.round(F.avg("duration_ms"), 1).alias("mean_rebalance_ms"),
-        F.sum("partitions_moved").alias("partitions_moved"),
+    per_group = (
+        _counted(rebalances, membership, "group")
+        .unionByName(operations.select("group", F.lit(1).alias("_operation")), allowMissingColumns=True)
+        .groupBy("group")
+        .agg(
+            F.count("_rebalance").alias("rebalances"),
+            F.count_if(status == COMPLETED).alias("completed"),
+            F.count_if(status == EMPTIED).alias("emptied"),
+            F.count_if(status == INTERRUPTED).alias("interrupted"),
+            F.count_if(status == OPEN).alias("open"),
+            F.sum("duration_ms").alias("rebalance_time_ms"),
+            F.max("duration_ms").alias("max_rebalance_ms"),
+            F.round(F.avg("duration_ms"), 1).alias("mean_rebalance_ms"),
+            F.sum("partitions_moved").alias("partitions_moved"),
+            *membership_counts(),
+            F.count("_operation").alias("operations"),
+        )
     )
-    by_membership = membership.groupBy("group").agg(*membership_counts())
-    by_operations = operations.groupBy("group").agg(F.count("*").alias("operations"))
-    table = (
-        events.join(by_rebalances, "group", "left")
-        .join(by_membership, "group", "left")
-        .join(by_operations, "group", "left")
-    )
+    table = events.join(per_group, "group", "left")
     counts = [
         "rebalances",
         "completed",
