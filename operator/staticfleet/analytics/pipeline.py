@@ -118,7 +118,8 @@ def analyze(
         numbers = tables.group_numbers(valid).persist(StorageLevel.MEMORY_AND_DISK)
         stats = tables.group_stats(valid, numbers).persist(StorageLevel.MEMORY_AND_DISK)
         ids = tables.group_ids(stats).persist(StorageLevel.MEMORY_AND_DISK)
-        positioned = tables.with_position(valid, tables.split_ranks(spark, split_rows), ids)
+        ranks = tables.split_ranks(spark, split_rows)
+        positioned = tables.with_position(valid, ranks, ids)
         numbered = tables.starts_without_id(split_rows) > 0
         windows = tables.operation_windows(positioned, stats, numbered)
         windows = windows.persist(StorageLevel.MEMORY_AND_DISK)
@@ -127,7 +128,8 @@ def analyze(
     with timer.step("rebalances"):
         rebalances = save(tables.rebalances(tables.rebalance_pass(positioned, windows)), "rebalances")
     with timer.step("membership"):
-        membership = save(tables.attribute(tables.membership(positioned), "ts", windows), "membership")
+        attributed = tables.attribute(tables.membership(positioned), "ts", windows)
+        membership = save(tables.membership_table(attributed, ranks), "membership")
     with timer.step("operations table"):
         operations = save(tables.operations_table(windows, rebalances, membership), "operations")
     with timer.step("groups"):

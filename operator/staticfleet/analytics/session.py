@@ -19,6 +19,17 @@ def is_local(master: str) -> bool:
     return master == "local" or master.startswith("local[")
 
 
+def local_jvm_options(driver_memory: str | None) -> list[str]:
+    """JVM options of a local-mode driver, which is the whole of a local analysis. It is one batch job:
+    the throughput collector does the same work with fewer pauses than the default G1, and a heap
+    taken whole from the start is never resized, which would cost full collections while the cache
+    grows."""
+    options = ["-XX:+UseParallelGC"]
+    if driver_memory:
+        options.append(f"-Xms{driver_memory}")
+    return options
+
+
 def build_session(
     master: str = "local[*]",
     app_name: str = "staticfleet-analyze",
@@ -54,6 +65,8 @@ def build_session(
         "spark.sql.catalogImplementation": "in-memory",
         "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
     }
+    if is_local(master):
+        settings["spark.driver.extraJavaOptions"] = " ".join(local_jvm_options(driver_memory))
     if driver_memory:
         settings["spark.driver.memory"] = driver_memory
     for key, value in settings.items():

@@ -46,7 +46,8 @@ def read_events(spark: SparkSession, sources: Sources) -> DataFrame:
 
 def _source_columns() -> list[Column]:
     return [
-        F.col("_metadata.file_path").alias("source_file"),
+        # Not `_metadata.file_path`: that one is rebuilt as text on every row, at a cost that shows.
+        F.input_file_name().alias("source_file"),
         F.col("_metadata.file_modification_time").alias("source_mtime"),
         F.col("_metadata.file_block_start").alias("source_offset"),
         # Rows of one file split share a partition, in line order: this id orders them.
@@ -344,14 +345,13 @@ def group_ids(numbers: DataFrame) -> DataFrame:
 
 
 def with_position(frame: DataFrame, ranks: DataFrame, ids: DataFrame) -> DataFrame:
-    """`position` (see `split_ranks`) and `gid` (see `group_ids`) on every row."""
+    """`position` and `split_rank` (see `split_ranks`) and `gid` (see `group_ids`) on every row."""
     row_in_split = F.col("source_row").bitwiseAND(F.lit((1 << _ROW_BITS) - 1))
     position = F.shiftleft(F.col("split_rank"), _ROW_BITS) + row_in_split
     return (
         frame.join(F.broadcast(ranks), ["source_file", "source_offset"])
         .join(F.broadcast(ids), "group")
         .withColumn("position", position)
-        .drop("split_rank")
     )
 
 
@@ -591,12 +591,17 @@ def group_stats(valid: DataFrame, numbers: DataFrame) -> DataFrame:
 
 
 def membership(positioned: DataFrame) -> DataFrame:
-    """The membership events, with `gid` for `attribute`."""
+    """The membership events, with `gid` for `attribute`. Where a line was read travels as its split's
+    number (`split_rank`) and `source_row` until `membership_table` names the split again: a path on
+    every row would weigh on each step in between."""
     kind = F.col("type")
     replaced = kind == ev.STATIC_MEMBER_REPLACED
     return positioned.filter(kind.isin(*s.MEMBERSHIP_TYPES)).select(
         "group",
-        *s.ORDER_COLUMNS,
+        "ts",
+        "source_mtime",
+        "split_rank",
+        "source_row",
         "gid",
         "type",
         "generation",
@@ -610,6 +615,17 @@ def membership(positioned: DataFrame) -> DataFrame:
         "client_host",
         F.when(replaced, F.col("rebalance")).alias("rebalance"),
         (replaced & (F.col("rebalance") == F.lit(False))).alias("absorbed"),
+    )
+
+
+def membership_table(attributed: DataFrame, ranks: DataFrame) -> DataFrame:
+    """The attributed membership events (`membership`, then `attribute`) with their split's path and
+    offset again (`ranks` from `split_ranks`)."""
+    named = attributed.join(F.broadcast(ranks), "split_rank")
+    return named.select(
+        "group",
+        *s.ORDER_COLUMNS,
+        *[name for name in attributed.columns if name not in ("group", "split_rank", *s.ORDER_COLUMNS)],
     )
 
 
