@@ -11,6 +11,7 @@ import datetime as dt
 import json
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,9 +118,11 @@ def analyze(
     with timer.step("operations"):
         numbers = tables.group_numbers(valid).persist(StorageLevel.MEMORY_AND_DISK)
         stats = tables.group_stats(valid, numbers).persist(StorageLevel.MEMORY_AND_DISK)
-        ids = tables.group_ids(stats).persist(StorageLevel.MEMORY_AND_DISK)
+        ids = None
+        if not tables.group_hashes_unique(stats):
+            ids = tables.group_ids(stats).persist(StorageLevel.MEMORY_AND_DISK)
         ranks = tables.split_ranks(spark, split_rows)
-        positioned = tables.with_position(valid, ranks, ids)
+        positioned = tables.with_position(valid, ranks, ids, tables.split_keys_unique(split_rows))
         numbered = tables.starts_without_id(split_rows) > 0
         windows = tables.operation_windows(positioned, stats, numbered)
         windows = windows.persist(StorageLevel.MEMORY_AND_DISK)
@@ -135,15 +138,18 @@ def analyze(
     with timer.step("groups"):
         groups = save(tables.groups_table(stats, rebalances, membership, operations), "groups")
         windows.unpersist()
-        ids.unpersist()
+        if ids is not None:
+            ids.unpersist()
         stats.unpersist()
-    with timer.step("summary"):
+    with timer.step("summary and charts"):
         by_type = tables.events_by_type(split_rows)
-        completed = operations.filter(F.col("status") == tables.COMPLETED).count()
-        orphans = tables.completions_without_start(by_type, completed)
-        summary = _summary(sources, lines, by_type, rebalances, groups, operations, orphans)
-    with timer.step("charts"):
-        made = _charts(valid, rebalances, groups, operations, summary, options)
+        # The charts are drawn (in Python) while Spark answers the summary's queries, and the other way.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="charts") as pool:
+            drawn = pool.submit(_charts, valid, rebalances, groups, operations, _time_range(by_type), options)
+            completed = operations.filter(F.col("status") == tables.COMPLETED).count()
+            orphans = tables.completions_without_start(by_type, completed)
+            summary = _summary(sources, lines, by_type, rebalances, groups, operations, orphans)
+            made = drawn.result()
     chart_paths = {}
     for chart in made:
         chart_paths[chart.name] = out_dir / f"{chart.name}.png"
@@ -176,6 +182,11 @@ def _iso(ms: int | None) -> str | None:
     return None if ms is None else report.format_time(ms)
 
 
+def _time_range(by_type: dict[str, tuple[int, int, int]]) -> tuple[int, int]:
+    """The first and last event time, from `tables.events_by_type`."""
+    return min(v[1] for v in by_type.values()), max(v[2] for v in by_type.values())
+
+
 def _summary(
     sources: Sources,
     lines: dict[str, int],
@@ -185,8 +196,7 @@ def _summary(
     operations: DataFrame,
     orphan_operations: int,
 ) -> dict[str, Any]:
-    first = min(v[1] for v in by_type.values())
-    last = max(v[2] for v in by_type.values())
+    first, last = _time_range(by_type)
     counts = list(tables.MEMBERSHIP_COUNT_COLUMNS)
     totals_row = groups.agg(
         F.count("*").alias("groups"),
@@ -301,20 +311,24 @@ def _charts(
     rebalances: DataFrame,
     groups: DataFrame,
     operations: DataFrame,
-    summary: dict[str, Any],
+    time_range: tuple[int, int],
     options: Options,
 ) -> list[charts.Chart]:
-    first, last = summary["time_range"]["first_ts"], summary["time_range"]["last_ts"]
-    return [
-        _states_chart(valid, groups, operations, summary["groups"], last, options),
-        _rebalances_chart(rebalances, first, last),
-        _moved_chart(rebalances, options),
-    ]
+    first, last = time_range
+    # The charts are independent: one is drawn (in Python) while Spark answers another's queries.
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="chart") as pool:
+        made = [
+            pool.submit(_states_chart, valid, groups, operations, last, options),
+            pool.submit(_rebalances_chart, rebalances, first, last),
+            pool.submit(_moved_chart, rebalances, options),
+        ]
+        return [chart.result() for chart in made]
 
 
 def _states_chart(
-    valid: DataFrame, groups: DataFrame, operations: DataFrame, total: int, last_ts: int, options: Options
+    valid: DataFrame, groups: DataFrame, operations: DataFrame, last_ts: int, options: Options
 ) -> charts.Chart:
+    total = groups.count()
     top = [
         r["group"]
         for r in groups.filter(F.col("events") > 0)

@@ -159,7 +159,7 @@ def _analysed(fields: DataFrame, members: Column, loaded_count: Column, line: Co
         F.when(F.col("status") != s.OK, line).alias("raw_line"),
         "source_file",
         # Numbers as columns would each have their values counted for compression, at some cost.
-        F.struct(*_SOURCE_NUMBERS).alias("source"),
+        F.struct(*_SOURCE_NUMBERS, _split_key().alias("split_key")).alias("source"),
     )
 
 
@@ -168,6 +168,12 @@ _SOURCE_NUMBERS = [name for name in s.SOURCE_COLUMNS if name != "source_file"]
 
 def _source() -> list[Column]:
     return [F.col("source_file"), *[F.col("source")[name].alias(name) for name in _SOURCE_NUMBERS]]
+
+
+def _split_key() -> Column:
+    """A 64-bit hash of the file split a line was read from: `split_ranks` ranks the splits by it, so
+    that no step after the read looks a path up."""
+    return F.xxhash64(F.col("source_file"), F.col("source_offset"))
 
 
 def _packed(types: Sequence[str], fields: Sequence[str | Column]) -> Column:
@@ -215,6 +221,7 @@ def unpacked(events: DataFrame) -> DataFrame:
         "operator.*",
         "raw_line",
         *_source(),
+        F.col("source")["split_key"].alias("split_key"),
     )
 
 
@@ -301,6 +308,7 @@ def splits(events: DataFrame) -> DataFrame:
         valid_type.alias("type"),
     ).agg(
         F.count("*").alias("count"),
+        F.min(source["split_key"]).alias("split_key"),
         F.min("ts").alias("first_ts"),
         F.max("ts").alias("last_ts"),
         F.count_if((valid_type == FLEET_OPERATION_STARTED) & F.col("operator")["id"].isNull()).alias(
@@ -330,29 +338,58 @@ def events_by_type(split_rows: Sequence[Row]) -> dict[str, tuple[int, int, int]]
 
 
 def split_ranks(spark: SparkSession, split_rows: Sequence[Row]) -> DataFrame:
-    """(source_file, source_offset) -> split_rank: the file splits (rows of `splits`) in log order (file
-    modification time, path, offset). With the row number inside the split it gives each line one
-    sortable number, `position`, so that sorting never compares file paths."""
-    keys = {(r["source_mtime"], r["source_file"], r["source_offset"]) for r in split_rows}
-    rows = [(path, offset, rank) for rank, (_, path, offset) in enumerate(sorted(keys))]
-    return spark.createDataFrame(rows, "source_file string, source_offset long, split_rank long")
+    """(source_file, source_offset, split_key) -> split_rank: the file splits (rows of `splits`) in log
+    order (file modification time, path, offset). With the row number inside the split it gives each
+    line one sortable number, `position`, so that sorting never compares file paths."""
+    keys = {(r["source_mtime"], r["source_file"], r["source_offset"], r["split_key"]) for r in split_rows}
+    rows = [(path, offset, key, rank) for rank, (_, path, offset, key) in enumerate(sorted(keys))]
+    return spark.createDataFrame(
+        rows, "source_file string, source_offset long, split_key long, split_rank long"
+    )
 
 
-def group_ids(numbers: DataFrame) -> DataFrame:
+def split_keys_unique(split_rows: Sequence[Row]) -> bool:
+    """Whether no two file splits share a `split_key` (a 64-bit hash: a clash is possible, not likely)."""
+    splits_read = {(r["source_file"], r["source_offset"]) for r in split_rows}
+    return len({r["split_key"] for r in split_rows}) == len(splits_read)
+
+
+def _hashed_gid() -> Column:
+    return F.xxhash64(F.col("group"))
+
+
+def group_hashes_unique(stats: DataFrame) -> bool:
+    """Whether no two groups share a 64-bit hash of their name, which then serves as `gid` with no
+    lookup (a clash is possible, not likely)."""
+    counted = stats.agg(F.count("*").alias("groups"), F.count_distinct(_hashed_gid()).alias("hashes"))
+    row = counted.first()
+    return row is None or row["groups"] == row["hashes"]
+
+
+def group_ids(stats: DataFrame) -> DataFrame:
     """group -> gid, a number per group: windows over a group sort by it rather than by the group's
-    name, which would be compared character by character on every step of every sort."""
-    return numbers.select("group", F.monotonically_increasing_id().alias("gid"))
+    name, which would be compared character by character on every step of every sort. Needed only
+    when the hashes of two names clash (`group_hashes_unique`)."""
+    return stats.select("group", F.monotonically_increasing_id().alias("gid"))
 
 
-def with_position(frame: DataFrame, ranks: DataFrame, ids: DataFrame) -> DataFrame:
-    """`position` and `split_rank` (see `split_ranks`) and `gid` (see `group_ids`) on every row."""
+def with_position(
+    frame: DataFrame, ranks: DataFrame, ids: DataFrame | None, by_split_key: bool = True
+) -> DataFrame:
+    """`position` and `split_rank` (see `split_ranks`) and `gid` on every row. The split is found by its
+    `split_key` when no two splits share one (`split_keys_unique`), else by path and offset; `gid` is
+    the hash of the group's name unless `ids` (`group_ids`) are given."""
     row_in_split = F.col("source_row").bitwiseAND(F.lit((1 << _ROW_BITS) - 1))
     position = F.shiftleft(F.col("split_rank"), _ROW_BITS) + row_in_split
-    return (
-        frame.join(F.broadcast(ranks), ["source_file", "source_offset"])
-        .join(F.broadcast(ids), "group")
-        .withColumn("position", position)
-    )
+    if by_split_key:
+        ranked = frame.join(F.broadcast(ranks.select("split_key", "split_rank")), "split_key")
+    else:
+        ranked = frame.join(F.broadcast(ranks.drop("split_key")), ["source_file", "source_offset"])
+    if ids is None:
+        ranked = ranked.withColumn("gid", _hashed_gid())
+    else:
+        ranked = ranked.join(F.broadcast(ids), "group")
+    return ranked.withColumn("position", position)
 
 
 def _stream_order() -> WindowSpec:
@@ -621,7 +658,7 @@ def membership(positioned: DataFrame) -> DataFrame:
 def membership_table(attributed: DataFrame, ranks: DataFrame) -> DataFrame:
     """The attributed membership events (`membership`, then `attribute`) with their split's path and
     offset again (`ranks` from `split_ranks`)."""
-    named = attributed.join(F.broadcast(ranks), "split_rank")
+    named = attributed.join(F.broadcast(ranks.drop("split_key")), "split_rank")
     return named.select(
         "group",
         *s.ORDER_COLUMNS,

@@ -112,3 +112,24 @@ def test_comparison_shows_what_static_membership_saves(summary: dict[str, Any]) 
     assert rows[("staticfleet", "scale-down")]["removed"] == 2 * 2
     assert rows[("static", "scale-down")]["expired"] == 2 * 2
     assert rows[("staticfleet", "scale-down")]["rebalances"] == 2
+
+
+def test_lookups_by_name_give_the_same_tables_as_hashes(
+    spark: SparkSession,
+    simulated_dir: Path,
+    simulated_report: Path,
+    analytics_tmp: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Were two groups' or two file splits' hashes to clash, groups and splits are looked up by name."""
+    from staticfleet.analytics import tables
+    from staticfleet.analytics.pipeline import analyze
+
+    monkeypatch.setattr(tables, "group_hashes_unique", lambda stats: False)
+    monkeypatch.setattr(tables, "split_keys_unique", lambda split_rows: False)
+    out = analytics_tmp / "simulated-report-by-name"
+    analyze(spark, [str(simulated_dir)], out)
+    for name in ("rebalances", "membership", "operations", "groups"):
+        by_name = table(spark, out, name)
+        assert by_name, name
+        assert sorted(by_name, key=repr) == sorted(table(spark, simulated_report, name), key=repr), name
