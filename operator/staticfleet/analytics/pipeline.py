@@ -11,7 +11,6 @@ import datetime as dt
 import json
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,15 +140,13 @@ def analyze(
         if ids is not None:
             ids.unpersist()
         stats.unpersist()
-    with timer.step("summary and charts"):
+    with timer.step("summary"):
         by_type = tables.events_by_type(split_rows)
-        # The charts are drawn (in Python) while Spark answers the summary's queries, and the other way.
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="charts") as pool:
-            drawn = pool.submit(_charts, valid, rebalances, groups, operations, _time_range(by_type), options)
-            completed = operations.filter(F.col("status") == tables.COMPLETED).count()
-            orphans = tables.completions_without_start(by_type, completed)
-            summary = _summary(sources, lines, by_type, rebalances, groups, operations, orphans)
-            made = drawn.result()
+        completed = operations.filter(F.col("status") == tables.COMPLETED).count()
+        orphans = tables.completions_without_start(by_type, completed)
+        summary = _summary(sources, lines, by_type, rebalances, groups, operations, orphans)
+    with timer.step("charts"):
+        made = _charts(valid, rebalances, groups, operations, summary, options)
     chart_paths = {}
     for chart in made:
         chart_paths[chart.name] = out_dir / f"{chart.name}.png"
@@ -182,11 +179,6 @@ def _iso(ms: int | None) -> str | None:
     return None if ms is None else report.format_time(ms)
 
 
-def _time_range(by_type: dict[str, tuple[int, int, int]]) -> tuple[int, int]:
-    """The first and last event time, from `tables.events_by_type`."""
-    return min(v[1] for v in by_type.values()), max(v[2] for v in by_type.values())
-
-
 def _summary(
     sources: Sources,
     lines: dict[str, int],
@@ -196,7 +188,8 @@ def _summary(
     operations: DataFrame,
     orphan_operations: int,
 ) -> dict[str, Any]:
-    first, last = _time_range(by_type)
+    first = min(v[1] for v in by_type.values())
+    last = max(v[2] for v in by_type.values())
     counts = list(tables.MEMBERSHIP_COUNT_COLUMNS)
     totals_row = groups.agg(
         F.count("*").alias("groups"),
@@ -311,24 +304,20 @@ def _charts(
     rebalances: DataFrame,
     groups: DataFrame,
     operations: DataFrame,
-    time_range: tuple[int, int],
+    summary: dict[str, Any],
     options: Options,
 ) -> list[charts.Chart]:
-    first, last = time_range
-    # The charts are independent: one is drawn (in Python) while Spark answers another's queries.
-    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="chart") as pool:
-        made = [
-            pool.submit(_states_chart, valid, groups, operations, last, options),
-            pool.submit(_rebalances_chart, rebalances, first, last),
-            pool.submit(_moved_chart, rebalances, options),
-        ]
-        return [chart.result() for chart in made]
+    first, last = summary["time_range"]["first_ts"], summary["time_range"]["last_ts"]
+    return [
+        _states_chart(valid, groups, operations, summary["groups"], last, options),
+        _rebalances_chart(rebalances, first, last),
+        _moved_chart(rebalances, options),
+    ]
 
 
 def _states_chart(
-    valid: DataFrame, groups: DataFrame, operations: DataFrame, last_ts: int, options: Options
+    valid: DataFrame, groups: DataFrame, operations: DataFrame, total: int, last_ts: int, options: Options
 ) -> charts.Chart:
-    total = groups.count()
     top = [
         r["group"]
         for r in groups.filter(F.col("events") > 0)
