@@ -6,7 +6,7 @@
 
 The benchmark simulates a log of at least --events events, coordinator and operator lines together
 (the coordinator state machine driven by virtual consumers, split over --workers processes), then
-analyzes it with Spark on local[2]. The
+analyzes it with Spark on local[2], --runs times, each in a new process; the median run is reported. The
 simulated log is kept under the cache directory and reused while its parameters are unchanged.
 """
 
@@ -17,12 +17,14 @@ import dataclasses
 import hashlib
 import json
 import math
+import multiprocessing
 import os
 import re
 import shutil
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -73,21 +75,32 @@ def run_analysis(inputs: Path, out: Path, driver_memory: str) -> tuple[float, di
         spark.stop()
 
 
-def benchmark(events: int, workers: int, driver_memory: str) -> None:
+def _fresh_run(inputs: Path, out: Path, driver_memory: str) -> tuple[float, dict[str, Any], dict[str, int]]:
+    """One analysis in a process of its own, so that every run starts a JVM and compiles its code anew,
+    as `staticfleet analyze` does."""
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        seconds, summary = pool.submit(run_analysis, inputs, out, driver_memory).result()
+    sizes = {name: _size(out / name) for name in ("rebalances", "membership", "operations", "groups")}
+    return seconds, summary, sizes
+
+
+def benchmark(events: int, workers: int, driver_memory: str, runs: int) -> None:
     params = bench_params(events, workers)
     print(f"simulating ~{events:,} events: {params.groups} groups per mode, {params.rounds} rounds")
     log_dir, simulation = simulated_log(params)
     input_bytes = sum(p.stat().st_size for p in log_dir.rglob("*.jsonl"))
     lines = simulation["events"] + simulation["operator_events"]
     print(f"simulated {lines:,} lines ({input_bytes / 1e9:.2f} GB) in {simulation['wall_seconds']:.0f} s")
-    with tempfile.TemporaryDirectory(prefix="staticfleet-bench-analytics-") as out:
-        seconds, summary = run_analysis(log_dir, Path(out), driver_memory)
-        sizes = {
-            name: _size(Path(out) / name)
-            for name in ("events", "rebalances", "membership", "operations", "groups")
-        }
+    measured = []
+    for run in range(runs):
+        with tempfile.TemporaryDirectory(prefix="staticfleet-bench-analytics-") as out:
+            measured.append(_fresh_run(log_dir, Path(out), driver_memory))
+        print(f"run {run + 1}/{runs}: {measured[-1][0]:.1f} s")
+    # The median run stands for the benchmark: the machines it runs on are noisy.
+    seconds, summary, sizes = sorted(measured, key=lambda run: run[0])[len(measured) // 2]
+    all_seconds = [run[0] for run in measured]
     rate = summary["lines"]["read"] / seconds
-    print(f"analyzed {summary['lines']['read']:,} lines in {seconds:.1f} s: {rate:,.0f} events/s")
+    print(f"analyzed {summary['lines']['read']:,} lines in {seconds:.1f} s (median): {rate:,.0f} events/s")
     rows = [
         ["simulate: coordinator events written", f"{simulation['events']:,}", ""],
         ["simulate: operator events written", f"{simulation['operator_events']:,}", ""],
@@ -105,6 +118,7 @@ def benchmark(events: int, workers: int, driver_memory: str) -> None:
         [
             "analyze: wall time (local[2], incl. writing every output)",
             f"{seconds:.1f} s",
+            f"median of {runs} runs, each in a new JVM ({', '.join(f'{s:.1f}' for s in all_seconds)} s); "
             f"target < 120 s: {'met' if seconds < 120 else 'not met'}",
         ],
         ["analyze: events/s", f"{rate:,.0f} /s", ""],
@@ -129,6 +143,8 @@ def benchmark(events: int, workers: int, driver_memory: str) -> None:
             "simulation": simulation,
             "input_bytes": input_bytes,
             "analysis_seconds": seconds,
+            "analysis_runs_seconds": all_seconds,
+            "driver_memory": driver_memory,
             "analysis_events_per_s": rate,
             "timings_s": summary["timings_s"],
             "output_bytes": sizes,
@@ -214,11 +230,12 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=10_000_000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--driver-memory", default="6g")
+    parser.add_argument("--runs", type=int, default=3, help="analyses of the log; the median is reported")
     args = parser.parse_args()
     if args.only in (None, "comparison"):
         comparison()
     if args.only in (None, "benchmark"):
-        benchmark(args.events, args.workers, args.driver_memory)
+        benchmark(args.events, args.workers, args.driver_memory, max(1, args.runs))
 
 
 if __name__ == "__main__":
