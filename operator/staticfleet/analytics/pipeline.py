@@ -171,10 +171,6 @@ def analyze(
 # === summary ========================================================================================
 
 
-def _rows(frame: DataFrame) -> list[dict[str, Any]]:
-    return [row.asDict() for row in frame.collect()]
-
-
 def _iso(ms: int | None) -> str | None:
     return None if ms is None else report.format_time(ms)
 

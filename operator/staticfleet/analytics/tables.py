@@ -273,10 +273,6 @@ def reread_lines(spark: SparkSession, files: Sequence[str]) -> DataFrame:
     )
 
 
-def _in_log_order() -> WindowSpec:
-    return Window.partitionBy("group").orderBy(*s.ORDER_COLUMNS)
-
-
 # === timeline and rebalances ========================================================================
 
 TIMELINE_TYPES = (
