@@ -100,11 +100,7 @@ class Fleet:
         try:
             result: dict[str, Any] = wait_until(check, timeout, f"group {self.group} Stable with {instances}")
         except AssertionError:
-            details = "\n".join(c.describe() for c in self.consumers.values())
-            events = "\n".join(
-                json.dumps(e) for e in self.coordinator.events() if e.get("group") == self.group
-            )
-            raise AssertionError(f"{self.coordinator.group(self.group)}\n{details}\n{events}") from None
+            raise AssertionError(f"{self.coordinator.group(self.group)}\n{self.history()}") from None
         return result
 
     def settled_with(self, *instances: str, quiet_s: float = 2.0) -> dict[str, Any]:
@@ -116,6 +112,12 @@ class Fleet:
             again = self.stable_with(*instances)
             if again["generation"] == first["generation"]:
                 return again
+
+    def history(self) -> str:
+        """What each consumer last reported and this group's coordinator events, for failure messages."""
+        details = [c.describe() for c in self.consumers.values()]
+        events = [json.dumps(e) for e in self.coordinator.events() if e.get("group") == self.group]
+        return "\n".join(details + events)
 
     def partitions_by_instance(self, group: dict[str, Any]) -> dict[str, list[int]]:
         return {m["instanceId"]: m["partitions"].get(self.topic, []) for m in group["memberList"]}
@@ -209,10 +211,13 @@ def test_a_second_consumer_with_the_same_instance_id_fences_the_first(
     assert fenced and {e["instance_id"] for e in fenced} == {"c-0"}
 
 
+# Not kafka-python's consumer: when poll() returns at its deadline just as a join completes, kafka-python
+# 3.0.12 drops the answer and joins again, one more rebalance that no coordinator can prevent.
+@pytest.mark.parametrize("client", ["confluent", "aiokafka"])
 def test_admin_client_removes_a_departed_static_member_by_instance_id_in_one_rebalance(
-    coordinator: CoordinatorProcess, fleets: list[Fleet]
+    coordinator: CoordinatorProcess, fleets: list[Fleet], client: str
 ) -> None:
-    fleet = _fleet(coordinator, fleets, "kafka-python")
+    fleet = _fleet(coordinator, fleets, client)
     fleet.start("c-0"), fleet.start("c-1")
     before = fleet.settled_with("c-0", "c-1")
     fleet.consumers.pop("c-1").kill()  # gone for good, without LeaveGroup
@@ -221,7 +226,7 @@ def test_admin_client_removes_a_departed_static_member_by_instance_id_in_one_reb
     admin.close()
     assert result is not None
     after = fleet.stable_with("c-0", timeout=30)
-    assert after["generation"] == before["generation"] + 1, "one rebalance"
+    assert after["generation"] == before["generation"] + 1, f"one rebalance:\n{fleet.history()}"
     assert after["rebalances"] == before["rebalances"] + 1
     assert fleet.partitions_by_instance(after) == {"c-0": list(range(PARTITIONS))}
     removed = [e for e in coordinator.events() if e["type"] == "member_removed" and e["group"] == fleet.group]
