@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from staticfleet.analytics import charts, report, tables
 from staticfleet.analytics import schema as s
-from staticfleet.analytics.inputs import InputError, Sources, resolve
+from staticfleet.analytics.inputs import InputError, Sources, is_remote, resolve
 
 TABLES = ("rebalances", "membership", "operations", "groups", "rejected")
 REPORT_FILE = "report.html"
@@ -72,6 +72,33 @@ def _sql_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
             spark.conf.set(key, before)
 
 
+UNIQUE_VALUED = {
+    "rebalances": ("detail", "start_ts", "end_ts", "operation_id"),
+    "membership": ("ts", "source_row", "member_id", "old_member_id", "client_host", "operation_id"),
+    "operations": ("operation_id", "start_ts", "end_ts"),
+}
+"""Columns whose values are (nearly) all distinct, written without a dictionary: Parquet would build
+one for each, look every value up in it and give it up at the end of the first page."""
+
+
+def _parquet_options(table: str) -> dict[str, str]:
+    return {f"parquet.enable.dictionary#{column}": "false" for column in UNIQUE_VALUED.get(table, ())}
+
+
+_LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+
+
+@contextmanager
+def _listed(spark: SparkSession, sources: Sources) -> Iterator[None]:
+    """Local inputs are files, each listed already (`inputs.resolve`): Spark, given more than a few
+    paths, would look each up again in a job of its own. Remote ones are Spark's to list."""
+    if any(is_remote(path) for path in (*sources.json, *sources.parquet)):
+        yield
+        return
+    with _sql_conf(spark, _LISTING_THRESHOLD, str(2**31 - 1)):
+        yield
+
+
 def analyze(
     spark: SparkSession, inputs: Sequence[str], out_dir: Path, options: Options | None = None
 ) -> AnalysisResult:
@@ -83,12 +110,13 @@ def analyze(
     paths = {name: out_dir / name for name in TABLES}
 
     def save(frame: DataFrame, name: str) -> DataFrame:
-        frame.write.mode("overwrite").parquet(str(paths[name]))
+        frame.write.mode("overwrite").options(**_parquet_options(name)).parquet(str(paths[name]))
         return spark.read.parquet(str(paths[name]))
 
     with timer.step("read"):
         # The one pass over the input: read once, cached, and every table computed from the cache.
-        events = tables.read_events(spark, sources).persist(StorageLevel.MEMORY_AND_DISK_DESER)
+        with _listed(spark, sources):
+            events = tables.read_events(spark, sources).persist(StorageLevel.MEMORY_AND_DISK_DESER)
         # Adaptive execution would build the cache in a job of its own and then scan it again for
         # this aggregation; without it, the aggregation's own scan builds the cache.
         with _sql_conf(spark, "spark.sql.adaptive.enabled", "false"):

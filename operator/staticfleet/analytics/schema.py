@@ -86,11 +86,12 @@ NOT_ANALYSED: Final = (
 """Fields no table reads from an event: a JSON line's parser skips them; a rejected line keeps them."""
 ANALYSED_FIELDS: Final = tuple((name, kind) for name, kind in EVENT_FIELDS if name not in NOT_ANALYSED)
 
-# How the analysed fields are held once read: the fields of every event as columns, the others in one
-# struct per kind of event, set only on events of that kind. A struct is stored as one value, so the
-# many distinct ids and texts of the membership and rebalance events cost no per-column bookkeeping
-# when the events are cached.
-CORE_FIELDS: Final = ("v", "ts", "type", "group", "generation", "state")
+# How the analysed fields are held once read: the texts of every event as columns, its numbers in one
+# struct, the other fields in one struct per kind of event, set only on events of that kind. A struct
+# is stored as one value, so the many distinct ids, texts and numbers cost no per-column bookkeeping
+# when the events are cached; the few texts of every event are worth it, as they compress well.
+CORE_TEXTS: Final = ("type", "group", "state")
+CORE_NUMBERS: Final = ("v", "ts", "generation")
 MEMBER_FIELDS: Final = (
     "member_id",
     "instance_id",

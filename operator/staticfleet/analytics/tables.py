@@ -29,10 +29,10 @@ INCOMPLETE = "incomplete"
 
 def read_events(spark: SparkSession, sources: Sources) -> DataFrame:
     """Every input line as a row with a `status`: the fields some table reads (`ANALYSED_FIELDS`, held as
-    `CORE_FIELDS` and one struct per kind of event), the member count (rebalance_completed,
-    group_loaded) and decoded assignment (rebalance_completed), `raw_line` on lines other than `ok`,
-    and where the line was read (`SOURCE_COLUMNS`). Blank lines have no status; nothing counts or keeps
-    them. `unpacked` makes each field a column."""
+    `CORE_TEXTS`, a struct of numbers and one struct per kind of event), the member count
+    (rebalance_completed, group_loaded) and decoded assignment (rebalance_completed), `raw_line` on
+    lines other than `ok`, and where the line was read (`SOURCE_COLUMNS`). Blank lines have no status;
+    nothing counts or keeps them. `unpacked` makes each field a column."""
     frames = []
     if sources.json:
         frames.append(_read_json(spark, sources.json))
@@ -152,22 +152,28 @@ def _analysed(fields: DataFrame, members: Column, loaded_count: Column, line: Co
     episode: list[str | Column] = [*s.EPISODE_FIELDS, "member_count", assignment.alias("assignment")]
     return counted.select(
         "status",
-        *s.CORE_FIELDS,
+        *s.CORE_TEXTS,
         _packed(s.MEMBERSHIP_TYPES, s.MEMBER_FIELDS).alias("member"),
         _packed((*s.EPISODE_START, *s.EPISODE_CLOSERS), episode).alias("episode"),
         _packed(s.OPERATOR_TYPES, s.OPERATOR_FIELDS).alias("operator"),
         F.when(F.col("status") != s.OK, line).alias("raw_line"),
         "source_file",
-        # Numbers as columns would each have their values counted for compression, at some cost.
-        F.struct(*_SOURCE_NUMBERS, _split_key().alias("split_key")).alias("source"),
+        # Numbers as columns would each have their values counted for compression, at a cost that
+        # shows (a lookup of every value in a table of those seen), for little memory saved.
+        F.struct(*s.CORE_NUMBERS, *_SOURCE_NUMBERS, _split_key().alias("split_key")).alias("numbers"),
     )
 
 
 _SOURCE_NUMBERS = [name for name in s.SOURCE_COLUMNS if name != "source_file"]
 
 
+def _number(name: str) -> Column:
+    """A number of `read_events`' rows, held in their `numbers` struct."""
+    return F.col("numbers")[name]
+
+
 def _source() -> list[Column]:
-    return [F.col("source_file"), *[F.col("source")[name].alias(name) for name in _SOURCE_NUMBERS]]
+    return [F.col("source_file"), *[_number(name).alias(name) for name in _SOURCE_NUMBERS]]
 
 
 def _split_key() -> Column:
@@ -215,13 +221,14 @@ def unpacked(events: DataFrame) -> DataFrame:
     """The lines of `read_events` with each field a column (null where the event's kind lacks it)."""
     return events.select(
         "status",
-        *s.CORE_FIELDS,
+        *s.CORE_TEXTS,
+        *[_number(name).alias(name) for name in s.CORE_NUMBERS],
         "member.*",
         "episode.*",
         "operator.*",
         "raw_line",
         *_source(),
-        F.col("source")["split_key"].alias("split_key"),
+        _number("split_key").alias("split_key"),
     )
 
 
@@ -295,18 +302,17 @@ def splits(events: DataFrame) -> DataFrame:
     are not events, so what a rejected line says cannot multiply the rows. The first action over the
     cached events, so it is what builds the cache. Also counts the operation starts without an id."""
     valid_type = F.when(F.col("status") == s.OK, F.col("type"))
-    source = F.col("source")
     return events.groupBy(
         "status",
         "source_file",
-        source["source_mtime"].alias("source_mtime"),
-        source["source_offset"].alias("source_offset"),
+        _number("source_mtime").alias("source_mtime"),
+        _number("source_offset").alias("source_offset"),
         valid_type.alias("type"),
     ).agg(
         F.count("*").alias("count"),
-        F.min(source["split_key"]).alias("split_key"),
-        F.min("ts").alias("first_ts"),
-        F.max("ts").alias("last_ts"),
+        F.min(_number("split_key")).alias("split_key"),
+        F.min(_number("ts")).alias("first_ts"),
+        F.max(_number("ts")).alias("last_ts"),
         F.count_if((valid_type == FLEET_OPERATION_STARTED) & F.col("operator")["id"].isNull()).alias(
             "starts_without_id"
         ),
@@ -577,12 +583,13 @@ def rebalances(rows: DataFrame) -> DataFrame:
 
 def group_numbers(valid: DataFrame) -> DataFrame:
     """One row per group: its coordinator events, their time range, its last event of any kind, highest
-    generation, and the time of its last state-changing event (`_last_change_ts`). Numbers only, so
-    Spark aggregates every line by hashing; a text value in the same aggregation (mode, state) would
-    make it sort every line by group."""
+    generation, the time of its last state-changing event (`_last_change_ts`) and its mode. Every line
+    is hashed by (group, mode), numbers only: `mode` is set on operator events alone, so that makes few
+    rows per group, which are then folded into one; a text value in the aggregation of every line
+    (the mode, the state) would make Spark sort every line by group."""
     kind = F.col("type")
     coordinator_event = ~kind.isin(*s.OPERATOR_TYPES)
-    return valid.groupBy("group").agg(
+    per_mode = valid.groupBy("group", "mode").agg(
         F.count_if(coordinator_event).alias("events"),
         F.min(F.when(coordinator_event, F.col("ts"))).alias("first_ts"),
         F.max(F.when(coordinator_event, F.col("ts"))).alias("last_ts"),
@@ -590,13 +597,21 @@ def group_numbers(valid: DataFrame) -> DataFrame:
         F.max("generation").alias("generation"),
         F.max(F.when(kind.isin(*TIMELINE_TYPES), F.col("ts"))).alias("_last_change_ts"),
     )
+    return per_mode.groupBy("group").agg(
+        F.sum("events").alias("events"),
+        F.min("first_ts").alias("first_ts"),
+        F.max("last_ts").alias("last_ts"),
+        F.max("group_last_ts").alias("group_last_ts"),
+        F.max("generation").alias("generation"),
+        F.max("_last_change_ts").alias("_last_change_ts"),
+        F.max("mode").alias("mode"),
+    )
 
 
 def group_stats(valid: DataFrame, numbers: DataFrame) -> DataFrame:
-    """`group_numbers` with the group's mode and its state after its last state-changing event. The
-    state comes from few lines (the state-changing events in the millisecond of the group's last one),
-    ordered by (ts, file modification time, path, split, row) as `position` orders them, without the
-    join; the mode from one row per group and mode."""
+    """`group_numbers` with the group's state after its last state-changing event. The state comes
+    from few lines (the state-changing events in the millisecond of the group's last one), ordered by
+    (ts, file modification time, path, split, row) as `position` orders them, without the join."""
     kind = F.col("type")
     timeline = kind.isin(*TIMELINE_TYPES)
     last_change = timeline & (F.col("ts") == F.col("_last_change_ts"))
@@ -608,16 +623,7 @@ def group_stats(valid: DataFrame, numbers: DataFrame) -> DataFrame:
         .groupBy("group")
         .agg(F.max_by(state, F.struct(*s.ORDER_COLUMNS)).alias("state"))
     )
-    # The lines that carry a mode are hashed down to one row per (group, mode) first. The count is
-    # referenced below so that the optimizer keeps that step (it folds a plain distinct into max).
-    modes = (
-        valid.filter(F.col("mode").isNotNull())
-        .groupBy("group", "mode")
-        .agg(F.count("*").alias("lines"))
-        .groupBy("group")
-        .agg(F.max(F.when(F.col("lines") > 0, F.col("mode"))).alias("mode"))
-    )
-    return numbers.drop("_last_change_ts").join(modes, "group", "left").join(states, "group", "left")
+    return numbers.drop("_last_change_ts").join(states, "group", "left")
 
 
 # === membership events ==============================================================================

@@ -17,6 +17,7 @@ from matplotlib.colors import to_rgb
 from pyspark.sql import SparkSession
 
 from staticfleet.analytics.charts import OPERATION_COLOR, STATE_COLORS, StateSpan, bucket_size_ms, state_spans
+from staticfleet.analytics.pipeline import UNIQUE_VALUED
 from staticfleet.analytics.report import format_time
 from tests.analytics.helpers import table
 
@@ -171,3 +172,12 @@ def test_bucket_size_is_round_and_bounded() -> None:
     assert bucket_size_ms(50_000) == 1_000
     assert bucket_size_ms(600_000) == 10_000
     assert 3_600_000 * 24 * 10 / bucket_size_ms(3_600_000 * 24 * 10) <= 60
+
+
+@pytest.mark.parametrize("name", sorted(UNIQUE_VALUED))
+def test_tables_written_without_a_dictionary_name_their_own_columns(
+    spark: SparkSession, simulated_report: Path, name: str
+) -> None:
+    # A renamed column would silently go back to being dictionary-encoded.
+    columns = spark.read.parquet(str(simulated_report / name)).columns
+    assert set(UNIQUE_VALUED[name]) <= set(columns)
