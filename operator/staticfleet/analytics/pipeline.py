@@ -11,7 +11,7 @@ import datetime as dt
 import json
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,15 +88,12 @@ def _parquet_options(table: str) -> dict[str, str]:
 _LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 
 
-@contextmanager
-def _listed(spark: SparkSession, sources: Sources) -> Iterator[None]:
+def _listed(spark: SparkSession, sources: Sources) -> AbstractContextManager[None]:
     """Local inputs are files, each listed already (`inputs.resolve`): Spark, given more than a few
     paths, would look each up again in a job of its own. Remote ones are Spark's to list."""
     if any(is_remote(path) for path in (*sources.json, *sources.parquet)):
-        yield
-        return
-    with _sql_conf(spark, _LISTING_THRESHOLD, str(2**31 - 1)):
-        yield
+        return nullcontext()
+    return _sql_conf(spark, _LISTING_THRESHOLD, str(2**31 - 1))
 
 
 def analyze(
