@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,10 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from staticfleet.analytics import charts, report, tables
+from staticfleet.analytics import lines as read_lines
 from staticfleet.analytics import schema as s
 from staticfleet.analytics.inputs import InputError, Sources, is_remote, resolve
+from staticfleet.coordinator import events as ev
 
 TABLES = ("rebalances", "membership", "operations", "groups", "rejected")
 REPORT_FILE = "report.html"
@@ -96,6 +98,24 @@ def _listed(spark: SparkSession, sources: Sources) -> AbstractContextManager[Non
     return _sql_conf(spark, _LISTING_THRESHOLD, str(2**31 - 1))
 
 
+def _read(spark: SparkSession, sources: Sources) -> tuple[read_lines.Lines, read_lines.Census]:
+    """The input's lines, cached, and what the first pass over them found. Should two files named in
+    the data share a key, the lines are read again with another salt."""
+    salt = 0
+    while True:
+        with _listed(spark, sources):
+            lines = read_lines.read(spark, sources, salt)
+        lines.frame.persist(StorageLevel.MEMORY_AND_DISK_DESER)
+        # Adaptive execution would build the cache in a job of its own and then scan it again for
+        # this aggregation; without it, the aggregation's own scan builds the cache.
+        with _sql_conf(spark, "spark.sql.adaptive.enabled", "false"):
+            census = read_lines.Census.of(read_lines.splits(lines).collect(), lines)
+        if not census.ambiguous:
+            return lines, census
+        lines.frame.unpersist()
+        salt = lines.salt + 1
+
+
 def analyze(
     spark: SparkSession, inputs: Sequence[str], out_dir: Path, options: Options | None = None
 ) -> AnalysisResult:
@@ -112,66 +132,50 @@ def analyze(
 
     with timer.step("read"):
         # The one pass over the input: read once, cached, and every table computed from the cache.
-        with _listed(spark, sources):
-            events = tables.read_events(spark, sources).persist(StorageLevel.MEMORY_AND_DISK_DESER)
-        # Adaptive execution would build the cache in a job of its own and then scan it again for
-        # this aggregation; without it, the aggregation's own scan builds the cache.
-        with _sql_conf(spark, "spark.sql.adaptive.enabled", "false"):
-            split_rows = tables.splits(events).collect()
-        lines: dict[str, int] = {}
-        for row in split_rows:
-            if row["status"] is not None:  # blank lines
-                lines[row["status"]] = lines.get(row["status"], 0) + int(row["count"])
-    if not lines.get(s.OK):
-        events.unpersist()
-        read = sum(lines.values())
+        lines, census = _read(spark, sources)
+    if not census.lines.get(s.OK):
+        lines.frame.unpersist()
+        read = sum(census.lines.values())
+        counts = ", ".join(f"{k}: {v}" for k, v in sorted(census.lines.items())) or "empty"
         raise InputError(
             f"no events in {', '.join(inputs)}: {read} line(s) read, none is an event of schema version "
-            f"{s.SCHEMA_VERSION} ({', '.join(f'{k}: {v}' for k, v in sorted(lines.items())) or 'empty'})"
+            f"{s.SCHEMA_VERSION} ({counts})"
         )
     # Without rejected lines the table is written empty (with its columns) without a scan.
-    reread = tables.files_to_reread(split_rows)
-    rejected = save(
-        tables.rejected(
-            events if set(lines) != {s.OK} else events.limit(0),
-            tables.reread_lines(spark, reread) if reread else None,
-        ),
-        "rejected",
-    )
-    valid = tables.valid_events(events)
+    everything_ok = set(census.lines) == {s.OK}
+    rejected_lines = replace(lines, frame=lines.frame.limit(0)) if everything_ok else lines
+    rejected = save(read_lines.rejected(spark, rejected_lines, census), "rejected")
+    valid = read_lines.analysed(lines)
     with timer.step("operations"):
         numbers = tables.group_numbers(valid).persist(StorageLevel.MEMORY_AND_DISK)
-        stats = tables.group_stats(valid, numbers).persist(StorageLevel.MEMORY_AND_DISK)
-        ids = None
-        if not tables.group_hashes_unique(stats):
-            ids = tables.group_ids(stats).persist(StorageLevel.MEMORY_AND_DISK)
-        ranks = tables.split_ranks(spark, split_rows)
-        positioned = tables.with_position(valid, ranks, ids, tables.split_keys_unique(split_rows))
-        numbered = tables.starts_without_id(split_rows) > 0
-        windows = tables.operation_windows(positioned, stats, numbered)
+        hashed = tables.group_hashes_unique(numbers)
+        ids = tables.group_ids(numbers, hashed).persist(StorageLevel.MEMORY_AND_DISK)
+        ranks = tables.split_ranks(spark, census)
+        positioned = tables.with_position(valid, ranks, None if hashed else ids)
+        stats = tables.group_stats(positioned, numbers, ids).persist(StorageLevel.MEMORY_AND_DISK)
+        windows = tables.operation_windows(positioned, stats, census.starts_without_id > 0)
         windows = windows.persist(StorageLevel.MEMORY_AND_DISK)
         windows.count()
         numbers.unpersist()
     with timer.step("rebalances"):
-        rebalances = save(tables.rebalances(tables.rebalance_pass(positioned, windows)), "rebalances")
+        rebalance_rows = tables.rebalance_pass(positioned, windows)
+        rebalances = save(tables.rebalances(rebalance_rows, ids), "rebalances")
     with timer.step("membership"):
         attributed = tables.attribute(tables.membership(positioned), "ts", windows)
-        membership = save(tables.membership_table(attributed, ranks), "membership")
+        membership = save(tables.membership_table(attributed, ranks, ids), "membership")
     with timer.step("operations table"):
         operations = save(tables.operations_table(windows, rebalances, membership), "operations")
     with timer.step("groups"):
         groups = save(tables.groups_table(stats, rebalances, membership, operations), "groups")
         windows.unpersist()
-        if ids is not None:
-            ids.unpersist()
+        ids.unpersist()
         stats.unpersist()
     with timer.step("summary"):
-        by_type = tables.events_by_type(split_rows)
         completed = operations.filter(F.col("status") == tables.COMPLETED).count()
-        orphans = tables.completions_without_start(by_type, completed)
-        summary = _summary(sources, lines, by_type, rebalances, groups, operations, orphans)
+        orphans = tables.completions_without_start(census.by_type, completed)
+        summary = _summary(sources, census.lines, census.by_type, rebalances, groups, operations, orphans)
     with timer.step("charts"):
-        made = _charts(valid, rebalances, groups, operations, summary, options)
+        made = _charts(positioned, rebalances, groups, operations, summary, options)
     chart_paths = {}
     for chart in made:
         chart_paths[chart.name] = out_dir / f"{chart.name}.png"
@@ -188,7 +192,7 @@ def analyze(
         "report": REPORT_FILE,
     }
     summary["timings_s"] = timer.seconds
-    events.unpersist()
+    lines.frame.unpersist()
     (out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
     return AnalysisResult(out_dir, summary, paths, chart_paths, report_path)
 
@@ -321,7 +325,7 @@ def _comparison(operations: DataFrame) -> list[dict[str, Any]]:
 
 
 def _charts(
-    valid: DataFrame,
+    positioned: DataFrame,
     rebalances: DataFrame,
     groups: DataFrame,
     operations: DataFrame,
@@ -330,14 +334,19 @@ def _charts(
 ) -> list[charts.Chart]:
     first, last = summary["time_range"]["first_ts"], summary["time_range"]["last_ts"]
     return [
-        _states_chart(valid, groups, operations, summary["groups"], last, options),
+        _states_chart(positioned, groups, operations, summary["groups"], last, options),
         _rebalances_chart(rebalances, first, last),
         _moved_chart(rebalances, options),
     ]
 
 
 def _states_chart(
-    valid: DataFrame, groups: DataFrame, operations: DataFrame, total: int, last_ts: int, options: Options
+    positioned: DataFrame,
+    groups: DataFrame,
+    operations: DataFrame,
+    total: int,
+    last_ts: int,
+    options: Options,
 ) -> charts.Chart:
     top = [
         r["group"]
@@ -346,15 +355,15 @@ def _states_chart(
         .limit(options.max_chart_groups)
         .collect()
     ]
-    kind = F.col("type")
-    state = F.when(kind == "group_deleted", F.lit("Dead")).otherwise(F.col("state"))
+    deleted = F.col("type_code") == s.TYPE_CODES[ev.GROUP_DELETED]
+    state = F.when(deleted, F.lit("Dead")).otherwise(read_lines.state_name())
     changes = (
-        valid.filter(F.col("group").isin(top) & kind.isin(*tables.TIMELINE_TYPES))
-        .select("group", state.alias("state"), *s.ORDER_COLUMNS)
+        positioned.filter(F.col("group").isin(top) & read_lines.is_type(*tables.TIMELINE_TYPES))
+        .select("group", state.alias("state"), "ts", "position")
         .collect()
     )
     per_group: dict[str, list[tuple[int, str]]] = {g: [] for g in top}
-    for row in sorted(changes, key=lambda r: tuple(r[c] for c in s.ORDER_COLUMNS)):
+    for row in sorted(changes, key=lambda r: (r["ts"], r["position"])):
         per_group[row["group"]].append((row["ts"], row["state"]))
     timelines = {g: charts.state_spans(per_group[g], last_ts) for g in top}
     windows: dict[str, list[tuple[int, int]]] = {g: [] for g in top}

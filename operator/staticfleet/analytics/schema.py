@@ -86,12 +86,45 @@ NOT_ANALYSED: Final = (
 """Fields no table reads from an event: a JSON line's parser skips them; a rejected line keeps them."""
 ANALYSED_FIELDS: Final = tuple((name, kind) for name, kind in EVENT_FIELDS if name not in NOT_ANALYSED)
 
-# How the analysed fields are held once read: the texts of every event as columns, its numbers in one
-# struct, the other fields in one struct per kind of event, set only on events of that kind. A struct
-# is stored as one value, so the many distinct ids, texts and numbers cost no per-column bookkeeping
-# when the events are cached; the few texts of every event are worth it, as they compress well.
-CORE_TEXTS: Final = ("type", "group", "state")
+# How the analysed fields are held once read. The fields every line has are one struct, `core`: its
+# numbers, the group, and the event type, group state and line status as codes (below). A struct is
+# held as one value, so caching the lines spends nothing on choosing a compression for each of these
+# columns, a lookup of every value in a table of those seen that costs more than the memory it saves.
+# The other fields are one struct per kind of event, set only on events of that kind.
 CORE_NUMBERS: Final = ("v", "ts", "generation")
+
+EVENT_TYPES: Final = (
+    ev.REBALANCE_STARTED,
+    ev.JOIN_COMPLETED,
+    ev.REBALANCE_COMPLETED,
+    ev.MEMBER_JOINED,
+    ev.STATIC_MEMBER_REPLACED,
+    ev.MEMBER_LEFT,
+    ev.MEMBER_EXPIRED,
+    ev.MEMBER_REMOVED,
+    ev.MEMBER_FENCED,
+    ev.GROUP_EMPTY,
+    ev.GROUP_LOADED,
+    ev.GROUP_DELETED,
+    ev.GROUP_CONFIG_CHANGED,
+    FLEET_OPERATION_STARTED,
+    FLEET_OPERATION_COMPLETED,
+)
+STATES: Final = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+STATUSES: Final = (OK, MALFORMED, MISSING_FIELDS, UNSUPPORTED_VERSION)
+OTHER: Final = 0
+"""Codes: a known type, state or status is its place in `EVENT_TYPES`, `STATES` or `STATUSES`, from 1;
+any other type or state is `OTHER`, its text kept beside the code (`other_type`, `other_state`)."""
+
+
+def codes(names: tuple[str, ...]) -> dict[str, int]:
+    return {name: code for code, name in enumerate(names, start=1)}
+
+
+TYPE_CODES: Final = codes(EVENT_TYPES)
+STATE_CODES: Final = codes(STATES)
+STATUS_CODES: Final = codes(STATUSES)
+
 MEMBER_FIELDS: Final = (
     "member_id",
     "instance_id",
@@ -109,7 +142,7 @@ OPERATOR_FIELDS: Final = ("operation", "id", "from_replicas", "to_replicas", "mo
 SOURCE_COLUMNS: Final = ("source_file", "source_mtime", "source_offset", "source_row")
 ORDER_COLUMNS: Final = ("ts", "source_mtime", "source_file", "source_offset", "source_row")
 """Events of a group in log order: by time, then by where they were read (file modification time,
-path, split, line)."""
+path, split, line). Once the splits are known, `position` stands for the last four."""
 
 
 def event_schema(

@@ -1,20 +1,18 @@
 """The analysis as DataFrame transformations: the event log in, one DataFrame per output table.
 
 Every function here is lazy and pure (DataFrames in, DataFrames out); reading and writing happen in
-`pipeline`. Events of a group are ordered by `ORDER_COLUMNS`: time, then where the line was read.
+`pipeline`, over the events of `lines.analysed`. Events of a group are ordered by `ORDER_COLUMNS`:
+time, then where the line was read, which `position` stands for once the file splits are known.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, StringType
 from pyspark.sql.window import WindowSpec
 
 from staticfleet.analytics import schema as s
-from staticfleet.analytics.inputs import Sources
+from staticfleet.analytics.lines import Census, is_type, state_name, type_name
 from staticfleet.analytics.operator_events import FLEET_OPERATION_COMPLETED, FLEET_OPERATION_STARTED
 from staticfleet.coordinator import events as ev
 
@@ -24,260 +22,9 @@ INTERRUPTED = "interrupted"
 OPEN = "open"
 INCOMPLETE = "incomplete"
 
-# === reading ========================================================================================
 
-
-def read_events(spark: SparkSession, sources: Sources) -> DataFrame:
-    """Every input line as a row with a `status`: the fields some table reads (`ANALYSED_FIELDS`, held as
-    `CORE_TEXTS`, a struct of numbers and one struct per kind of event), the member count
-    (rebalance_completed, group_loaded) and decoded assignment (rebalance_completed), `raw_line` on
-    lines other than `ok`, and where the line was read (`SOURCE_COLUMNS`). Blank lines have no status;
-    nothing counts or keeps them. `unpacked` makes each field a column."""
-    frames = []
-    if sources.json:
-        frames.append(_read_json(spark, sources.json))
-    if sources.parquet:
-        frames.append(_read_parquet(spark, sources.parquet))
-    events = frames[0]
-    for frame in frames[1:]:
-        events = events.unionByName(frame)
-    return events
-
-
-def _source_columns() -> list[Column]:
-    return [
-        # Not `_metadata.file_path`: that one is rebuilt as text on every row, at a cost that shows.
-        F.input_file_name().alias("source_file"),
-        F.col("_metadata.file_modification_time").alias("source_mtime"),
-        F.col("_metadata.file_block_start").alias("source_offset"),
-        # Rows of one file split share a partition, in line order: this id orders them.
-        F.monotonically_increasing_id().alias("source_row"),
-    ]
-
-
-_ANALYSED = [name for name, _ in s.ANALYSED_FIELDS]
-_KEEP_MALFORMED = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": s.CORRUPT}
-"""A line that does not parse fills the corrupt-record field, and what could be read of it the others."""
-
-
-def _read_json(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
-    """Spark's JSON-lines reader, for the analysed fields and `members` as text: the parser skips the
-    other fields without building them, and copies `members` as it stands, to be decoded where it is
-    a rebalance_completed's member list. A line that does not parse keeps its text in the corrupt
-    record field and gives what could be read of it. Like the reader, a line holding a JSON array
-    counts as the values in it."""
-    schema = s.event_schema((*s.ANALYSED_FIELDS, ("members", "string")))
-    read = spark.read.schema(schema).options(**_KEEP_MALFORMED).json(list(paths))
-    kind = F.col("type")
-    fields = read.select(
-        *_source_columns(),
-        *_ANALYSED,
-        _status(F.col(s.CORRUPT).isNotNull()).alias("status"),
-        F.col(s.CORRUPT).alias("_line"),
-        F.when(kind == ev.REBALANCE_COMPLETED, F.from_json(F.col("members"), s.members_schema())).alias(
-            "_members"
-        ),
-        F.when(kind == ev.GROUP_LOADED, F.col("members").try_cast("int")).alias("_count"),
-    )
-    return _analysed(fields, F.col("_members"), F.col("_count"), F.col("_line"))
-
-
-def _read_parquet(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
-    """Parquet event logs: the known columns, cast to the event schema; missing ones are null. A row
-    that is not an event keeps its `raw_line` if it has one (an events table), else its columns as
-    JSON text."""
-    frame = spark.read.parquet(*paths)
-    present = {field.name: field.dataType for field in frame.schema.fields}
-    columns = []
-    for name, kind in s.EVENT_FIELDS:
-        if name not in present:
-            columns.append(F.lit(None).cast(kind).alias(name))
-        elif kind == "string" and not isinstance(present[name], StringType):
-            columns.append(F.to_json(F.col(name)).alias(name))
-        else:
-            columns.append(F.col(name).try_cast(kind).alias(name))
-    given = F.col("raw_line").cast("string") if "raw_line" in present else F.lit(None).cast("string")
-    if all(name in present for name in s.SOURCE_COLUMNS):
-        sources = [F.col(name) for name in s.SOURCE_COLUMNS]  # an events table keeps its log order
-    else:
-        sources = _source_columns()
-    typed = frame.select(*columns, *sources, given.alias("_given_line"))
-    as_read = F.to_json(F.struct(*[F.col(name) for name, _ in s.EVENT_FIELDS]))
-    fields = typed.select(
-        F.coalesce(F.col("_given_line"), as_read).alias("_line"),
-        *s.SOURCE_COLUMNS,
-        *_ANALYSED,
-        _status(_not_json(F.col("_given_line"))).alias("status"),
-        "members",
-    )
-    event_type = F.col("type")
-    members = F.when(event_type == ev.REBALANCE_COMPLETED, F.from_json(F.col("members"), s.members_schema()))
-    count = F.when(event_type == ev.GROUP_LOADED, F.col("members").try_cast("int"))
-    return _analysed(fields, members, count, F.col("_line"))
-
-
-def _not_json(line: Column) -> Column:
-    """A line kept in an events table that does not parse as an event (parsed again: these are few)."""
-    parsed = F.from_json(line, s.event_schema(), _KEEP_MALFORMED)
-    return line.isNotNull() & parsed[s.CORRUPT].isNotNull()
-
-
-def _analysed(fields: DataFrame, members: Column, loaded_count: Column, line: Column) -> DataFrame:
-    """The analysed columns: member count and assignment from the members, the line where it is not
-    an event. The member list is decoded straight into each member's entries, in a projection of its
-    own, so it is decoded once."""
-    kind = F.col("type")
-    decoded = fields.select(
-        "*",
-        F.transform(members, _member_entries).alias("_per_member"),
-        loaded_count.alias("_loaded_count"),
-    )
-    per_member = F.col("_per_member")
-    counted = decoded.select(
-        *fields.columns,
-        F.coalesce(F.size(per_member), F.col("_loaded_count")).alias("member_count"),
-        # Null when any member's assignment is unknown (not the consumer protocol, undecodable).
-        F.flatten(per_member).alias("_entries"),
-    )
-    entries = F.col("_entries")
-    # A completed rebalance with an unknown assignment still has a struct (of nulls): it is the
-    # previous assignment of the next one, which then has no partitions-moved count.
-    assignment = F.when(
-        kind == ev.REBALANCE_COMPLETED,
-        F.struct(
-            F.transform(entries, lambda entry: entry["pair"]).alias("pairs"),
-            F.transform(entries, lambda entry: entry["key"]).alias("keys"),
-        ),
-    )
-    episode: list[str | Column] = [*s.EPISODE_FIELDS, "member_count", assignment.alias("assignment")]
-    return counted.select(
-        "status",
-        *s.CORE_TEXTS,
-        _packed(s.MEMBERSHIP_TYPES, s.MEMBER_FIELDS).alias("member"),
-        _packed((*s.EPISODE_START, *s.EPISODE_CLOSERS), episode).alias("episode"),
-        _packed(s.OPERATOR_TYPES, s.OPERATOR_FIELDS).alias("operator"),
-        F.when(F.col("status") != s.OK, line).alias("raw_line"),
-        "source_file",
-        # Numbers as columns would each have their values counted for compression, at a cost that
-        # shows (a lookup of every value in a table of those seen), for little memory saved.
-        F.struct(*s.CORE_NUMBERS, *_SOURCE_NUMBERS, _split_key().alias("split_key")).alias("numbers"),
-    )
-
-
-_SOURCE_NUMBERS = [name for name in s.SOURCE_COLUMNS if name != "source_file"]
-
-
-def _number(name: str) -> Column:
-    """A number of `read_events`' rows, held in their `numbers` struct."""
-    return F.col("numbers")[name]
-
-
-def _source() -> list[Column]:
-    return [F.col("source_file"), *[_number(name).alias(name) for name in _SOURCE_NUMBERS]]
-
-
-def _split_key() -> Column:
-    """A 64-bit hash of the file split a line was read from: `split_ranks` ranks the splits by it, so
-    that no step after the read looks a path up."""
-    return F.xxhash64(F.col("source_file"), F.col("source_offset"))
-
-
-def _packed(types: Sequence[str], fields: Sequence[str | Column]) -> Column:
-    """The fields of one kind of event as a struct, set on events of that kind only."""
-    return F.when(F.col("type").isin(*types), F.struct(*fields))
-
-
-def _member_entries(member: Column) -> Column:
-    """A member's assignment as (pair, key) hashes: a 64-bit hash of each (topic, partition, owner) and
-    of each (topic, partition); the owner is the instance id, else the member id. Hashes keep the
-    comparison of two generations to arrays of longs."""
-    owner = F.coalesce(member["instance_id"], member["member_id"])
-    return F.flatten(
-        F.transform(
-            F.map_entries(member["assignment"]),
-            lambda topic: F.transform(
-                topic["value"],
-                lambda partition: F.struct(
-                    F.xxhash64(topic["key"], partition, owner).alias("pair"),
-                    F.xxhash64(topic["key"], partition).alias("key"),
-                ),
-            ),
-        )
-    )
-
-
-def _status(malformed: Column) -> Column:
-    missing = F.col("v").isNull() | F.col("ts").isNull() | F.col("type").isNull()
-    missing = missing | F.col("group").isNull() | (F.col("group") == "")
-    return (
-        F.when(malformed, F.lit(s.MALFORMED))
-        .when(missing, F.lit(s.MISSING_FIELDS))
-        .when(F.col("v") != s.SCHEMA_VERSION, F.lit(s.UNSUPPORTED_VERSION))
-        .otherwise(F.lit(s.OK))
-    )
-
-
-def unpacked(events: DataFrame) -> DataFrame:
-    """The lines of `read_events` with each field a column (null where the event's kind lacks it)."""
-    return events.select(
-        "status",
-        *s.CORE_TEXTS,
-        *[_number(name).alias(name) for name in s.CORE_NUMBERS],
-        "member.*",
-        "episode.*",
-        "operator.*",
-        "raw_line",
-        *_source(),
-        _number("split_key").alias("split_key"),
-    )
-
-
-def valid_events(events: DataFrame) -> DataFrame:
-    return unpacked(events.filter(F.col("status") == s.OK))
-
-
-def rejected(events: DataFrame, reread: DataFrame | None = None) -> DataFrame:
-    """The lines that are not events, with why, where they were, the line, and what could be read of
-    it (parsed again here: these are few). A rejected line that parsed as JSON has no text in `events`;
-    `reread` (from `reread_lines`) gives those lines."""
-    shown = [name for name, _ in s.EVENT_FIELDS if name != "members"]
-    kept = events.filter((F.col("status") != s.OK) & F.col("raw_line").isNotNull()).select(
-        "status",
-        "raw_line",
-        *_source(),
-        F.from_json(F.col("raw_line"), s.event_schema(), _KEEP_MALFORMED).alias("_read"),
-    )
-    if reread is not None:
-        kept = kept.unionByName(reread)
-    return kept.select(
-        "status", "raw_line", *s.SOURCE_COLUMNS, *[F.col("_read")[name].alias(name) for name in shown]
-    )
-
-
-def files_to_reread(split_rows: Sequence[Row]) -> list[str]:
-    """The files with rejected lines whose text the JSON reader did not keep (it keeps it only for
-    lines that do not parse)."""
-    return sorted({row["source_file"] for row in split_rows if row["lines_without_text"]})
-
-
-def reread_lines(spark: SparkSession, files: Sequence[str]) -> DataFrame:
-    """The lines of these JSON-lines files that parse but are not events (fields missing, another
-    schema version), with their text. They are read again as text and parsed as the JSON reader
-    parses them, so the same lines are found: a line holding a JSON array counts as its values."""
-    schema = s.event_schema()
-    lines = spark.read.text(list(files)).select(F.col("value").alias("raw_line"), *_source_columns())
-    line = F.col("raw_line")
-    values = F.when(line.rlike(r"^\s*\["), F.from_json(line, ArrayType(schema))).otherwise(
-        F.array(F.from_json(line, schema, _KEEP_MALFORMED))
-    )
-    read = lines.select("raw_line", *s.SOURCE_COLUMNS, F.explode(values).alias("_read"))
-    status = _status(F.lit(False))
-    return (
-        read.select("*", *[F.col("_read")[name].alias(name) for name in ("v", "ts", "type", "group")])
-        .filter(F.col("_read").isNotNull() & F.col("_read")[s.CORRUPT].isNull())
-        .select(status.alias("status"), "raw_line", *s.SOURCE_COLUMNS, "_read")
-        .filter(F.col("status") != s.OK)
-    )
+def _code(event_type: str) -> int:
+    return s.TYPE_CODES[event_type]
 
 
 # === timeline and rebalances ========================================================================
@@ -296,97 +43,47 @@ TIMELINE_TYPES = (
 _ROW_BITS = 33  # monotonically_increasing_id: partition index above bit 33, row within it below
 
 
-def splits(events: DataFrame) -> DataFrame:
-    """Lines per (status, file split, event type), with the type's first and last time: a few rows per
-    split that give the line counts, the splits, and the events by type. The type is null on lines that
-    are not events, so what a rejected line says cannot multiply the rows. The first action over the
-    cached events, so it is what builds the cache. Also counts the operation starts without an id."""
-    valid_type = F.when(F.col("status") == s.OK, F.col("type"))
-    return events.groupBy(
-        "status",
-        "source_file",
-        _number("source_mtime").alias("source_mtime"),
-        _number("source_offset").alias("source_offset"),
-        valid_type.alias("type"),
-    ).agg(
-        F.count("*").alias("count"),
-        F.min(_number("split_key")).alias("split_key"),
-        F.min(_number("ts")).alias("first_ts"),
-        F.max(_number("ts")).alias("last_ts"),
-        F.count_if((valid_type == FLEET_OPERATION_STARTED) & F.col("operator")["id"].isNull()).alias(
-            "starts_without_id"
-        ),
-        F.count_if((F.col("status") != s.OK) & F.col("raw_line").isNull()).alias("lines_without_text"),
+def split_ranks(spark: SparkSession, census: Census) -> DataFrame:
+    """(file_key, source_offset) -> split_rank, with the split's file name and modification time: the
+    file splits in log order (file modification time, name, offset). With the row number inside the
+    split it gives each line one sortable number, `position`, so that sorting never compares names."""
+    rows = [
+        (split.file_key, split.offset, rank, split.path, split.mtime_ms)
+        for rank, split in enumerate(census.splits)
+    ]
+    ranks = spark.createDataFrame(
+        rows, "file_key long, source_offset long, split_rank long, source_file string, _mtime long"
     )
-
-
-def starts_without_id(split_rows: Sequence[Row]) -> int:
-    return sum(int(row["starts_without_id"]) for row in split_rows)
-
-
-def events_by_type(split_rows: Sequence[Row]) -> dict[str, tuple[int, int, int]]:
-    """type -> (events, first ts, last ts), from the rows of `splits`."""
-    found: dict[str, tuple[int, int, int]] = {}
-    for row in split_rows:
-        kind = row["type"]
-        if row["status"] != s.OK or kind is None:
-            continue
-        count, first, last = int(row["count"]), int(row["first_ts"]), int(row["last_ts"])
-        if kind in found:
-            seen = found[kind]
-            count, first, last = seen[0] + count, min(seen[1], first), max(seen[2], last)
-        found[kind] = (count, first, last)
-    return found
-
-
-def split_ranks(spark: SparkSession, split_rows: Sequence[Row]) -> DataFrame:
-    """(source_file, source_offset, split_key) -> split_rank: the file splits (rows of `splits`) in log
-    order (file modification time, path, offset). With the row number inside the split it gives each
-    line one sortable number, `position`, so that sorting never compares file paths."""
-    keys = {(r["source_mtime"], r["source_file"], r["source_offset"], r["split_key"]) for r in split_rows}
-    rows = [(path, offset, key, rank) for rank, (_, path, offset, key) in enumerate(sorted(keys))]
-    return spark.createDataFrame(
-        rows, "source_file string, source_offset long, split_key long, split_rank long"
-    )
-
-
-def split_keys_unique(split_rows: Sequence[Row]) -> bool:
-    """Whether no two file splits share a `split_key` (a 64-bit hash: a clash is possible, not likely)."""
-    splits_read = {(r["source_file"], r["source_offset"]) for r in split_rows}
-    return len({r["split_key"] for r in split_rows}) == len(splits_read)
+    return ranks.select("*", F.timestamp_millis(F.col("_mtime")).alias("source_mtime")).drop("_mtime")
 
 
 def _hashed_gid() -> Column:
     return F.xxhash64(F.col("group"))
 
 
-def group_hashes_unique(stats: DataFrame) -> bool:
+def group_hashes_unique(numbers: DataFrame) -> bool:
     """Whether no two groups share a 64-bit hash of their name, which then serves as `gid` with no
     lookup (a clash is possible, not likely)."""
-    counted = stats.agg(F.count("*").alias("groups"), F.count_distinct(_hashed_gid()).alias("hashes"))
+    counted = numbers.agg(F.count("*").alias("groups"), F.count_distinct(_hashed_gid()).alias("hashes"))
     row = counted.first()
     return row is None or row["groups"] == row["hashes"]
 
 
-def group_ids(stats: DataFrame) -> DataFrame:
+def group_ids(numbers: DataFrame, hashed: bool) -> DataFrame:
     """group -> gid, a number per group: windows over a group sort by it rather than by the group's
-    name, which would be compared character by character on every step of every sort. Needed only
-    when the hashes of two names clash (`group_hashes_unique`)."""
-    return stats.select("group", F.monotonically_increasing_id().alias("gid"))
+    name, which would be compared character by character on every step of every sort. The hash of the
+    name, unless two names share one (`group_hashes_unique`)."""
+    gid = _hashed_gid() if hashed else F.monotonically_increasing_id()
+    return numbers.select("group", gid.alias("gid"))
 
 
-def with_position(
-    frame: DataFrame, ranks: DataFrame, ids: DataFrame | None, by_split_key: bool = True
-) -> DataFrame:
-    """`position` and `split_rank` (see `split_ranks`) and `gid` on every row. The split is found by its
-    `split_key` when no two splits share one (`split_keys_unique`), else by path and offset; `gid` is
-    the hash of the group's name unless `ids` (`group_ids`) are given."""
+def with_position(frame: DataFrame, ranks: DataFrame, ids: DataFrame | None) -> DataFrame:
+    """`position` and `split_rank` (see `split_ranks`) and `gid` on every row; `gid` is the hash of the
+    group's name unless `ids` (`group_ids`) are given."""
     row_in_split = F.col("source_row").bitwiseAND(F.lit((1 << _ROW_BITS) - 1))
     position = F.shiftleft(F.col("split_rank"), _ROW_BITS) + row_in_split
-    if by_split_key:
-        ranked = frame.join(F.broadcast(ranks.select("split_key", "split_rank")), "split_key")
-    else:
-        ranked = frame.join(F.broadcast(ranks.drop("split_key")), ["source_file", "source_offset"])
+    keys = ranks.select("file_key", "source_offset", "split_rank")
+    ranked = frame.join(F.broadcast(keys), ["file_key", "source_offset"])
     if ids is None:
         ranked = ranked.withColumn("gid", _hashed_gid())
     else:
@@ -410,17 +107,16 @@ def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
     boundary before it is a start. Of the remaining rows, first starts and closers, a closer with its
     start in the log directly follows that start, so a second pass over the same order, without
     sorting again, hands each closer its start and numbers the rebalances."""
-    kind = F.col("type")
-    events = positioned.filter(kind.isin(*s.EPISODE_START, *s.EPISODE_CLOSERS)).select(
-        "group",
+    kind = F.col("type_code")
+    events = positioned.filter(is_type(*s.EPISODE_START, *s.EPISODE_CLOSERS)).select(
         "gid",
         "ts",
         F.lit(1).alias("is_item"),
         "position",
-        "type",
+        "type_code",
         "generation",
         "reason",
-        F.when(kind == ev.REBALANCE_STARTED, F.col("detail")).alias("detail"),
+        F.when(kind == _code(ev.REBALANCE_STARTED), F.col("detail")).alias("detail"),
         "from_state",
         "duration_ms",
         "leader_instance_id",
@@ -435,8 +131,8 @@ def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
     # A whole-partition frame is computed once per group; a frame "from here to the end" would be
     # computed again for every row. What follows a row is the whole, less what came up to it.
     whole = order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    started = kind == ev.REBALANCE_STARTED
-    closer = kind.isin(*s.EPISODE_CLOSERS)
+    started = kind == _code(ev.REBALANCE_STARTED)
+    closer = is_type(*s.EPISODE_CLOSERS)
     boundary = started | closer
 
     def last_before(value: Column, where: Column) -> Column:
@@ -453,7 +149,7 @@ def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
         F.sum(closer.cast("int")).over(whole).alias("closers"),
         F.sum(started.cast("int")).over(so_far).alias("starts_so_far"),
         last_before(F.struct(F.col("member_count").alias("n")), closer).alias("previous_closer_count"),
-        last_before(F.col("assignment"), kind == ev.REBALANCE_COMPLETED).alias("previous_assignment"),
+        last_before(F.col("assignment"), kind == _code(ev.REBALANCE_COMPLETED)).alias("previous_assignment"),
         F.last(F.when(F.col("is_item") == 0, mark), ignorenulls=True).over(so_far).alias("_mark"),
     )
     current = F.col("_mark")
@@ -461,9 +157,9 @@ def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
         F.col("ts") <= current["end"],
         F.struct(current["id"].alias("id"), current["operation"].alias("operation")),
     )
-    after_start = F.coalesce(F.col("previous_boundary") == ev.REBALANCE_STARTED, F.lit(False))
+    after_start = F.coalesce(F.col("previous_boundary") == _code(ev.REBALANCE_STARTED), F.lit(False))
     first_start = started & ~after_start
-    ended = kind.isin(ev.REBALANCE_COMPLETED, ev.GROUP_EMPTY)
+    ended = is_type(ev.REBALANCE_COMPLETED, ev.GROUP_EMPTY)
     # A first start with no closer after it (for a start, the closers so far are `episode`) is open.
     is_open = first_start & (F.col("closers") == F.col("episode"))
     start_info = F.struct(
@@ -482,12 +178,11 @@ def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
         F.array_except(now["keys"], previous["keys"])
     )
     stream = stream.filter(first_start | closer).select(
-        "group",
         "gid",
         "ts",
         "is_item",
         "position",
-        "type",
+        "type_code",
         "generation",
         "reason",
         "duration_ms",
@@ -512,40 +207,39 @@ def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
             F.sum(F.col("is_rebalance").cast("int")).over(so_far).alias("rebalance_no"),
         )
         .filter(F.col("is_rebalance"))
-        .withColumn("start_in_log", F.col("start_in_log") | (F.col("type") == ev.REBALANCE_STARTED))
+        .withColumn("start_in_log", F.col("start_in_log") | (kind == _code(ev.REBALANCE_STARTED)))
         .drop("start_info")
     )
 
 
 def _marks(operations: DataFrame) -> DataFrame:
     return operations.select(
-        "group",
         "gid",
         F.col("start_ts").alias("ts"),
         F.lit(0).alias("is_item"),
-        F.lit("operation").alias("type"),
+        F.lit(s.OTHER).alias("type_code"),
         F.col("operation_id").alias("_op_id"),
         F.col("operation").alias("_op"),
         F.col("window_end_ts").alias("_op_end"),
     )
 
 
-def rebalances(rows: DataFrame) -> DataFrame:
+def rebalances(rows: DataFrame, ids: DataFrame) -> DataFrame:
     """One row per rebalance episode: from its first rebalance_started to its rebalance_completed or
     group_empty. A group_loaded (the coordinator restarted) ends an episode as `interrupted`; an episode
     still going at the end of the log is `open`; one whose start precedes the log is reconstructed from
     the coordinator's own duration (and attributed to an operation by its end)."""
-    kind = F.col("type")
-    completed = kind == ev.REBALANCE_COMPLETED
-    emptied = kind == ev.GROUP_EMPTY
+    kind = F.col("type_code")
+    completed = kind == _code(ev.REBALANCE_COMPLETED)
+    emptied = kind == _code(ev.GROUP_EMPTY)
     ended = completed | emptied
-    is_open = kind == ev.REBALANCE_STARTED
+    is_open = kind == _code(ev.REBALANCE_STARTED)
     start = F.col("episode_start")
     in_log = F.col("start_in_log")
     status = (
         F.when(completed, F.lit(COMPLETED))
         .when(emptied, F.lit(EMPTIED))
-        .when(kind == ev.GROUP_LOADED, F.lit(INTERRUPTED))
+        .when(kind == _code(ev.GROUP_LOADED), F.lit(INTERRUPTED))
         .otherwise(F.lit(OPEN))
     )
     start_ts = F.when(in_log, start["ts"]).otherwise(F.col("ts") - F.col("duration_ms"))
@@ -555,7 +249,7 @@ def rebalances(rows: DataFrame) -> DataFrame:
         F.col("previous_closer_count")["n"], F.when(start["from_state"] == "Empty", F.lit(0))
     )
     operation = F.when(in_log, start["operation_now"]).otherwise(F.col("operation_now"))
-    return rows.select(
+    return rows.join(F.broadcast(ids), "gid").select(
         "group",
         F.col("rebalance_no").cast("int").alias("rebalance_no"),
         status.alias("status"),
@@ -587,15 +281,14 @@ def group_numbers(valid: DataFrame) -> DataFrame:
     is hashed by (group, mode), numbers only: `mode` is set on operator events alone, so that makes few
     rows per group, which are then folded into one; a text value in the aggregation of every line
     (the mode, the state) would make Spark sort every line by group."""
-    kind = F.col("type")
-    coordinator_event = ~kind.isin(*s.OPERATOR_TYPES)
+    coordinator_event = ~is_type(*s.OPERATOR_TYPES)
     per_mode = valid.groupBy("group", "mode").agg(
         F.count_if(coordinator_event).alias("events"),
         F.min(F.when(coordinator_event, F.col("ts"))).alias("first_ts"),
         F.max(F.when(coordinator_event, F.col("ts"))).alias("last_ts"),
         F.max("ts").alias("group_last_ts"),
         F.max("generation").alias("generation"),
-        F.max(F.when(kind.isin(*TIMELINE_TYPES), F.col("ts"))).alias("_last_change_ts"),
+        F.max(F.when(is_type(*TIMELINE_TYPES), F.col("ts"))).alias("_last_change_ts"),
     )
     return per_mode.groupBy("group").agg(
         F.sum("events").alias("events"),
@@ -608,22 +301,25 @@ def group_numbers(valid: DataFrame) -> DataFrame:
     )
 
 
-def group_stats(valid: DataFrame, numbers: DataFrame) -> DataFrame:
-    """`group_numbers` with the group's state after its last state-changing event. The state comes
-    from few lines (the state-changing events in the millisecond of the group's last one), ordered by
-    (ts, file modification time, path, split, row) as `position` orders them, without the join."""
-    kind = F.col("type")
-    timeline = kind.isin(*TIMELINE_TYPES)
+def group_stats(positioned: DataFrame, numbers: DataFrame, ids: DataFrame) -> DataFrame:
+    """`group_numbers` with the group's `gid` and its state after its last state-changing event. The
+    state comes from few lines (the state-changing events in the millisecond of the group's last one),
+    the last in log order."""
+    timeline = is_type(*TIMELINE_TYPES)
     last_change = timeline & (F.col("ts") == F.col("_last_change_ts"))
-    state = F.when(kind == ev.GROUP_DELETED, F.lit("Dead")).otherwise(F.col("state"))
-    states = (
-        valid.filter(timeline)
+    dead = F.struct(F.lit(s.STATE_CODES["Dead"]).alias("code"), F.lit(None).cast("string").alias("other"))
+    state = F.when(F.col("type_code") == _code(ev.GROUP_DELETED), dead).otherwise(
+        F.struct(F.col("state_code").alias("code"), F.col("other_state").alias("other"))
+    )
+    last = (
+        positioned.filter(timeline)
         .join(F.broadcast(numbers.select("group", "_last_change_ts")), "group")
         .filter(last_change)
         .groupBy("group")
-        .agg(F.max_by(state, F.struct(*s.ORDER_COLUMNS)).alias("state"))
+        .agg(F.max_by(state, F.struct("ts", "position")).alias("_state"))
     )
-    return numbers.drop("_last_change_ts").join(states, "group", "left")
+    states = last.select("group", state_name(F.col("_state.code"), F.col("_state.other")).alias("state"))
+    return numbers.drop("_last_change_ts").join(ids, "group").join(states, "group", "left")
 
 
 # === membership events ==============================================================================
@@ -631,20 +327,18 @@ def group_stats(valid: DataFrame, numbers: DataFrame) -> DataFrame:
 
 def membership(positioned: DataFrame) -> DataFrame:
     """The membership events, with `gid` for `attribute`. Where a line was read travels as its split's
-    number (`split_rank`) and `source_row` until `membership_table` names the split again: a path on
-    every row would weigh on each step in between."""
-    kind = F.col("type")
-    replaced = kind == ev.STATIC_MEMBER_REPLACED
-    return positioned.filter(kind.isin(*s.MEMBERSHIP_TYPES)).select(
-        "group",
+    number (`split_rank`) and `source_row` until `membership_table` names the split again, and the
+    group as its `gid`: a path or name on every row would weigh on each step in between."""
+    replaced = F.col("type_code") == _code(ev.STATIC_MEMBER_REPLACED)
+    return positioned.filter(is_type(*s.MEMBERSHIP_TYPES)).select(
+        "gid",
         "ts",
-        "source_mtime",
         "split_rank",
         "source_row",
-        "gid",
-        "type",
+        "type_code",
         "generation",
-        "state",
+        "state_code",
+        "other_state",
         F.coalesce(F.col("member_id"), F.col("new_member_id")).alias("member_id"),
         "instance_id",
         "old_member_id",
@@ -657,14 +351,32 @@ def membership(positioned: DataFrame) -> DataFrame:
     )
 
 
-def membership_table(attributed: DataFrame, ranks: DataFrame) -> DataFrame:
-    """The attributed membership events (`membership`, then `attribute`) with their split's path and
-    offset again (`ranks` from `split_ranks`)."""
-    named = attributed.join(F.broadcast(ranks.drop("split_key")), "split_rank")
+MEMBERSHIP_COLUMNS = (
+    "member_id",
+    "instance_id",
+    "old_member_id",
+    "cause",
+    "api",
+    "client_reason",
+    "client_host",
+    "rebalance",
+    "absorbed",
+    "operation_id",
+    "operation",
+)
+
+
+def membership_table(attributed: DataFrame, ranks: DataFrame, ids: DataFrame) -> DataFrame:
+    """The attributed membership events (`membership`, then `attribute`) with their group's name, their
+    type and state as text, and their split's file and offset again (`ranks` from `split_ranks`)."""
+    named = attributed.join(F.broadcast(ranks.drop("file_key")), "split_rank").join(F.broadcast(ids), "gid")
     return named.select(
         "group",
         *s.ORDER_COLUMNS,
-        *[name for name in attributed.columns if name not in ("group", "split_rank", *s.ORDER_COLUMNS)],
+        type_name(F.col("type_code"), F.lit(None).cast("string")).alias("type"),
+        "generation",
+        state_name().alias("state"),
+        *MEMBERSHIP_COLUMNS,
     )
 
 
@@ -712,23 +424,30 @@ def operation_windows(positioned: DataFrame, stats: DataFrame, numbered: bool = 
     its window runs to the group's last event in the log. A start without an id is named after its
     group and its place among the group's starts; `numbered=False` skips that numbering, for logs
     whose starts all have ids (`starts_without_id`)."""
-    kind = F.col("type")
-    events = positioned.filter(kind.isin(*s.OPERATOR_TYPES)).withColumn(
+    events = positioned.filter(is_type(*s.OPERATOR_TYPES)).withColumn(
         "pair_key", F.coalesce(F.col("id"), F.col("operation"), F.lit(""))
     )
-    pairs = Window.partitionBy("gid", "pair_key").orderBy("ts", "position")
+    # One window per group, its operator events by pair key, then in log order: the event after a
+    # start is the next of its pair when it has the same key. (A window per pair would be a window
+    # per operation, each with its own set-up.)
+    pairs = Window.partitionBy("gid").orderBy("pair_key", "ts", "position")
+    same_pair = F.lead("pair_key").over(pairs) == F.col("pair_key")
+
+    def following(name: str) -> Column:
+        return F.when(same_pair, F.lead(name).over(pairs))
+
     starts = events.select(
         "*",
-        F.lead("type").over(pairs).alias("next_type"),
-        F.lead("ts").over(pairs).alias("next_ts"),
-        F.lead("to_replicas").over(pairs).alias("next_to_replicas"),
-        F.lead("mode").over(pairs).alias("next_mode"),
-    ).filter(kind == FLEET_OPERATION_STARTED)
+        following("type_code").alias("next_type"),
+        following("ts").alias("next_ts"),
+        following("to_replicas").alias("next_to_replicas"),
+        following("mode").alias("next_mode"),
+    ).filter(F.col("type_code") == _code(FLEET_OPERATION_STARTED))
     ordinal = F.row_number().over(Window.partitionBy("gid").orderBy("ts", "position"))
     named_by_place = F.concat(F.col("group"), F.lit("#"), ordinal.cast("string")) if numbered else F.lit(None)
-    last_ts = stats.select("group", "group_last_ts")
-    completed = F.col("next_type") == FLEET_OPERATION_COMPLETED
-    return starts.join(last_ts, "group", "left").select(
+    last_ts = stats.select("gid", "group_last_ts")
+    completed = F.col("next_type") == _code(FLEET_OPERATION_COMPLETED)
+    return starts.join(F.broadcast(last_ts), "gid", "left").select(
         "group",
         "gid",
         F.coalesce(F.col("id"), named_by_place).alias("operation_id"),
@@ -769,12 +488,11 @@ def attribute(items: DataFrame, time_column: str, operations: DataFrame) -> Data
     combined = tagged.unionByName(marks, allowMissingColumns=True)
     so_far = Window.partitionBy("gid").orderBy("_at", "_kind").rowsBetween(Window.unboundedPreceding, 0)
     current = F.last("_mark", ignorenulls=True).over(so_far)
-    kept = [name for name in items.columns if name != "gid"]
     return (
         combined.select("*", current.alias("_current"))
         .filter(F.col("_kind") == 1)
         .select(
-            *kept,
+            *items.columns,
             *[
                 F.when(F.col("_at") <= F.col("_current")["end"], F.col("_current")[name]).alias(alias)
                 for name, alias in (("id", "operation_id"), ("operation", "operation"))
@@ -819,7 +537,7 @@ def operations_table(operations: DataFrame, rebalances: DataFrame, membership: D
 def groups_table(
     stats: DataFrame, rebalances: DataFrame, membership: DataFrame, operations: DataFrame
 ) -> DataFrame:
-    events = stats.drop("group_last_ts")
+    events = stats.drop("group_last_ts", "gid")
     status = F.col("status")
     per_group = (
         _counted(rebalances, membership, "group")

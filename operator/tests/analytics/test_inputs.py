@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, SparkSession
+from pyspark.sql import functions as F
 
-from staticfleet.analytics import tables
+from staticfleet.analytics import lines
 from staticfleet.analytics.inputs import InputError, resolve
+from staticfleet.analytics.pipeline import analyze
 from staticfleet.cli import main
 from tests.analytics import handwritten
 
@@ -82,7 +85,7 @@ def test_cli_refuses_bad_simulation_parameters(tmp_path: Path, capsys: pytest.Ca
 
 def test_parquet_logs_read_like_json_lines(spark: SparkSession, tmp_path: Path) -> None:
     handwritten.write(tmp_path / "log")
-    from_json = tables.unpacked(tables.read_events(spark, resolve([str(tmp_path / "log")])))
+    from_json = lines.unpacked(lines.read(spark, resolve([str(tmp_path / "log")])))
     ok = from_json.filter("status = 'ok'")
     # A Parquet log as another tool would write it: Spark's own JSON inference, no source columns.
     inferred = spark.read.json(str(tmp_path / "log" / "coordinator" / "events.jsonl"))
@@ -91,7 +94,7 @@ def test_parquet_logs_read_like_json_lines(spark: SparkSession, tmp_path: Path) 
     )
     sources = resolve([str(tmp_path / "pq")])
     assert sources.parquet and not sources.json  # told apart by content, not name
-    from_parquet = tables.unpacked(tables.read_events(spark, sources)).filter("status = 'ok'")
+    from_parquet = lines.unpacked(lines.read(spark, sources)).filter("status = 'ok'")
     active = ok.filter(ok.source_file.endswith("/coordinator/events.jsonl"))
     rows = sorted(tuple(r) for r in from_parquet.select(*COMPARED).collect() if r["status"] == "ok")
     expected = sorted(tuple(r) for r in active.select(*COMPARED).collect())
@@ -102,20 +105,19 @@ def test_parquet_logs_read_like_json_lines(spark: SparkSession, tmp_path: Path) 
 
 def test_an_events_table_can_be_read_again_in_its_original_order(spark: SparkSession, tmp_path: Path) -> None:
     handwritten.write(tmp_path / "log")
-    read = tables.read_events(spark, resolve([str(tmp_path / "log")]))
-    first = tables.unpacked(read).filter("status is not null")
+    read = lines.read(spark, resolve([str(tmp_path / "log")]))
+    first = lines.unpacked(read).filter("status is not null")
     first.write.parquet(str(tmp_path / "events"))
-    again = tables.unpacked(tables.read_events(spark, resolve([str(tmp_path / "events")])))
+    again = lines.unpacked(lines.read(spark, resolve([str(tmp_path / "events")])))
     columns = ["status", "ts", "group", "type", "source_file", "source_offset", "source_row"]
     assert Counter(map(tuple, again.select(*columns).collect())) == Counter(
         map(tuple, first.select(*columns).collect())
     )
 
 
-def _rejected(spark: SparkSession, events: DataFrame) -> list[tuple[str, str]]:
-    split_rows = tables.splits(events).collect()
-    files = tables.files_to_reread(split_rows)
-    table = tables.rejected(events, tables.reread_lines(spark, files) if files else None)
+def _rejected(spark: SparkSession, read: lines.Lines) -> list[tuple[str, str]]:
+    census = lines.Census.of(lines.splits(read).collect(), read)
+    table = lines.rejected(spark, read, census)
     return sorted((r["status"], r["raw_line"]) for r in table.collect())
 
 
@@ -123,8 +125,8 @@ def test_every_value_read_is_one_event_or_one_rejected_line(spark: SparkSession,
     event = '{"v":1,"ts":5,"type":"group_loaded","group":"g","generation":2,"state":"Stable","members":3}'
     array = f"[{event},{event}]"
     (tmp_path / "log.jsonl").write_text("\n".join([event, array, "", " \t", "42", "{}", event, "[]"]) + "\n")
-    events = tables.read_events(spark, resolve([str(tmp_path)]))
-    rows = tables.unpacked(events).orderBy("source_row").collect()
+    events = lines.read(spark, resolve([str(tmp_path)]))
+    rows = lines.unpacked(events).orderBy("source_row").collect()
     # As Spark reads JSON lines: an array holds its values, blank lines and empty arrays hold none.
     assert [r["status"] for r in rows] == ["ok", "ok", "ok", "malformed", "missing-fields", "ok"]
     assert [r["member_count"] for r in rows if r["status"] == "ok"] == [3, 3, 3, 3]
@@ -138,7 +140,7 @@ def test_rejected_lines_read_again_are_the_ones_counted(spark: SparkSession, tmp
     future = '{"v":2,"ts":6,"type":"member_left","group":"g"}'
     no_group = '{"v":1,"ts":7,"type":"member_left"}'
     wrong_type = '{"v":1,"ts":"soon","type":"member_left","group":"g"}'
-    lines = [
+    written = [
         good,
         f"  [{future}, {good}]",
         no_group,
@@ -148,10 +150,10 @@ def test_rejected_lines_read_again_are_the_ones_counted(spark: SparkSession, tmp
         "{truncated",
         future,
     ]
-    (tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "a.jsonl").write_text("\n".join(written) + "\n")
     (tmp_path / "b.jsonl").write_text(good + "\n\n" + good + "\n")
-    events = tables.read_events(spark, resolve([str(tmp_path)]))
-    counted = Counter(r["status"] for r in events.collect() if r["status"] != "ok")
+    events = lines.read(spark, resolve([str(tmp_path)]))
+    counted = Counter(r["status"] for r in lines.unpacked(events).collect() if r["status"] != "ok")
     assert counted == {"unsupported-version": 2, "missing-fields": 3, "malformed": 3}
     found = _rejected(spark, events)
     assert Counter(status for status, _ in found) == counted
@@ -164,3 +166,50 @@ def test_rejected_lines_read_again_are_the_ones_counted(spark: SparkSession, tmp
     assert sorted(line for status, line in found if status == "unsupported-version") == sorted(
         [f"  [{future}, {good}]", future]
     )
+
+
+def _clashing_under_salt_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every file name gets the same key under salt 0, as if 64-bit hashes clashed."""
+    hashed = lines.file_key
+
+    def clashing(salt: int, name: Column) -> Column:
+        return F.lit(7).cast("long") if salt == 0 else hashed(salt, name)
+
+    monkeypatch.setattr(lines, "file_key", clashing)
+
+
+def _tables(spark: SparkSession, out: Path) -> dict[str, list[tuple[Any, ...]]]:
+    return {
+        name: sorted((tuple(r) for r in spark.read.parquet(str(out / name)).collect()), key=repr)
+        for name in ("rebalances", "membership", "operations", "groups")
+    }
+
+
+def test_files_whose_keys_clash_are_keyed_with_another_salt(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handwritten.write(tmp_path / "log")
+    analyze(spark, [str(tmp_path / "log")], tmp_path / "plain")
+    _clashing_under_salt_zero(monkeypatch)
+    read = lines.read(spark, resolve([str(tmp_path / "log")]))
+    assert read.salt == 1 and len(read.files) == 3
+    analyze(spark, [str(tmp_path / "log")], tmp_path / "salted")
+    assert _tables(spark, tmp_path / "salted") == _tables(spark, tmp_path / "plain")
+
+
+def test_an_events_table_whose_file_keys_clash_is_read_again_with_another_salt(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file names of an events table are known only once it is read: a clash among them shows in
+    the first pass, and the lines are read again."""
+    handwritten.write(tmp_path / "log")
+    lines.unpacked(lines.read(spark, resolve([str(tmp_path / "log")]))).write.parquet(
+        str(tmp_path / "events")
+    )
+    analyze(spark, [str(tmp_path / "events")], tmp_path / "plain")
+    _clashing_under_salt_zero(monkeypatch)
+    first = lines.read(spark, resolve([str(tmp_path / "events")]))
+    assert first.salt == 0  # nothing listed to choose a salt by
+    assert lines.Census.of(lines.splits(first).collect(), first).ambiguous
+    analyze(spark, [str(tmp_path / "events")], tmp_path / "salted")
+    assert _tables(spark, tmp_path / "salted") == _tables(spark, tmp_path / "plain")

@@ -121,12 +121,11 @@ def test_lookups_by_name_give_the_same_tables_as_hashes(
     analytics_tmp: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Were two groups' or two file splits' hashes to clash, groups and splits are looked up by name."""
+    """Were two groups' hashes to clash, groups are looked up by name."""
     from staticfleet.analytics import tables
     from staticfleet.analytics.pipeline import analyze
 
-    monkeypatch.setattr(tables, "group_hashes_unique", lambda stats: False)
-    monkeypatch.setattr(tables, "split_keys_unique", lambda split_rows: False)
+    monkeypatch.setattr(tables, "group_hashes_unique", lambda numbers: False)
     out = analytics_tmp / "simulated-report-by-name"
     analyze(spark, [str(simulated_dir)], out)
     for name in ("rebalances", "membership", "operations", "groups"):
