@@ -123,6 +123,9 @@ def analyze(
     sources = resolve(inputs, options.fmt)
     out_dir.mkdir(parents=True, exist_ok=True)
     spark.conf.set("spark.sql.mapKeyDedupPolicy", "LAST_WIN")  # a partition assigned twice: keep one
+    # What is cached is mostly structs, which are not compressed; the other columns are the operation
+    # windows' ids and texts, which would each have every value looked up to choose a compression.
+    spark.conf.set("spark.sql.inMemoryColumnarStorage.compressed", "false")
     timer = _Timer()
     paths = {name: out_dir / name for name in TABLES}
 

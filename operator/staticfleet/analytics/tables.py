@@ -128,9 +128,6 @@ def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
     order = _stream_order()
     before = order.rowsBetween(Window.unboundedPreceding, -1)
     so_far = order.rowsBetween(Window.unboundedPreceding, 0)
-    # A whole-partition frame is computed once per group; a frame "from here to the end" would be
-    # computed again for every row. What follows a row is the whole, less what came up to it.
-    whole = order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     started = kind == _code(ev.REBALANCE_STARTED)
     closer = is_type(*s.EPISODE_CLOSERS)
     boundary = started | closer
@@ -141,12 +138,9 @@ def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
     mark = F.struct(
         F.col("_op_end").alias("end"), F.col("_op_id").alias("id"), F.col("_op").alias("operation")
     )
-    closers_so_far = F.sum(closer.cast("int")).over(so_far)
     stream = stream.select(
         "*",
         last_before(kind, boundary).alias("previous_boundary"),
-        (closers_so_far - closer.cast("int")).alias("episode"),
-        F.sum(closer.cast("int")).over(whole).alias("closers"),
         F.sum(started.cast("int")).over(so_far).alias("starts_so_far"),
         last_before(F.struct(F.col("member_count").alias("n")), closer).alias("previous_closer_count"),
         last_before(F.col("assignment"), kind == _code(ev.REBALANCE_COMPLETED)).alias("previous_assignment"),
@@ -160,8 +154,6 @@ def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
     after_start = F.coalesce(F.col("previous_boundary") == _code(ev.REBALANCE_STARTED), F.lit(False))
     first_start = started & ~after_start
     ended = is_type(ev.REBALANCE_COMPLETED, ev.GROUP_EMPTY)
-    # A first start with no closer after it (for a start, the closers so far are `episode`) is open.
-    is_open = first_start & (F.col("closers") == F.col("episode"))
     start_info = F.struct(
         F.col("ts"),
         F.col("reason"),
@@ -193,22 +185,29 @@ def rebalance_pass(positioned: DataFrame, operations: DataFrame) -> DataFrame:
         operation_now.alias("operation_now"),
         F.when(first_start, start_info).alias("start_info"),
         (closer & after_start).alias("start_in_log"),
-        ((closer & (after_start | ended)) | is_open).alias("is_rebalance"),
+        (closer & (after_start | ended)).alias("closes_a_rebalance"),
         F.when(now["keys"].isNotNull(), F.size(now["keys"])).alias("partitions_total"),
         F.when(known, moved).alias("partitions_moved"),
     )
-    # Filtering keeps the order: this pass sorts nothing.
+    # Of these rows, a start is a first start: it is open when no closer follows it, so when it is
+    # the group's last row (a first start follows a closer, or nothing). Filtering keeps the order:
+    # this pass sorts nothing.
+    is_open = (kind == _code(ev.REBALANCE_STARTED)) & F.lead("position").over(order).isNull()
     return (
         stream.select(
             "*",
             F.coalesce(
                 F.when(F.col("start_in_log"), F.lag("start_info").over(order)), F.col("start_info")
             ).alias("episode_start"),
-            F.sum(F.col("is_rebalance").cast("int")).over(so_far).alias("rebalance_no"),
+            is_open.alias("is_open"),
+            (
+                F.sum(F.col("closes_a_rebalance").cast("int")).over(so_far)
+                + F.when(is_open, F.lit(1)).otherwise(F.lit(0))
+            ).alias("rebalance_no"),
         )
-        .filter(F.col("is_rebalance"))
-        .withColumn("start_in_log", F.col("start_in_log") | (kind == _code(ev.REBALANCE_STARTED)))
-        .drop("start_info")
+        .filter(F.col("closes_a_rebalance") | F.col("is_open"))
+        .withColumn("start_in_log", F.col("start_in_log") | F.col("is_open"))
+        .drop("start_info", "is_open", "closes_a_rebalance")
     )
 
 
