@@ -14,16 +14,22 @@ and `Census.of`, which reads the rows of `splits`.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import os
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
+from urllib.parse import unquote, urlparse
 
+import xxhash
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StringType
 
 from staticfleet.analytics import schema as s
-from staticfleet.analytics.inputs import Sources
+from staticfleet.analytics.inputs import Sources, is_remote
 from staticfleet.analytics.operator_events import FLEET_OPERATION_STARTED
 from staticfleet.coordinator import events as ev
 
@@ -52,19 +58,14 @@ def read(spark: SparkSession, sources: Sources, salt: int = 0) -> Lines:
     readers: list[tuple[DataFrame, bool]] = []
     if sources.json:
         readers.append((_json_reader(spark, sources.json), True))
-    paths = list(sources.json)
     if sources.parquet:
-        parquet = spark.read.parquet(*sources.parquet)
-        readers.append((parquet, False))
-        if not _has_sources(parquet):
-            paths += sources.parquet
-    names = {
-        name
-        for reader, is_json in readers
-        if is_json or not _has_sources(reader)
-        for name in reader.inputFiles()
-    }
-    salt, files, mtimes = listing(spark, paths, names, salt)
+        readers.append((spark.read.parquet(*sources.parquet), False))
+    # The files each reader lists, less an events table's: its rows name their own files.
+    listed = [reader.inputFiles() for reader, is_json in readers if is_json or not _has_sources(reader)]
+    names = sorted({name for names in listed for name in names})
+    salt, files = salted_keys(names, salt)
+    remote = [path for path in (*sources.json, *sources.parquet) if is_remote(path)]
+    mtimes = modification_times(spark, names, remote)
     held = [
         _json_lines(reader, salt) if is_json else _parquet_lines(reader, salt) for reader, is_json in readers
     ]
@@ -74,45 +75,45 @@ def read(spark: SparkSession, sources: Sources, salt: int = 0) -> Lines:
     return Lines(frame, salt, files, mtimes)
 
 
-_SALTS_AT_ONCE = 4
-
-
-def listing(
-    spark: SparkSession, paths: Sequence[str], names: set[str], least: int = 0
-) -> tuple[int, dict[int, str], dict[str, int]]:
-    """For the files Spark reads for these paths (`names`, as `input_file_name()` names them): the first
-    salt from `least` under which no two share a key, the files by key, and their modification times
-    (ms). Spark lists the files again, as for the read, and hashes their names; their content is not
-    read. A file gone or come between the two listings has no time, or is left out."""
-    if not names:
-        return least, {}, {}
-    salts = range(least, least + _SALTS_AT_ONCE)
-    name = F.input_file_name()
-    listed = spark.read.format("binaryFile").load(list(paths))
-    rows = listed.select(
-        name.alias("name"),
-        F.unix_millis("modificationTime").alias("mtime"),
-        *[file_key(salt, name).alias(f"key_{salt}") for salt in salts],
-    ).collect()
-    rows = [row for row in rows if row["name"] in names]
-    if len(rows) < len(names):  # files listed for the read only
-        unlisted = spark.createDataFrame([(n,) for n in names - {row["name"] for row in rows}], "name string")
-        rows += unlisted.select(
-            "name",
-            F.lit(None).cast("long").alias("mtime"),
-            *[file_key(salt, F.col("name")).alias(f"key_{salt}") for salt in salts],
-        ).collect()
-    mtimes = {row["name"]: row["mtime"] for row in rows if row["mtime"] is not None}
-    for salt in salts:
-        files = {row[f"key_{salt}"]: row["name"] for row in rows}
-        if len(files) == len(names):
-            return salt, files, mtimes
-    return listing(spark, paths, names, least + _SALTS_AT_ONCE)  # four clashes of 64-bit hashes in a row
-
-
 def file_key(salt: int, name: Column) -> Column:
-    """A file's key: a 64-bit hash of its name and a salt."""
+    """A file's key: a 64-bit hash of a salt and the file's name (Spark's `xxhash64`)."""
     return F.xxhash64(F.lit(salt).cast("long"), name)
+
+
+def file_key_of(salt: int, name: str) -> int:
+    """`file_key` computed here: the same 64-bit hash, by the same algorithm (XXH64, its seed the hash
+    of the salt with Spark's seed, 42)."""
+    seed = xxhash.xxh64_intdigest(struct.pack("<q", salt), seed=42)
+    key = xxhash.xxh64_intdigest(name.encode("utf-8"), seed=seed)
+    return key - (1 << 64) if key >= 1 << 63 else key
+
+
+def salted_keys(names: Sequence[str], least: int = 0) -> tuple[int, dict[int, str]]:
+    """The first salt from `least` under which no two of these file names share a key, and the keys."""
+    for salt in itertools.count(least):
+        files = {file_key_of(salt, name): name for name in names}
+        if len(files) == len(set(names)):
+            return salt, files
+    raise AssertionError("unreachable")
+
+
+def modification_times(spark: SparkSession, names: Sequence[str], remote: Sequence[str]) -> dict[str, int]:
+    """The modification time (ms) of each of these files (named as `input_file_name()` names them):
+    local files from the file system, remote ones from Spark's listing of the `remote` paths (their
+    content is not read). A file gone since it was listed has none."""
+    found: dict[str, int] = {}
+    for name in names:
+        where = urlparse(name)
+        if where.scheme == "file":
+            with contextlib.suppress(OSError):
+                found[name] = os.stat(unquote(where.path)).st_mtime_ns // 1_000_000
+    if remote:
+        listed = spark.read.format("binaryFile").load(list(remote))
+        rows = listed.select(
+            F.input_file_name().alias("name"), F.unix_millis("modificationTime").alias("mtime")
+        ).collect()
+        found.update((row["name"], int(row["mtime"])) for row in rows if row["name"] in set(names))
+    return found
 
 
 def _json_reader(spark: SparkSession, paths: Sequence[str]) -> DataFrame:

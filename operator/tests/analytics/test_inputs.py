@@ -3,9 +3,12 @@ JSON lines; bad input fails with a message that says what is wrong."""
 
 from __future__ import annotations
 
+import datetime
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 import pytest
 from pyspark.sql import Column, SparkSession
@@ -170,12 +173,13 @@ def test_rejected_lines_read_again_are_the_ones_counted(spark: SparkSession, tmp
 
 def _clashing_under_salt_zero(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every file name gets the same key under salt 0, as if 64-bit hashes clashed."""
-    hashed = lines.file_key
+    hashed, hashed_here = lines.file_key, lines.file_key_of
 
     def clashing(salt: int, name: Column) -> Column:
         return F.lit(7).cast("long") if salt == 0 else hashed(salt, name)
 
     monkeypatch.setattr(lines, "file_key", clashing)
+    monkeypatch.setattr(lines, "file_key_of", lambda salt, name: 7 if salt == 0 else hashed_here(salt, name))
 
 
 def _tables(spark: SparkSession, out: Path) -> dict[str, list[tuple[Any, ...]]]:
@@ -213,3 +217,39 @@ def test_an_events_table_whose_file_keys_clash_is_read_again_with_another_salt(
     assert lines.Census.of(lines.splits(first).collect(), first).ambiguous
     analyze(spark, [str(tmp_path / "events")], tmp_path / "salted")
     assert _tables(spark, tmp_path / "salted") == _tables(spark, tmp_path / "plain")
+
+
+@pytest.mark.parametrize("salt", [0, 1, -5, 2**40])
+def test_file_keys_are_computed_here_as_spark_computes_them(spark: SparkSession, salt: int) -> None:
+    names = [
+        "file:///tmp/odd%20dir/a%20b%2520c.jsonl",
+        "file:///x/%C3%A9%20%C3%BC.jsonl",
+        "é ü",
+        "",
+        "x" * 100,
+    ]
+    frame = spark.createDataFrame([(name,) for name in names], "name string")
+    by_spark = [row[0] for row in frame.select(lines.file_key(salt, F.col("name"))).collect()]
+    assert by_spark == [lines.file_key_of(salt, name) for name in names]
+
+
+def test_files_with_odd_names_are_named_and_timed(spark: SparkSession, tmp_path: Path) -> None:
+    event = '{"v":1,"ts":5,"type":"group_loaded","group":"g","generation":2,"state":"Stable","members":3}'
+    directory = tmp_path / "odd dir"
+    directory.mkdir()
+    for name, mtime in (
+        ("a b%20c.jsonl", 1_600_000_000),
+        ("x#y.jsonl", 1_600_000_100),
+        ("é ü.jsonl", 1_600_000_200),
+    ):
+        (directory / name).write_text(event + "\n")
+        os.utime(directory / name, (mtime, mtime))
+    read = lines.read(spark, resolve([str(directory)]))
+    rows = lines.unpacked(read).select("source_file", "source_mtime").collect()
+    named = {Path(unquote(urlparse(r["source_file"]).path)).name: r["source_mtime"] for r in rows}
+    utc = datetime.UTC
+    assert named == {
+        "a b%20c.jsonl": datetime.datetime.fromtimestamp(1_600_000_000, utc).replace(tzinfo=None),
+        "x#y.jsonl": datetime.datetime.fromtimestamp(1_600_000_100, utc).replace(tzinfo=None),
+        "é ü.jsonl": datetime.datetime.fromtimestamp(1_600_000_200, utc).replace(tzinfo=None),
+    }
