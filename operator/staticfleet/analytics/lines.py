@@ -240,7 +240,7 @@ def _held(fields: DataFrame, members: Column, loaded_count: Column, line: Column
     its own, so it is decoded once."""
     decoded = fields.select(
         "*",
-        F.transform(members, _member_entries).alias("_per_member"),
+        F.transform(members, _member_keys).alias("_per_member"),
         loaded_count.alias("_loaded_count"),
         _coded(F.col("type"), s.TYPE_CODES).alias("_type"),
         _coded(F.col("state"), s.STATE_CODES).alias("_state"),
@@ -252,18 +252,20 @@ def _held(fields: DataFrame, members: Column, loaded_count: Column, line: Column
         "_state",
         F.coalesce(F.size(per_member), F.col("_loaded_count")).alias("member_count"),
         # Null when any member's assignment is unknown (not the consumer protocol, undecodable).
-        F.flatten(per_member).alias("_entries"),
+        F.flatten(F.transform(per_member, lambda member: member["keys"])).alias("_keys"),
+        F.flatten(
+            F.transform(
+                per_member,
+                lambda member: F.transform(member["keys"], lambda key: key.bitwiseXOR(member["owner"])),
+            )
+        ).alias("_pairs"),
     )
     code = F.col("_type")
-    entries = F.col("_entries")
     # A completed rebalance with an unknown assignment still has a struct (of nulls): it is the
     # previous assignment of the next one, which then has no partitions-moved count.
     assignment = F.when(
         code == s.TYPE_CODES[ev.REBALANCE_COMPLETED],
-        F.struct(
-            F.transform(entries, lambda entry: entry["pair"]).alias("pairs"),
-            F.transform(entries, lambda entry: entry["key"]).alias("keys"),
-        ),
+        F.struct(F.col("_pairs").alias("pairs"), F.col("_keys").alias("keys")),
     )
     episode: list[str | Column] = [*s.EPISODE_FIELDS, "member_count", assignment.alias("assignment")]
     core = F.struct(
@@ -291,23 +293,20 @@ def _packed(code: Column, types: Sequence[str], fields: Sequence[str | Column]) 
     return F.when(code.isin(*[s.TYPE_CODES[t] for t in types]), F.struct(*fields))
 
 
-def _member_entries(member: Column) -> Column:
-    """A member's assignment as (pair, key) hashes: a 64-bit hash of each (topic, partition, owner) and
-    of each (topic, partition); the owner is the instance id, else the member id. Hashes keep the
-    comparison of two generations to arrays of longs."""
+def _member_keys(member: Column) -> Column:
+    """A member's assignment as numbers: a key for each of its partitions, the 64-bit hash of the topic
+    plus the partition, and a 64-bit hash of its owner (the instance id, else the member id). A
+    (partition, owner) pair is then the key xor the owner's hash: numbers keep the comparison of two
+    generations to arrays of longs, with one hash of a text per topic and member, none per
+    partition."""
     owner = F.coalesce(member["instance_id"], member["member_id"])
-    return F.flatten(
+    keys = F.flatten(
         F.transform(
             F.map_entries(member["assignment"]),
-            lambda topic: F.transform(
-                topic["value"],
-                lambda partition: F.struct(
-                    F.xxhash64(topic["key"], partition, owner).alias("pair"),
-                    F.xxhash64(topic["key"], partition).alias("key"),
-                ),
-            ),
+            lambda topic: F.transform(topic["value"], lambda partition: F.xxhash64(topic["key"]) + partition),
         )
     )
+    return F.struct(F.xxhash64(owner).alias("owner"), keys.alias("keys"))
 
 
 # === reading the rows ===============================================================================
