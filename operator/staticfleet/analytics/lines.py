@@ -491,6 +491,18 @@ class Census:
 # === the lines that are not events ==================================================================
 
 
+def local_frame(spark: SparkSession, **columns: tuple[str, Sequence[object]]) -> DataFrame:
+    """A small table of these columns (name=(type, values)), made in the JVM: a table made from Python
+    rows would start a Python worker to read them, which costs more than the rest of the query."""
+    arrays = [
+        F.array(*[F.lit(value) for value in values]).cast(f"array<{kind}>")
+        for kind, values in columns.values()
+    ]
+    zipped = F.arrays_zip(*arrays)
+    rows = spark.range(1).select(F.explode(zipped).alias("row"))
+    return rows.select(*[F.col("row")[str(i)].alias(name) for i, name in enumerate(columns)])
+
+
 def rejected(spark: SparkSession, lines: Lines, census: Census) -> DataFrame:
     """The lines that are not events, with why, where they were, the line, and what could be read of
     it (parsed again here: these are few). A rejected line that parsed as JSON has no text in the rows;
@@ -506,9 +518,12 @@ def rejected(spark: SparkSession, lines: Lines, census: Census) -> DataFrame:
     )
     if census.files_to_reread:
         kept = kept.unionByName(_reread(spark, census.files_to_reread, lines.salt))
-    files = spark.createDataFrame(
-        [(key, name, lines.mtimes.get(name)) for key, name in census.files.items()],
-        "file_key long, _name string, _mtime long",
+    keys = list(census.files)
+    files = local_frame(
+        spark,
+        file_key=("bigint", keys),
+        _name=("string", [census.files[key] for key in keys]),
+        _mtime=("bigint", [lines.mtimes.get(census.files[key]) for key in keys]),
     )
     named = kept.join(F.broadcast(files), "file_key", "left")
     return named.select(

@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import WindowSpec
 
 from staticfleet.analytics import schema as s
-from staticfleet.analytics.lines import Census, is_type, state_name, type_name
+from staticfleet.analytics.lines import Census, is_type, local_frame, state_name, type_name
 from staticfleet.analytics.operator_events import FLEET_OPERATION_COMPLETED, FLEET_OPERATION_STARTED
 from staticfleet.coordinator import events as ev
 
@@ -47,14 +47,19 @@ def split_ranks(spark: SparkSession, census: Census) -> DataFrame:
     """(file_key, source_offset) -> split_rank, with the split's file name and modification time: the
     file splits in log order (file modification time, name, offset). With the row number inside the
     split it gives each line one sortable number, `position`, so that sorting never compares names."""
-    rows = [
-        (split.file_key, split.offset, rank, split.path, split.mtime_ms)
-        for rank, split in enumerate(census.splits)
-    ]
-    ranks = spark.createDataFrame(
-        rows, "file_key long, source_offset long, split_rank long, source_file string, _mtime long"
+    splits = census.splits
+    return (
+        local_frame(
+            spark,
+            file_key=("bigint", [split.file_key for split in splits]),
+            source_offset=("bigint", [split.offset for split in splits]),
+            split_rank=("bigint", list(range(len(splits)))),
+            source_file=("string", [split.path for split in splits]),
+            _mtime=("bigint", [split.mtime_ms for split in splits]),
+        )
+        .select("*", F.timestamp_millis(F.col("_mtime")).alias("source_mtime"))
+        .drop("_mtime")
     )
-    return ranks.select("*", F.timestamp_millis(F.col("_mtime")).alias("source_mtime")).drop("_mtime")
 
 
 def _hashed_gid() -> Column:
