@@ -99,21 +99,32 @@ def salted_keys(names: Sequence[str], least: int = 0) -> tuple[int, dict[int, st
 
 def modification_times(spark: SparkSession, names: Sequence[str], remote: Sequence[str]) -> dict[str, int]:
     """The modification time (ms) of each of these files (named as `input_file_name()` names them):
-    local files from the file system, remote ones from Spark's listing of the `remote` paths (their
-    content is not read). A file gone since it was listed has none."""
+    local files from the file system, remote ones from Spark's listing of the `remote` paths. A file
+    gone since it was listed has none."""
+    return {**local_modification_times(names), **listed_modification_times(spark, names, remote)}
+
+
+def local_modification_times(names: Sequence[str]) -> dict[str, int]:
+    """The modification times of those of these files that are local (`file:` names)."""
     found: dict[str, int] = {}
     for name in names:
         where = urlparse(name)
         if where.scheme == "file":
             with contextlib.suppress(OSError):
                 found[name] = os.stat(unquote(where.path)).st_mtime_ns // 1_000_000
-    if remote:
-        listed = spark.read.format("binaryFile").load(list(remote))
-        rows = listed.select(
-            F.input_file_name().alias("name"), F.unix_millis("modificationTime").alias("mtime")
-        ).collect()
-        found.update((row["name"], int(row["mtime"])) for row in rows if row["name"] in set(names))
     return found
+
+
+def listed_modification_times(
+    spark: SparkSession, names: Sequence[str], paths: Sequence[str]
+) -> dict[str, int]:
+    """The modification times of these files as Spark lists them under `paths` (no content read)."""
+    if not paths:
+        return {}
+    listed = spark.read.format("binaryFile").load(list(paths))
+    rows = listed.select(F.input_file_name().alias("name"), F.unix_millis("modificationTime").alias("mtime"))
+    wanted = set(names)
+    return {row["name"]: int(row["mtime"]) for row in rows.collect() if row["name"] in wanted}
 
 
 def _json_reader(spark: SparkSession, paths: Sequence[str]) -> DataFrame:

@@ -253,3 +253,20 @@ def test_files_with_odd_names_are_named_and_timed(spark: SparkSession, tmp_path:
         "x#y.jsonl": datetime.datetime.fromtimestamp(1_600_000_100, utc).replace(tzinfo=None),
         "é ü.jsonl": datetime.datetime.fromtimestamp(1_600_000_200, utc).replace(tzinfo=None),
     }
+
+
+def test_spark_lists_the_modification_times_the_file_system_gives(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Remote inputs are timed from Spark's listing, local ones from the file system: both name the
+    files as the reader does, odd names included, with the same times."""
+    event = '{"v":1,"ts":5,"type":"group_loaded","group":"g","generation":2,"state":"Stable","members":3}'
+    nested = tmp_path / "a dir" / "b#c"
+    nested.mkdir(parents=True)
+    for number, name in enumerate(("x y.jsonl", "p%41q.jsonl", "ü.jsonl")):
+        (nested / name).write_text(event + "\n")
+        os.utime(nested / name, (1_600_000_000 + number, 1_600_000_000 + number))
+    names = lines.read(spark, resolve([str(tmp_path)])).files.values()
+    from_spark = lines.listed_modification_times(spark, list(names), [str(nested)])
+    assert from_spark == lines.local_modification_times(list(names))
+    assert sorted(from_spark.values()) == [1_600_000_000_000, 1_600_000_001_000, 1_600_000_002_000]
