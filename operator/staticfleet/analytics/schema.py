@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Final
 
 from staticfleet.analytics.operator_events import FLEET_OPERATION_COMPLETED, FLEET_OPERATION_STARTED
 from staticfleet.coordinator import events as ev
+from staticfleet.coordinator.group import GroupState
 
 if TYPE_CHECKING:
     from pyspark.sql.types import ArrayType, StructType
@@ -110,7 +111,7 @@ EVENT_TYPES: Final = (
     FLEET_OPERATION_STARTED,
     FLEET_OPERATION_COMPLETED,
 )
-STATES: Final = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+STATES: Final = tuple(state.value for state in GroupState)
 STATUSES: Final = (OK, MALFORMED, MISSING_FIELDS, UNSUPPORTED_VERSION)
 OTHER: Final = 0
 """Codes: a known type, state or status is its place in `EVENT_TYPES`, `STATES` or `STATUSES`, from 1;

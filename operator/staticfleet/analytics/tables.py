@@ -329,6 +329,10 @@ def group_stats(positioned: DataFrame, numbers: DataFrame, ids: DataFrame) -> Da
 # === membership events ==============================================================================
 
 
+_MEMBER_DETAILS = ("instance_id", "old_member_id", "cause", "api", "client_reason", "client_host")
+"""Fields of a membership event that its row in the `membership` table keeps as they are."""
+
+
 def membership(positioned: DataFrame) -> DataFrame:
     """The membership events, with `gid` for `attribute`. Where a line was read travels as its split's
     number (`split_rank`) and `source_row` until `membership_table` names the split again, and the
@@ -344,12 +348,7 @@ def membership(positioned: DataFrame) -> DataFrame:
         "state_code",
         "other_state",
         F.coalesce(F.col("member_id"), F.col("new_member_id")).alias("member_id"),
-        "instance_id",
-        "old_member_id",
-        "cause",
-        "api",
-        "client_reason",
-        "client_host",
+        *_MEMBER_DETAILS,
         F.when(replaced, F.col("rebalance")).alias("rebalance"),
         (replaced & (F.col("rebalance") == F.lit(False))).alias("absorbed"),
     )
@@ -357,12 +356,7 @@ def membership(positioned: DataFrame) -> DataFrame:
 
 MEMBERSHIP_COLUMNS = (
     "member_id",
-    "instance_id",
-    "old_member_id",
-    "cause",
-    "api",
-    "client_reason",
-    "client_host",
+    *_MEMBER_DETAILS,
     "rebalance",
     "absorbed",
     "operation_id",
