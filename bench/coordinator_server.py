@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import os
 import statistics
 import struct
@@ -34,7 +35,6 @@ sys.path.insert(0, str(ROOT))
 from bench.report import publish, table  # noqa: E402
 from conformance import driver as d  # noqa: E402
 from conformance.kafka_broker import GroupSettings, KafkaBroker, java_executable  # noqa: E402
-from staticfleet.broker.codec import build  # noqa: E402
 
 GROUP_SIZE = 1_000
 
@@ -325,17 +325,21 @@ async def produce_fetch_throughput(bootstrap: str, megabytes: int) -> tuple[floa
     await _request(control, d.create_topics(7, {"throughput": 1}))
     await asyncio.sleep(1.0)
     batch = _record_batch(64, 1024)  # ~66 KiB per produce request
-    from kio.schema.fetch.v11.request import FetchRequest
-    from kio.schema.produce.v9.request import ProduceRequest
+    from kio.schema.fetch.v11.request import FetchPartition, FetchRequest, FetchTopic
+    from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+    from kio.schema.types import TopicName
+    from kio.static.primitive import Records, i16, i32, i32Timedelta, i64
 
-    request = build(
-        ProduceRequest,
-        {
-            "transactional_id": None,
-            "acks": 1,
-            "timeout": 30_000,
-            "topic_data": [{"name": "throughput", "partition_data": [{"index": 0, "records": batch}]}],
-        },
+    topic = TopicName("throughput")
+    request = ProduceRequest(
+        transactional_id=None,
+        acks=i16(1),
+        timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+        topic_data=(
+            TopicProduceData(
+                name=topic, partition_data=(PartitionProduceData(index=i32(0), records=Records(batch)),)
+            ),
+        ),
     )
     produce_frame = frame(request)
     total = megabytes * 1024 * 1024
@@ -355,33 +359,21 @@ async def produce_fetch_throughput(bootstrap: str, megabytes: int) -> tuple[floa
     fetched = 0
     started = time.perf_counter()
     while fetched < sent_bytes:
-        fetch = build(
-            FetchRequest,
-            {
-                "replica_id": -1,
-                "max_wait": 100,
-                "min_bytes": 1,
-                "max_bytes": 4 * 2**20,
-                "isolation_level": 0,
-                "session_id": 0,
-                "session_epoch": -1,
-                "topics": [
-                    {
-                        "topic": "throughput",
-                        "partitions": [
-                            {
-                                "partition": 0,
-                                "current_leader_epoch": -1,
-                                "fetch_offset": offset,
-                                "log_start_offset": -1,
-                                "partition_max_bytes": 4 * 2**20,
-                            }
-                        ],
-                    }
-                ],
-                "forgotten_topics_data": [],
-                "rack_id": "",
-            },
+        fetch = FetchRequest(
+            max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=100)),
+            min_bytes=i32(1),
+            max_bytes=i32(4 * 2**20),
+            topics=(
+                FetchTopic(
+                    topic=topic,
+                    partitions=(
+                        FetchPartition(
+                            partition=i32(0), fetch_offset=i64(offset), partition_max_bytes=i32(4 * 2**20)
+                        ),
+                    ),
+                ),
+            ),
+            forgotten_topics_data=(),
         )
         control.writer.write(frame(fetch))
         raw = await control.read()

@@ -1,86 +1,123 @@
-"""Kafka API handlers: kio request entity in, coordinator or topic log call, kio response entity out.
+"""Kafka API handlers: a typed request in, a coordinator or topic log call, a typed kio response out.
 
-Every handler is written once for all the versions it supports: it reads fields with `_get` (absent
-in a version means the protocol default) and answers through `build_response`, which keeps exactly
-the fields the requested version has. The table `SUPPORTED` is what ApiVersions advertises.
+Each handler is registered with `kafka_api` (see registry.py) and written once for every version it
+serves: it reads the fields all versions share from `request.body`, the others with
+`request.optional`, and builds the response entity of one version (the newest, or the newest of the
+shape the requested version has); the codec carries it over to the version that was asked for.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
-import logging
+import datetime
 import re
-import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, Final, TypeVar
 
-from staticfleet.broker.codec import (
-    API_VERSIONS_KEY,
-    EncodedBody,
-    RequestHeader,
-    build_response,
-    encode_body,
+from kio.schema.api_versions.v4 import request as api_versions_req
+from kio.schema.api_versions.v4 import response as api_versions_res
+from kio.schema.create_partitions.v3 import request as create_partitions_req
+from kio.schema.create_partitions.v3 import response as create_partitions_res
+from kio.schema.create_topics.v7 import request as create_topics_req
+from kio.schema.create_topics.v7 import response as create_topics_res
+from kio.schema.delete_groups.v2 import request as delete_groups_req
+from kio.schema.delete_groups.v2 import response as delete_groups_res
+from kio.schema.delete_topics.v6 import request as delete_topics_req
+from kio.schema.delete_topics.v6 import response as delete_topics_res
+from kio.schema.describe_cluster.v1 import request as describe_cluster_req
+from kio.schema.describe_cluster.v1 import response as describe_cluster_res
+from kio.schema.describe_configs.v4 import request as describe_configs_req
+from kio.schema.describe_configs.v4 import response as describe_configs_res
+from kio.schema.describe_groups.v6 import request as describe_groups_req
+from kio.schema.describe_groups.v6 import response as describe_groups_res
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12 import request as fetch_req
+from kio.schema.fetch.v12 import response as fetch_res
+from kio.schema.find_coordinator.v3 import response as find_coordinator_v3_res
+from kio.schema.find_coordinator.v6 import request as find_coordinator_req
+from kio.schema.find_coordinator.v6 import response as find_coordinator_res
+from kio.schema.heartbeat.v4 import request as heartbeat_req
+from kio.schema.heartbeat.v4 import response as heartbeat_res
+from kio.schema.incremental_alter_configs.v1 import request as alter_configs_req
+from kio.schema.incremental_alter_configs.v1 import response as alter_configs_res
+from kio.schema.init_producer_id.v5 import request as init_producer_id_req
+from kio.schema.init_producer_id.v5 import response as init_producer_id_res
+from kio.schema.join_group.v9 import request as join_group_req
+from kio.schema.join_group.v9 import response as join_group_res
+from kio.schema.leave_group.v2 import response as leave_group_v2_res
+from kio.schema.leave_group.v5 import request as leave_group_req
+from kio.schema.leave_group.v5 import response as leave_group_res
+from kio.schema.list_groups.v5 import request as list_groups_req
+from kio.schema.list_groups.v5 import response as list_groups_res
+from kio.schema.list_offsets.v10 import request as list_offsets_req
+from kio.schema.list_offsets.v10 import response as list_offsets_res
+from kio.schema.metadata.v12 import request as metadata_req
+from kio.schema.metadata.v12 import response as metadata_res
+from kio.schema.offset_commit.v9 import response as offset_commit_v9_res
+from kio.schema.offset_commit.v10 import request as offset_commit_req
+from kio.schema.offset_commit.v10 import response as offset_commit_res
+from kio.schema.offset_fetch.v7 import response as offset_fetch_v7_res
+from kio.schema.offset_fetch.v9 import response as offset_fetch_v9_res
+from kio.schema.offset_fetch.v10 import request as offset_fetch_req
+from kio.schema.offset_fetch.v10 import response as offset_fetch_res
+from kio.schema.produce.v12 import request as produce_req
+from kio.schema.produce.v12 import response as produce_res
+from kio.schema.sync_group.v5 import request as sync_group_req
+from kio.schema.sync_group.v5 import response as sync_group_res
+from kio.schema.types import BrokerId, GroupId, ProducerId, TopicName
+from kio.static.primitive import Records, TZAware, i8, i16, i32, i64
+from kio.static.protocol import ResponsePayload
+
+from staticfleet.broker.codec import EncodedBody, encode_body, for_version
+from staticfleet.broker.registry import (
+    NO_THROTTLE,
+    BrokerContext,
+    Request,
+    UnsupportedVersion,
+    api_versions_response,
+    kafka_api,
 )
-from staticfleet.broker.host import CoordinatorHost
-from staticfleet.broker.topiclog import TopicLog
 from staticfleet.broker.topiclog_errors import TopicLogError
-from staticfleet.coordinator import CoordinatorError, ErrorCode, GroupCoordinator
+from staticfleet.coordinator import CoordinatorError, GroupCoordinator
+from staticfleet.coordinator import ErrorCode as CoordinatorErrorCode
 from staticfleet.coordinator import messages as m
 
-log = logging.getLogger(__name__)
-
 E = ErrorCode
-INT32_MIN = -(2**31)
+T = TypeVar("T")
+INT32_MIN: Final = i32(-(2**31))
+NULL_TOPIC_ID: Final = uuid.UUID(int=0)
 
 # Resource types of DescribeConfigs / IncrementalAlterConfigs.
 RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_GROUP = 2, 4, 32
 # AclOperation codes: what an unauthenticated single-node broker allows on each resource.
-_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)  # READ, DELETE, DESCRIBE
-_TOPIC_OPERATIONS = sum(1 << op for op in (2, 3, 4, 5, 6, 7, 8, 9))
-_CLUSTER_OPERATIONS = sum(1 << op for op in (4, 7, 8, 9, 10, 11, 12))
+_GROUP_OPERATIONS = i32((1 << 3) | (1 << 6) | (1 << 8))  # READ, DELETE, DESCRIBE
+_TOPIC_OPERATIONS = i32(sum(1 << op for op in (2, 3, 4, 5, 6, 7, 8, 9)))
+_CLUSTER_OPERATIONS = i32(sum(1 << op for op in (4, 7, 8, 9, 10, 11, 12)))
+GROUP_KEY_TYPE: Final = i8(0)  # FindCoordinator's key type of a consumer group
 
 
-@dataclass
-class BrokerContext:
-    """What handlers need besides the request: the coordinator, the topics, and who this node is."""
-
-    host: CoordinatorHost
-    topics: TopicLog
-    node_id: int
-    advertised_host: str
-    advertised_port: int
-    cluster_id: str
-    auto_create_topics: bool = True
-    producer_ids: Iterable[int] = field(default_factory=lambda: itertools.count(int(time.time()) << 12))
-
-    def node(self) -> dict[str, Any]:
-        return {
-            "node_id": self.node_id,
-            "host": self.advertised_host,
-            "port": self.advertised_port,
-            "rack": None,
-        }
-
-
-Handler = Callable[[BrokerContext, RequestHeader, Any], Awaitable[Any]]
-
-
-def _get(entity: Any, name: str, default: Any = None) -> Any:
-    return getattr(entity, name, default)
-
-
-def _ms(value: Any) -> int:
+def _ms(value: datetime.timedelta | int) -> int:
     """Milliseconds of a kio timedelta field (or a plain int)."""
-    if hasattr(value, "total_seconds"):
-        return round(float(value.total_seconds()) * 1000)
+    if isinstance(value, datetime.timedelta):
+        return round(value.total_seconds() * 1000)
     return int(value)
 
 
-def _ctx(header: RequestHeader, client_host: str) -> m.RequestContext:
-    return m.RequestContext(header.api_version, header.client_id or "", client_host)
+def _timestamp(ms: int) -> TZAware | None:
+    """A log-append time as kio writes it: null for -1 (the batch keeps its own times)."""
+    if ms < 0:
+        return None
+    return TZAware.parse(datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC))
+
+
+async def _gated(ctx: BrokerContext, response: T) -> T:
+    """Hold a synchronously computed response until the records it depends on are durable."""
+    if not ctx.host.unsynced:
+        return response
+    future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+    ctx.host.deliver(lambda: future.set_result(response))
+    return await future
 
 
 # === ApiVersions ==========================================================================================
@@ -88,67 +125,75 @@ def _ctx(header: RequestHeader, client_host: str) -> m.RequestContext:
 _CLIENT_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
-def api_versions_body(error: int = 0) -> dict[str, Any]:
-    keys = sorted(SUPPORTED.items())
-    if error == E.UNSUPPORTED_VERSION:
-        # KIP-511: a client asking with a version too new learns only which ApiVersions versions exist.
-        keys = [(API_VERSIONS_KEY, SUPPORTED[API_VERSIONS_KEY])]
-    return {
-        "error_code": error,
-        "api_keys": [{"api_key": key, "min_version": low, "max_version": high} for key, (low, high) in keys],
-        "throttle_time": 0,
-    }
+def unsupported_version_reply(exc: UnsupportedVersion) -> ResponsePayload | None:
+    """KIP-511: an ApiVersions the broker cannot parse is answered as v0 with the list; any other
+    unsupported request closes the connection (None)."""
+    if not exc.is_for("api_versions"):
+        return None
+    # A client asking with a version too new learns only which ApiVersions versions exist.
+    return for_version(api_versions_response(E.unsupported_version, names=("api_versions",)), 0)
 
 
-async def handle_api_versions(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
-    if header.api_version >= 3:
-        name = _get(request, "client_software_name", "")
-        version = _get(request, "client_software_version", "")
-        if not _CLIENT_SOFTWARE.match(name or "") or not _CLIENT_SOFTWARE.match(version or ""):
-            return build_response(18, header.api_version, {"error_code": E.INVALID_REQUEST, "api_keys": []})
-    return build_response(18, header.api_version, api_versions_body())
+@kafka_api("api_versions", (0, 4))
+async def handle_api_versions(
+    ctx: BrokerContext, request: Request[api_versions_req.ApiVersionsRequest]
+) -> api_versions_res.ApiVersionsResponse:
+    name = request.optional("client_software_name", "")
+    version = request.optional("client_software_version", "")
+    if request.version >= 3 and not (_CLIENT_SOFTWARE.match(name) and _CLIENT_SOFTWARE.match(version)):
+        return api_versions_response(E.invalid_request, names=())
+    return api_versions_response()
 
 
 # === Metadata / FindCoordinator / DescribeCluster ==========================================================
 
 
-def _partition_metadata(ctx: BrokerContext, count: int) -> list[dict[str, Any]]:
-    node = ctx.node_id
-    return [
-        {
-            "error_code": 0,
-            "partition_index": p,
-            "leader_id": node,
-            "leader_epoch": 0,
-            "replica_nodes": [node],
-            "isr_nodes": [node],
-            "offline_replicas": [],
-        }
+def _partition_metadata(ctx: BrokerContext, count: int) -> tuple[metadata_res.MetadataResponsePartition, ...]:
+    node = BrokerId(ctx.node_id)
+    return tuple(
+        metadata_res.MetadataResponsePartition(
+            error_code=E.none,
+            partition_index=i32(p),
+            leader_id=node,
+            leader_epoch=i32(0),
+            replica_nodes=(node,),
+            isr_nodes=(node,),
+            offline_replicas=(),
+        )
         for p in range(count)
-    ]
+    )
 
 
-async def handle_metadata(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
-    version = header.api_version
-    requested = _get(request, "topics")
-    auto_create = bool(_get(request, "allow_auto_topic_creation", True)) and ctx.auto_create_topics
-    include_ops = bool(_get(request, "include_topic_authorized_operations", False))
-    names: list[tuple[str | None, Any]]
-    if requested is None or (version == 0 and not requested):
+def _missing_topic(error: ErrorCode, name: str | None, topic_id: uuid.UUID | None) -> Any:
+    return metadata_res.MetadataResponseTopic(
+        error_code=error,
+        name=None if name is None else TopicName(name),
+        topic_id=topic_id,
+        partitions=(),
+    )
+
+
+@kafka_api("metadata", (0, 12))
+async def handle_metadata(
+    ctx: BrokerContext, request: Request[metadata_req.MetadataRequest]
+) -> metadata_res.MetadataResponse:
+    requested = request.body.topics
+    auto_create = bool(request.optional("allow_auto_topic_creation", True)) and ctx.auto_create_topics
+    include_ops = bool(request.optional("include_topic_authorized_operations", False))
+    names: list[tuple[str | None, uuid.UUID | None]]
+    if requested is None or (request.version < 1 and not requested):
         names = [(name, None) for name in ctx.topics.topic_names()]
     else:
-        names = [(_get(t, "name"), _get(t, "topic_id")) for t in requested]
+        names = [(t.name, getattr(t, "topic_id", None)) for t in requested]
     topics = []
     for name, topic_id in names:
         if name is None and topic_id is not None:
             name = ctx.topics.topic_name_for_id(topic_id)
             if name is None:
-                topics.append(
-                    {"error_code": E.UNKNOWN_TOPIC_ID, "name": None, "topic_id": topic_id, "partitions": []}
-                )
+                topics.append(_missing_topic(E.unknown_topic_id, None, topic_id))
                 continue
         assert name is not None
-        error = 0
+        error = E.none
         if not ctx.topics.has_topic(name):
             if auto_create:
                 try:
@@ -156,169 +201,148 @@ async def handle_metadata(ctx: BrokerContext, header: RequestHeader, request: An
                 except TopicLogError as exc:
                     error = exc.error_code
             else:
-                error = E.UNKNOWN_TOPIC_OR_PARTITION
+                error = E.unknown_topic_or_partition
         if error or not ctx.topics.has_topic(name):
-            topics.append(
-                {
-                    "error_code": error or E.UNKNOWN_TOPIC_OR_PARTITION,
-                    "name": name,
-                    "topic_id": uuid.UUID(int=0),
-                    "partitions": [],
-                }
-            )
+            topics.append(_missing_topic(error or E.unknown_topic_or_partition, name, NULL_TOPIC_ID))
             continue
         description = ctx.topics.describe_topic(name)
         topics.append(
-            {
-                "error_code": 0,
-                "name": name,
-                "topic_id": description.topic_id,
-                "is_internal": False,
-                "partitions": _partition_metadata(ctx, description.partitions),
-                "topic_authorized_operations": _TOPIC_OPERATIONS if include_ops else INT32_MIN,
-            }
+            metadata_res.MetadataResponseTopic(
+                error_code=E.none,
+                name=TopicName(name),
+                topic_id=description.topic_id,
+                is_internal=False,
+                partitions=_partition_metadata(ctx, description.partitions),
+                topic_authorized_operations=_TOPIC_OPERATIONS if include_ops else INT32_MIN,
+            )
         )
-    return build_response(
-        3,
-        version,
-        {
-            "throttle_time": 0,
-            "brokers": [ctx.node()],
-            "cluster_id": ctx.cluster_id,
-            "controller_id": ctx.node_id,
-            "topics": topics,
-            "cluster_authorized_operations": INT32_MIN,
-            "error_code": 0,
-        },
+    return metadata_res.MetadataResponse(
+        throttle_time=NO_THROTTLE,
+        brokers=(
+            metadata_res.MetadataResponseBroker(
+                node_id=BrokerId(ctx.node_id), host=ctx.advertised_host, port=i32(ctx.advertised_port)
+            ),
+        ),
+        cluster_id=ctx.cluster_id,
+        controller_id=BrokerId(ctx.node_id),
+        topics=tuple(topics),
     )
 
 
-async def handle_find_coordinator(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
-    version = header.api_version
-    key_type = int(_get(request, "key_type", 0))
-
-    def answer(key: str) -> dict[str, Any]:
-        if key_type != 0:
-            # Only group coordination lives here: transactions and share groups are not served.
-            return {
-                "key": key,
-                "error_code": E.COORDINATOR_NOT_AVAILABLE,
-                "error_message": "not a group key",
-                "node_id": -1,
-                "host": "",
-                "port": -1,
-            }
-        # Kafka says "NONE" on success before v4 and "" from v4 on.
-        return {
-            "key": key,
-            "error_code": 0,
-            "error_message": "NONE" if version < 4 else "",
-            **_node_fields(ctx),
-        }
-
-    if version >= 4:
-        coordinators = [answer(key) for key in _get(request, "coordinator_keys", ())]
-        return build_response(10, version, {"throttle_time": 0, "coordinators": coordinators})
-    single = answer(_get(request, "key", ""))
-    return build_response(10, version, {"throttle_time": 0, **single})
+@kafka_api("find_coordinator", (0, 6))
+async def handle_find_coordinator(
+    ctx: BrokerContext, request: Request[find_coordinator_req.FindCoordinatorRequest]
+) -> ResponsePayload:
+    # Only group coordination lives here: transactions and share groups are not served.
+    is_group = int(request.optional("key_type", 0)) == int(GROUP_KEY_TYPE)
+    error = E.none if is_group else E.coordinator_not_available
+    # Kafka says "NONE" on success before v4 and "" from v4 on.
+    message = "not a group key" if not is_group else ("NONE" if request.version < 4 else "")
+    node = BrokerId(ctx.node_id if is_group else -1)
+    host = ctx.advertised_host if is_group else ""
+    port = i32(ctx.advertised_port if is_group else -1)
+    if request.version >= 4:
+        return find_coordinator_res.FindCoordinatorResponse(
+            throttle_time=NO_THROTTLE,
+            coordinators=tuple(
+                find_coordinator_res.Coordinator(
+                    key=key, node_id=node, host=host, port=port, error_code=error, error_message=message
+                )
+                for key in request.body.coordinator_keys
+            ),
+        )
+    return find_coordinator_v3_res.FindCoordinatorResponse(
+        throttle_time=NO_THROTTLE, error_code=error, error_message=message, node_id=node, host=host, port=port
+    )
 
 
-def _node_fields(ctx: BrokerContext) -> dict[str, Any]:
-    return {"node_id": ctx.node_id, "host": ctx.advertised_host, "port": ctx.advertised_port}
-
-
-async def handle_describe_cluster(ctx: BrokerContext, header: RequestHeader, request: Any) -> Any:
-    include = bool(_get(request, "include_cluster_authorized_operations", False))
-    return build_response(
-        60,
-        header.api_version,
-        {
-            "throttle_time": 0,
-            "error_code": 0,
-            "error_message": None,
-            "endpoint_type": 1,
-            "cluster_id": ctx.cluster_id,
-            "controller_id": ctx.node_id,
-            "brokers": [
-                {
-                    "broker_id": ctx.node_id,
-                    "host": ctx.advertised_host,
-                    "port": ctx.advertised_port,
-                    "rack": None,
-                }
-            ],
-            "cluster_authorized_operations": _CLUSTER_OPERATIONS if include else INT32_MIN,
-        },
+@kafka_api("describe_cluster", (0, 1))
+async def handle_describe_cluster(
+    ctx: BrokerContext, request: Request[describe_cluster_req.DescribeClusterRequest]
+) -> describe_cluster_res.DescribeClusterResponse:
+    include = bool(request.body.include_cluster_authorized_operations)
+    return describe_cluster_res.DescribeClusterResponse(
+        throttle_time=NO_THROTTLE,
+        error_code=E.none,
+        error_message=None,
+        endpoint_type=i8(1),
+        cluster_id=ctx.cluster_id,
+        controller_id=BrokerId(ctx.node_id),
+        brokers=(
+            describe_cluster_res.DescribeClusterBroker(
+                broker_id=BrokerId(ctx.node_id), host=ctx.advertised_host, port=i32(ctx.advertised_port)
+            ),
+        ),
+        cluster_authorized_operations=_CLUSTER_OPERATIONS if include else INT32_MIN,
     )
 
 
 # === group membership =====================================================================================
 
 
-async def handle_join_group(ctx: BrokerContext, header: RequestHeader, request: Any, client_host: str) -> Any:
-    version = header.api_version
-    session_timeout = _ms(request.session_timeout)
+@kafka_api("join_group", (0, 9), timed=True)
+async def handle_join_group(
+    ctx: BrokerContext, request: Request[join_group_req.JoinGroupRequest]
+) -> join_group_res.JoinGroupResponse:
+    body = request.body
+    session_timeout = _ms(body.session_timeout)
     join = m.JoinGroupRequest(
-        group_id=request.group_id,
+        group_id=body.group_id,
         session_timeout_ms=session_timeout,
-        rebalance_timeout_ms=_ms(_get(request, "rebalance_timeout", session_timeout)),
-        member_id=request.member_id,
-        group_instance_id=_get(request, "group_instance_id"),
-        protocol_type=request.protocol_type,
-        protocols=tuple(m.Protocol(p.name, bytes(p.metadata)) for p in request.protocols),
-        reason=_get(request, "reason"),
+        rebalance_timeout_ms=_ms(request.optional("rebalance_timeout", session_timeout)),
+        member_id=body.member_id,
+        group_instance_id=request.optional("group_instance_id"),
+        protocol_type=body.protocol_type,
+        protocols=tuple(m.Protocol(p.name, bytes(p.metadata)) for p in body.protocols),
+        reason=request.optional("reason"),
     )
     future: asyncio.Future[m.JoinGroupResponse] = asyncio.get_running_loop().create_future()
-    ctx.host.call(lambda c: c.join_group(_ctx(header, client_host), join, ctx.host.responder(future)))
+    ctx.host.call(lambda c: c.join_group(request.context(), join, ctx.host.responder(future)))
     r = await future
     protocol_name = r.protocol_name
-    if version >= 7 and protocol_name == "":
+    if request.version >= 7 and protocol_name == "":
         protocol_name = None  # v7+ says "no protocol" with null
-    return build_response(
-        11,
-        version,
-        {
-            "throttle_time": 0,
-            "error_code": r.error,
-            "generation_id": r.generation_id,
-            "protocol_type": r.protocol_type,
-            "protocol_name": protocol_name,
-            "leader": r.leader,
-            "skip_assignment": r.skip_assignment,
-            "member_id": r.member_id,
-            "members": [
-                {"member_id": x.member_id, "group_instance_id": x.group_instance_id, "metadata": x.metadata}
-                for x in r.members
-            ],
-        },
-    )
-
-
-async def handle_sync_group(ctx: BrokerContext, header: RequestHeader, request: Any, client_host: str) -> Any:
-    sync = m.SyncGroupRequest(
-        group_id=request.group_id,
-        generation_id=request.generation_id,
-        member_id=request.member_id,
-        group_instance_id=_get(request, "group_instance_id"),
-        protocol_type=_get(request, "protocol_type"),
-        protocol_name=_get(request, "protocol_name"),
-        assignments=tuple(
-            m.SyncGroupAssignment(a.member_id, bytes(a.assignment)) for a in request.assignments
+    return join_group_res.JoinGroupResponse(
+        throttle_time=NO_THROTTLE,
+        error_code=E(r.error),
+        generation_id=i32(r.generation_id),
+        protocol_type=r.protocol_type,
+        protocol_name=protocol_name,
+        leader=r.leader or "",
+        skip_assignment=r.skip_assignment,
+        member_id=r.member_id,
+        members=tuple(
+            join_group_res.JoinGroupResponseMember(
+                member_id=x.member_id, group_instance_id=x.group_instance_id, metadata=x.metadata
+            )
+            for x in r.members
         ),
     )
+
+
+@kafka_api("sync_group", (0, 5), timed=True)
+async def handle_sync_group(
+    ctx: BrokerContext, request: Request[sync_group_req.SyncGroupRequest]
+) -> sync_group_res.SyncGroupResponse:
+    body = request.body
+    sync = m.SyncGroupRequest(
+        group_id=body.group_id,
+        generation_id=body.generation_id,
+        member_id=body.member_id,
+        group_instance_id=request.optional("group_instance_id"),
+        protocol_type=request.optional("protocol_type"),
+        protocol_name=request.optional("protocol_name"),
+        assignments=tuple(m.SyncGroupAssignment(a.member_id, bytes(a.assignment)) for a in body.assignments),
+    )
     future: asyncio.Future[m.SyncGroupResponse] = asyncio.get_running_loop().create_future()
-    ctx.host.call(lambda c: c.sync_group(_ctx(header, client_host), sync, ctx.host.responder(future)))
+    ctx.host.call(lambda c: c.sync_group(request.context(), sync, ctx.host.responder(future)))
     r = await future
-    return build_response(
-        14,
-        header.api_version,
-        {
-            "throttle_time": 0,
-            "error_code": r.error,
-            "protocol_type": r.protocol_type,
-            "protocol_name": r.protocol_name,
-            "assignment": r.assignment,
-        },
+    return sync_group_res.SyncGroupResponse(
+        throttle_time=NO_THROTTLE,
+        error_code=E(r.error),
+        protocol_type=r.protocol_type,
+        protocol_name=r.protocol_name,
+        assignment=r.assignment,
     )
 
 
@@ -329,54 +353,55 @@ def _heartbeat_body(version: int, error: int) -> EncodedBody:
     """Heartbeat answers are tiny and few: encode each (version, error) pair once."""
     body = _HEARTBEAT_BODIES.get((version, error))
     if body is None:
-        body = encode_body(build_response(12, version, {"throttle_time": 0, "error_code": error}))
-        _HEARTBEAT_BODIES[(version, error)] = body
+        response = heartbeat_res.HeartbeatResponse(throttle_time=NO_THROTTLE, error_code=E(error))
+        body = _HEARTBEAT_BODIES[(version, error)] = encode_body(for_version(response, version))
     return body
 
 
-async def handle_heartbeat(ctx: BrokerContext, header: RequestHeader, request: Any, client_host: str) -> Any:
+@kafka_api("heartbeat", (0, 4))
+async def handle_heartbeat(
+    ctx: BrokerContext, request: Request[heartbeat_req.HeartbeatRequest]
+) -> EncodedBody:
+    body = request.body
     hb = m.HeartbeatRequest(
-        request.group_id, request.generation_id, request.member_id, _get(request, "group_instance_id")
+        body.group_id, body.generation_id, body.member_id, request.optional("group_instance_id")
     )
     # A heartbeat writes nothing and only pushes timers later, so the host needs no after_change().
-    response = ctx.host.coordinator.heartbeat(_ctx(header, client_host), hb)
-    return await _gated(ctx, _heartbeat_body(header.api_version, response.error))
+    response = ctx.host.coordinator.heartbeat(request.context(), hb)
+    return await _gated(ctx, _heartbeat_body(request.version, response.error))
 
 
-async def _gated(ctx: BrokerContext, response: Any) -> Any:
-    """Hold a synchronously computed response until the records it depends on are durable."""
-    if not ctx.host.unsynced:
-        return response
-    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-    ctx.host.deliver(lambda: future.set_result(response))
-    return await future
-
-
+@kafka_api("leave_group", (0, 5))
 async def handle_leave_group(
-    ctx: BrokerContext, header: RequestHeader, request: Any, client_host: str
-) -> Any:
-    version = header.api_version
-    if version <= 2:
-        identities: tuple[m.MemberIdentity, ...] = (m.MemberIdentity(request.member_id),)
+    ctx: BrokerContext, request: Request[leave_group_req.LeaveGroupRequest]
+) -> ResponsePayload:
+    single = request.version < 3  # one member by id; v3+ carry a batch
+    if single:
+        identities: tuple[m.MemberIdentity, ...] = (m.MemberIdentity(request.optional("member_id")),)
     else:
         identities = tuple(
-            m.MemberIdentity(x.member_id, _get(x, "group_instance_id"), _get(x, "reason"))
-            for x in request.members
+            m.MemberIdentity(x.member_id, x.group_instance_id, getattr(x, "reason", None))
+            for x in request.body.members
         )
-    leave = m.LeaveGroupRequest(request.group_id, identities)
-    r = ctx.host.call(lambda c: c.leave_group(_ctx(header, client_host), leave))
-    if version <= 2:
-        body: dict[str, Any] = {"throttle_time": 0, "error_code": r.single_member_error()}
+    leave = m.LeaveGroupRequest(request.body.group_id, identities)
+    r = ctx.host.call(lambda c: c.leave_group(request.context(), leave))
+    response: ResponsePayload
+    if single:
+        response = leave_group_v2_res.LeaveGroupResponse(
+            throttle_time=NO_THROTTLE, error_code=E(r.single_member_error())
+        )
     else:
-        body = {
-            "throttle_time": 0,
-            "error_code": r.error,
-            "members": [
-                {"member_id": x.member_id, "group_instance_id": x.group_instance_id, "error_code": x.error}
+        response = leave_group_res.LeaveGroupResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=E(r.error),
+            members=tuple(
+                leave_group_res.MemberResponse(
+                    member_id=x.member_id, group_instance_id=x.group_instance_id, error_code=E(x.error)
+                )
                 for x in r.members
-            ],
-        }
-    return await _gated(ctx, build_response(13, version, body))
+            ),
+        )
+    return await _gated(ctx, response)
 
 
 # === offsets ==============================================================================================
@@ -384,27 +409,28 @@ async def handle_leave_group(
 
 def _topic_name(ctx: BrokerContext, topic: Any) -> str | None:
     """The name of a request topic given by name (older versions) or by id (newer ones)."""
-    name = _get(topic, "name")
+    name = getattr(topic, "name", None)
     if name is not None:
         return str(name)
-    topic_id = _get(topic, "topic_id")
+    topic_id = getattr(topic, "topic_id", None)
     return None if topic_id is None else ctx.topics.topic_name_for_id(topic_id)
 
 
+@kafka_api("offset_commit", (2, 10))
 async def handle_offset_commit(
-    ctx: BrokerContext, header: RequestHeader, request: Any, client_host: str
-) -> Any:
-    version = header.api_version
-    by_id = version >= 10
-    generation = _get(request, "generation_id_or_member_epoch", _get(request, "generation_id", -1))
-    retention = _get(request, "retention_time")
-    results: dict[tuple[int, int], int] = {}
+    ctx: BrokerContext, request: Request[offset_commit_req.OffsetCommitRequest]
+) -> ResponsePayload:
+    body = request.body
+    by_id = request.version >= 10
+    generation = request.optional("generation_id_or_member_epoch", request.optional("generation_id", -1))
+    retention = request.optional("retention_time")
+    results: dict[tuple[int, int], ErrorCode] = {}
     valid_topics = []
-    for index, topic in enumerate(request.topics):
+    for index, topic in enumerate(body.topics):
         name = _topic_name(ctx, topic)
         partitions = []
         count = ctx.topics.partition_count(name) if name is not None and ctx.topics.has_topic(name) else 0
-        unknown = E.UNKNOWN_TOPIC_ID if by_id and name is None else E.UNKNOWN_TOPIC_OR_PARTITION
+        unknown = E.unknown_topic_id if by_id and name is None else E.unknown_topic_or_partition
         for p in topic.partitions:
             if name is None or not 0 <= p.partition_index < count:
                 results[(index, p.partition_index)] = unknown
@@ -413,7 +439,7 @@ async def handle_offset_commit(
                     m.OffsetCommitPartition(
                         p.partition_index,
                         p.committed_offset,
-                        _get(p, "committed_leader_epoch", -1),
+                        getattr(p, "committed_leader_epoch", -1),
                         p.committed_metadata,
                     )
                 )
@@ -421,220 +447,312 @@ async def handle_offset_commit(
             valid_topics.append((index, m.OffsetCommitTopic(name, tuple(partitions))))
     if valid_topics:
         commit = m.OffsetCommitRequest(
-            group_id=request.group_id,
+            group_id=body.group_id,
             generation_id=generation,
-            member_id=_get(request, "member_id", ""),
-            group_instance_id=_get(request, "group_instance_id"),
+            member_id=request.optional("member_id", ""),
+            group_instance_id=request.optional("group_instance_id"),
             topics=tuple(t for _, t in valid_topics),
             retention_time_ms=-1 if retention is None else _ms(retention),
         )
-        r = ctx.host.call(lambda c: c.commit_offsets(_ctx(header, client_host), commit))
+        r = ctx.host.call(lambda c: c.commit_offsets(request.context(), commit))
         for (index, _), result in zip(valid_topics, r.topics, strict=True):
-            for p in result.partitions:
-                results[(index, p.partition)] = p.error
-    topics = [
-        {
-            "name": _get(topic, "name"),
-            "topic_id": _get(topic, "topic_id"),
-            "partitions": [
-                {"partition_index": p.partition_index, "error_code": results[(index, p.partition_index)]}
-                for p in topic.partitions
-            ],
-        }
-        for index, topic in enumerate(request.topics)
-    ]
-    return await _gated(ctx, build_response(8, version, {"throttle_time": 0, "topics": topics}))
+            for done in result.partitions:
+                results[(index, done.partition)] = E(done.error)
+    response: ResponsePayload
+    if by_id:
+        response = offset_commit_res.OffsetCommitResponse(
+            throttle_time=NO_THROTTLE,
+            topics=tuple(
+                offset_commit_res.OffsetCommitResponseTopic(
+                    topic_id=topic.topic_id,
+                    partitions=tuple(
+                        offset_commit_res.OffsetCommitResponsePartition(
+                            partition_index=p.partition_index, error_code=results[(index, p.partition_index)]
+                        )
+                        for p in topic.partitions
+                    ),
+                )
+                for index, topic in enumerate(body.topics)
+            ),
+        )
+    else:
+        response = offset_commit_v9_res.OffsetCommitResponse(
+            throttle_time=NO_THROTTLE,
+            topics=tuple(
+                offset_commit_v9_res.OffsetCommitResponseTopic(
+                    name=getattr(topic, "name"),  # noqa: B009 (absent from the v10 entity the body is typed as)
+                    partitions=tuple(
+                        offset_commit_v9_res.OffsetCommitResponsePartition(
+                            partition_index=p.partition_index, error_code=results[(index, p.partition_index)]
+                        )
+                        for p in topic.partitions
+                    ),
+                )
+                for index, topic in enumerate(body.topics)
+            ),
+        )
+    return await _gated(ctx, response)
 
 
-def _fetched_topics(ctx: BrokerContext, response: m.OffsetFetchResponse) -> list[dict[str, Any]]:
-    return [
-        {
-            "name": t.name,
-            "topic_id": ctx.topics.describe_topic(t.name).topic_id if ctx.topics.has_topic(t.name) else None,
-            "partitions": [
-                {
-                    "partition_index": p.partition,
-                    "committed_offset": p.offset,
-                    "committed_leader_epoch": p.leader_epoch,
-                    "metadata": p.metadata,
-                    "error_code": p.error,
-                }
-                for p in t.partitions
-            ],
-        }
-        for t in response.topics
-    ]
-
-
+@kafka_api("offset_fetch", (1, 10))
 async def handle_offset_fetch(
-    ctx: BrokerContext, header: RequestHeader, request: Any, client_host: str
-) -> Any:
-    version = header.api_version
-    require_stable = bool(_get(request, "require_stable", False))
+    ctx: BrokerContext, request: Request[offset_fetch_req.OffsetFetchRequest]
+) -> ResponsePayload:
+    by_id = request.version >= 10
+    require_stable = bool(request.optional("require_stable", False))
 
-    def fetch(group_id: str, topics: Any) -> list[dict[str, Any]]:
-        if topics is None:
-            wanted = None
-        else:
+    def fetch(group_id: str, asked: Any) -> list[tuple[m.FetchedTopic, uuid.UUID | None, bool]]:
+        """(topic, its id, whether the id asked for is unknown) for each topic of one group."""
+        wanted = None
+        if asked is not None:
             wanted = tuple(
-                m.OffsetFetchTopic(_topic_name(ctx, t) or "", tuple(t.partition_indexes)) for t in topics
+                m.OffsetFetchTopic(_topic_name(ctx, t) or "", tuple(t.partition_indexes)) for t in asked
             )
         r = ctx.host.coordinator.fetch_offsets(
-            _ctx(header, client_host), m.OffsetFetchRequest(group_id, wanted, require_stable)
+            request.context(), m.OffsetFetchRequest(group_id, wanted, require_stable)
         )
-        out = _fetched_topics(ctx, r)
-        if topics is not None:
-            for entry, t in zip(out, topics, strict=True):
-                entry["topic_id"] = _get(t, "topic_id")  # echo what was asked, as Kafka does
-                if version >= 10 and _topic_name(ctx, t) is None:
-                    for p in entry["partitions"]:
-                        p["error_code"] = E.UNKNOWN_TOPIC_ID
-        return out
-
-    if version >= 8:
-        groups = [
-            {"group_id": g.group_id, "topics": fetch(g.group_id, _get(g, "topics")), "error_code": 0}
-            for g in request.groups
+        if asked is not None:  # echo the ids that were asked, as Kafka does
+            return [
+                (t, getattr(a, "topic_id", None), by_id and _topic_name(ctx, a) is None)
+                for t, a in zip(r.topics, asked, strict=True)
+            ]
+        return [
+            (t, ctx.topics.describe_topic(t.name).topic_id if ctx.topics.has_topic(t.name) else None, False)
+            for t in r.topics
         ]
-        return await _gated(ctx, build_response(9, version, {"throttle_time": 0, "groups": groups}))
-    body = {"throttle_time": 0, "topics": fetch(request.group_id, _get(request, "topics")), "error_code": 0}
-    return await _gated(ctx, build_response(9, version, body))
+
+    def error(p: m.FetchedOffset, unknown_id: bool) -> ErrorCode:
+        return E.unknown_topic_id if unknown_id else E(p.error)
+
+    if request.version < 8:
+        topics = fetch(request.optional("group_id"), request.optional("topics"))
+        v7 = offset_fetch_v7_res
+        single = v7.OffsetFetchResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=E.none,
+            topics=tuple(
+                v7.OffsetFetchResponseTopic(
+                    name=TopicName(t.name),
+                    partitions=tuple(
+                        v7.OffsetFetchResponsePartition(
+                            partition_index=i32(p.partition),
+                            committed_offset=i64(p.offset),
+                            committed_leader_epoch=i32(p.leader_epoch),
+                            metadata=p.metadata,
+                            error_code=error(p, unknown),
+                        )
+                        for p in t.partitions
+                    ),
+                )
+                for t, _, unknown in topics
+            ),
+        )
+        return await _gated(ctx, single)
+    response: ResponsePayload
+    if by_id:
+        v10 = offset_fetch_res
+        response = v10.OffsetFetchResponse(
+            throttle_time=NO_THROTTLE,
+            groups=tuple(
+                v10.OffsetFetchResponseGroup(
+                    group_id=g.group_id,
+                    error_code=E.none,
+                    topics=tuple(
+                        v10.OffsetFetchResponseTopics(
+                            topic_id=topic_id,
+                            partitions=tuple(
+                                v10.OffsetFetchResponsePartitions(
+                                    partition_index=i32(p.partition),
+                                    committed_offset=i64(p.offset),
+                                    committed_leader_epoch=i32(p.leader_epoch),
+                                    metadata=p.metadata,
+                                    error_code=error(p, unknown),
+                                )
+                                for p in t.partitions
+                            ),
+                        )
+                        for t, topic_id, unknown in fetch(g.group_id, g.topics)
+                    ),
+                )
+                for g in request.body.groups
+            ),
+        )
+    else:
+        v9 = offset_fetch_v9_res
+        response = v9.OffsetFetchResponse(
+            throttle_time=NO_THROTTLE,
+            groups=tuple(
+                v9.OffsetFetchResponseGroup(
+                    group_id=g.group_id,
+                    error_code=E.none,
+                    topics=tuple(
+                        v9.OffsetFetchResponseTopics(
+                            name=TopicName(t.name),
+                            partitions=tuple(
+                                v9.OffsetFetchResponsePartitions(
+                                    partition_index=i32(p.partition),
+                                    committed_offset=i64(p.offset),
+                                    committed_leader_epoch=i32(p.leader_epoch),
+                                    metadata=p.metadata,
+                                    error_code=error(p, unknown),
+                                )
+                                for p in t.partitions
+                            ),
+                        )
+                        for t, _, unknown in fetch(g.group_id, g.topics)
+                    ),
+                )
+                for g in request.body.groups
+            ),
+        )
+    return await _gated(ctx, response)
 
 
 # === group administration =================================================================================
 
 
+@kafka_api("describe_groups", (0, 6))
 async def handle_describe_groups(
-    ctx: BrokerContext, header: RequestHeader, request: Any, client_host: str
-) -> Any:
-    include_ops = bool(_get(request, "include_authorized_operations", False))
-    described = ctx.host.coordinator.describe_groups(_ctx(header, client_host), list(request.groups))
-    groups = [
-        {
-            "error_code": g.error,
-            "error_message": g.error_message,
-            "group_id": g.group_id,
-            "group_state": g.state,
-            "protocol_type": g.protocol_type,
-            "protocol_data": g.protocol_data,
-            "members": [
-                {
-                    "member_id": x.member_id,
-                    "group_instance_id": x.group_instance_id,
-                    "client_id": x.client_id,
-                    "client_host": x.client_host,
-                    "member_metadata": x.metadata,
-                    "member_assignment": x.assignment,
-                }
-                for x in g.members
-            ],
-            "authorized_operations": _GROUP_OPERATIONS if include_ops and not g.error else INT32_MIN,
-        }
-        for g in described
-    ]
-    return build_response(15, header.api_version, {"throttle_time": 0, "groups": groups})
-
-
-async def handle_list_groups(
-    ctx: BrokerContext, header: RequestHeader, request: Any, client_host: str
-) -> Any:
-    listed = ctx.host.coordinator.list_groups(
-        _ctx(header, client_host),
-        m.ListGroupsRequest(
-            tuple(_get(request, "states_filter", ()) or ()), tuple(_get(request, "types_filter", ()) or ())
+    ctx: BrokerContext, request: Request[describe_groups_req.DescribeGroupsRequest]
+) -> describe_groups_res.DescribeGroupsResponse:
+    include_ops = bool(request.optional("include_authorized_operations", False))
+    described = ctx.host.coordinator.describe_groups(request.context(), list(request.body.groups))
+    res = describe_groups_res
+    return res.DescribeGroupsResponse(
+        throttle_time=NO_THROTTLE,
+        groups=tuple(
+            res.DescribedGroup(
+                error_code=E(g.error),
+                error_message=g.error_message,
+                group_id=GroupId(g.group_id),
+                group_state=g.state,
+                protocol_type=g.protocol_type,
+                protocol_data=g.protocol_data,
+                members=tuple(
+                    res.DescribedGroupMember(
+                        member_id=x.member_id,
+                        group_instance_id=x.group_instance_id,
+                        client_id=x.client_id,
+                        client_host=x.client_host,
+                        member_metadata=x.metadata,
+                        member_assignment=x.assignment,
+                    )
+                    for x in g.members
+                ),
+                authorized_operations=_GROUP_OPERATIONS if include_ops and not g.error else INT32_MIN,
+            )
+            for g in described
         ),
     )
-    return build_response(
-        16,
-        header.api_version,
-        {
-            "throttle_time": 0,
-            "error_code": listed.error,
-            "groups": [
-                {
-                    "group_id": g.group_id,
-                    "protocol_type": g.protocol_type,
-                    "group_state": g.state,
-                    "group_type": g.group_type,
-                }
-                for g in listed.groups
-            ],
-        },
+
+
+@kafka_api("list_groups", (0, 5))
+async def handle_list_groups(
+    ctx: BrokerContext, request: Request[list_groups_req.ListGroupsRequest]
+) -> list_groups_res.ListGroupsResponse:
+    listed = ctx.host.coordinator.list_groups(
+        request.context(),
+        m.ListGroupsRequest(
+            tuple(request.optional("states_filter", ()) or ()),
+            tuple(request.optional("types_filter", ()) or ()),
+        ),
+    )
+    return list_groups_res.ListGroupsResponse(
+        throttle_time=NO_THROTTLE,
+        error_code=E(listed.error),
+        groups=tuple(
+            list_groups_res.ListedGroup(
+                group_id=GroupId(g.group_id),
+                protocol_type=g.protocol_type,
+                group_state=g.state,
+                group_type=g.group_type,
+            )
+            for g in listed.groups
+        ),
     )
 
 
+@kafka_api("delete_groups", (0, 2))
 async def handle_delete_groups(
-    ctx: BrokerContext, header: RequestHeader, request: Any, client_host: str
-) -> Any:
-    results = ctx.host.call(lambda c: c.delete_groups(_ctx(header, client_host), list(request.groups_names)))
-    body = {"throttle_time": 0, "results": [{"group_id": r.group_id, "error_code": r.error} for r in results]}
-    return await _gated(ctx, build_response(42, header.api_version, body))
+    ctx: BrokerContext, request: Request[delete_groups_req.DeleteGroupsRequest]
+) -> delete_groups_res.DeleteGroupsResponse:
+    results = ctx.host.call(lambda c: c.delete_groups(request.context(), list(request.body.groups_names)))
+    response = delete_groups_res.DeleteGroupsResponse(
+        throttle_time=NO_THROTTLE,
+        results=tuple(
+            delete_groups_res.DeletableGroupResult(group_id=GroupId(r.group_id), error_code=E(r.error))
+            for r in results
+        ),
+    )
+    return await _gated(ctx, response)
 
 
 # === configs (groups: the staticfleet extension; topics: the topic log) ===================================
 
-
-def _config_entry(name: str, value: str | None, source: int, read_only: bool = False) -> dict[str, Any]:
-    return {
-        "name": name,
-        "value": value,
-        "read_only": read_only,
-        "config_source": source,
-        "is_sensitive": False,
-        "synonyms": [],
-        "config_type": 2 if name.endswith(("ms", "bytes", "partitions")) else 0,
-        "documentation": None,
-    }
+_SOURCE_DYNAMIC_TOPIC, _SOURCE_DEFAULT = i8(1), i8(5)
+_TYPE_STRING, _TYPE_LONG = i8(0), i8(2)
 
 
+def _config_entry(
+    name: str, value: str | None, source: i8
+) -> describe_configs_res.DescribeConfigsResourceResult:
+    return describe_configs_res.DescribeConfigsResourceResult(
+        name=name,
+        value=value,
+        read_only=False,
+        config_source=source,
+        is_sensitive=False,
+        synonyms=(),
+        config_type=_TYPE_LONG if name.endswith(("ms", "bytes", "partitions")) else _TYPE_STRING,
+        documentation=None,
+    )
+
+
+@kafka_api("describe_configs", (1, 4))
 async def handle_describe_configs(
-    ctx: BrokerContext, header: RequestHeader, request: Any, client_host: str
-) -> Any:
+    ctx: BrokerContext, request: Request[describe_configs_req.DescribeConfigsRequest]
+) -> describe_configs_res.DescribeConfigsResponse:
     results = []
-    for resource in request.resources:
+    for resource in request.body.resources:
         kind, name = resource.resource_type, resource.resource_name
-        keys = _get(resource, "configuration_keys")
+        keys = resource.configuration_keys
         wanted = None if keys is None else set(keys)
-        result: dict[str, Any] = {
-            "error_code": 0,
-            "error_message": None,
-            "resource_type": kind,
-            "resource_name": name,
-        }
+        error, message = E.none, None
+        configs: tuple[describe_configs_res.DescribeConfigsResourceResult, ...] = ()
         if kind == RESOURCE_GROUP:
-            configs = ctx.host.coordinator.describe_group_config(name)
-            result["configs"] = [
-                _config_entry(k, v, source=1)
-                for k, v in sorted(configs.items())
+            configs = tuple(
+                _config_entry(k, v, _SOURCE_DYNAMIC_TOPIC)
+                for k, v in sorted(ctx.host.coordinator.describe_group_config(name).items())
                 if wanted is None or k in wanted
-            ]
+            )
         elif kind == RESOURCE_TOPIC:
             if not ctx.topics.has_topic(name):
-                result.update(
-                    error_code=E.UNKNOWN_TOPIC_OR_PARTITION, error_message=f"Topic {name} does not exist."
-                )
-                result["configs"] = []
+                error, message = E.unknown_topic_or_partition, f"Topic {name} does not exist."
             else:
                 overrides = ctx.topics.describe_topic(name).configs
-                result["configs"] = [
-                    _config_entry(k, v, source=1 if k in overrides else 5)
+                configs = tuple(
+                    _config_entry(k, v, _SOURCE_DYNAMIC_TOPIC if k in overrides else _SOURCE_DEFAULT)
                     for k, v in sorted(ctx.topics.topic_configs(name).items())
                     if wanted is None or k in wanted
-                ]
-        elif kind == RESOURCE_BROKER:
-            result["configs"] = []
-        else:
-            result.update(
-                error_code=E.INVALID_REQUEST, error_message=f"Unsupported resource type {kind}", configs=[]
+                )
+        elif kind != RESOURCE_BROKER:
+            error, message = E.invalid_request, f"Unsupported resource type {kind}"
+        results.append(
+            describe_configs_res.DescribeConfigsResult(
+                error_code=error,
+                error_message=message,
+                resource_type=kind,
+                resource_name=name,
+                configs=configs,
             )
-        results.append(result)
-    return build_response(32, header.api_version, {"throttle_time": 0, "results": results})
+        )
+    return describe_configs_res.DescribeConfigsResponse(throttle_time=NO_THROTTLE, results=tuple(results))
 
 
-_SET, _DELETE, _APPEND, _SUBTRACT = 0, 1, 2, 3
+_SET, _DELETE, _APPEND, _SUBTRACT = range(4)
 
 
-def _group_config_changes(current: dict[str, str], configs: Iterable[Any]) -> dict[str, str | None]:
+def _config_changes(current: dict[str, str], configs: Iterable[Any]) -> dict[str, str | None]:
     changes: dict[str, str | None] = {}
     for c in configs:
         op, name, value = int(c.config_operation), c.name, c.value
@@ -651,24 +769,23 @@ def _group_config_changes(current: dict[str, str], configs: Iterable[Any]) -> di
                 base = [v for v in base if v not in items]
             changes[name] = ",".join(base) if base else None
         else:
-            raise CoordinatorError(E.INVALID_REQUEST, f"unknown config operation {op}")
+            raise CoordinatorError(CoordinatorErrorCode.INVALID_REQUEST, f"unknown config operation {op}")
     return changes
 
 
+@kafka_api("incremental_alter_configs", (0, 1))
 async def handle_incremental_alter_configs(
-    ctx: BrokerContext, header: RequestHeader, request: Any, client_host: str
-) -> Any:
-    validate_only = bool(request.validate_only)
+    ctx: BrokerContext, request: Request[alter_configs_req.IncrementalAlterConfigsRequest]
+) -> alter_configs_res.IncrementalAlterConfigsResponse:
+    validate_only = bool(request.body.validate_only)
     responses = []
-    for resource in request.resources:
+    for resource in request.body.resources:
         kind, name = resource.resource_type, resource.resource_name
-        error: int = 0
+        error: ErrorCode = E.none
         message: str | None = None
         try:
             if kind == RESOURCE_GROUP:
-                changes = _group_config_changes(
-                    ctx.host.coordinator.describe_group_config(name), resource.configs
-                )
+                changes = _config_changes(ctx.host.coordinator.describe_group_config(name), resource.configs)
 
                 def alter(
                     c: GroupCoordinator, group: str = name, ch: dict[str, str | None] = changes
@@ -678,368 +795,319 @@ async def handle_incremental_alter_configs(
                 ctx.host.call(alter)
             elif kind == RESOURCE_TOPIC:
                 current = ctx.topics.describe_topic(name).configs if ctx.topics.has_topic(name) else {}
-                topic_changes = _group_config_changes(dict(current), resource.configs)
+                topic_changes = _config_changes(dict(current), resource.configs)
                 ctx.topics.alter_topic_configs(name, topic_changes, validate_only=validate_only)
             else:
                 error, message = (
-                    E.INVALID_REQUEST,
+                    E.invalid_request,
                     f"Altering configs of resource type {kind} is not supported",
                 )
         except CoordinatorError as exc:
-            error, message = exc.code, str(exc)
+            error, message = E(exc.code), str(exc)
         except TopicLogError as exc:
             error, message = exc.error_code, str(exc)
         responses.append(
-            {"error_code": error, "error_message": message, "resource_type": kind, "resource_name": name}
+            alter_configs_res.AlterConfigsResourceResponse(
+                error_code=error, error_message=message, resource_type=kind, resource_name=name
+            )
         )
-    result = build_response(44, header.api_version, {"throttle_time": 0, "responses": responses})
+    result = alter_configs_res.IncrementalAlterConfigsResponse(
+        throttle_time=NO_THROTTLE, responses=tuple(responses)
+    )
     return await _gated(ctx, result)
 
 
 # === topics ===============================================================================================
 
 
-async def handle_create_topics(
-    ctx: BrokerContext, header: RequestHeader, request: Any, client_host: str
-) -> Any:
-    validate_only = bool(_get(request, "validate_only", False))
-    out = []
-    for topic in request.topics:
-        configs = {c.name: c.value for c in topic.configs}
-        entry: dict[str, Any] = {
-            "name": topic.name,
-            "topic_id": uuid.UUID(int=0),
-            "error_code": 0,
-            "error_message": None,
-            "configs": [],
-        }
-        try:
-            if topic.assignments:
-                if any(set(a.broker_ids) != {ctx.node_id} for a in topic.assignments):
-                    raise _invalid_assignment(ctx)
-                partitions = len(topic.assignments)
-                replication = 1
-            else:
-                partitions, replication = topic.num_partitions, topic.replication_factor
-            description = ctx.topics.create_topic(
-                topic.name, partitions, replication, configs, validate_only=validate_only
-            )
-            effective = ctx.topics.topic_configs(topic.name) if not validate_only else {}
-            entry.update(
-                topic_id=description.topic_id,
-                num_partitions=description.partitions,
-                replication_factor=1,
-                configs=[
-                    {
-                        "name": k,
-                        "value": v,
-                        "read_only": False,
-                        "config_source": 1 if k in configs else 5,
-                        "is_sensitive": False,
-                    }
-                    for k, v in sorted(effective.items())
-                ],
-            )
-        except TopicLogError as exc:
-            entry.update(
-                error_code=exc.error_code, error_message=str(exc), num_partitions=-1, replication_factor=-1
-            )
-        out.append(entry)
-    return build_response(19, header.api_version, {"throttle_time": 0, "topics": out})
-
-
 class _AssignmentError(TopicLogError):
-    error_code = 39  # INVALID_REPLICA_ASSIGNMENT
+    error_code = E.invalid_replica_assignment
 
 
 def _invalid_assignment(ctx: BrokerContext) -> TopicLogError:
     return _AssignmentError(f"replicas can only be placed on this broker (node {ctx.node_id})")
 
 
+@kafka_api("create_topics", (2, 7))
+async def handle_create_topics(
+    ctx: BrokerContext, request: Request[create_topics_req.CreateTopicsRequest]
+) -> create_topics_res.CreateTopicsResponse:
+    res = create_topics_res
+    validate_only = bool(request.optional("validate_only", False))
+    out = []
+    for topic in request.body.topics:
+        configs = {c.name: c.value for c in topic.configs}
+        try:
+            if topic.assignments:
+                if any(set(a.broker_ids) != {ctx.node_id} for a in topic.assignments):
+                    raise _invalid_assignment(ctx)
+                partitions, replication = len(topic.assignments), 1
+            else:
+                partitions, replication = topic.num_partitions, topic.replication_factor
+            description = ctx.topics.create_topic(
+                topic.name, partitions, replication, configs, validate_only=validate_only
+            )
+            effective = ctx.topics.topic_configs(topic.name) if not validate_only else {}
+            result = res.CreatableTopicResult(
+                name=topic.name,
+                topic_id=description.topic_id,
+                error_code=E.none,
+                error_message=None,
+                num_partitions=i32(description.partitions),
+                replication_factor=i16(1),
+                configs=tuple(
+                    res.CreatableTopicConfigs(
+                        name=k,
+                        value=v,
+                        read_only=False,
+                        config_source=_SOURCE_DYNAMIC_TOPIC if k in configs else _SOURCE_DEFAULT,
+                        is_sensitive=False,
+                    )
+                    for k, v in sorted(effective.items())
+                ),
+            )
+        except TopicLogError as exc:
+            result = res.CreatableTopicResult(
+                name=topic.name,
+                topic_id=NULL_TOPIC_ID,
+                error_code=exc.error_code,
+                error_message=str(exc),
+                num_partitions=i32(-1),
+                replication_factor=i16(-1),
+                configs=(),
+            )
+        out.append(result)
+    return res.CreateTopicsResponse(throttle_time=NO_THROTTLE, topics=tuple(out))
+
+
+@kafka_api("delete_topics", (1, 6))
 async def handle_delete_topics(
-    ctx: BrokerContext, header: RequestHeader, request: Any, client_host: str
-) -> Any:
-    if header.api_version >= 6:
-        wanted = [(_get(t, "name"), _get(t, "topic_id")) for t in request.topics]
+    ctx: BrokerContext, request: Request[delete_topics_req.DeleteTopicsRequest]
+) -> delete_topics_res.DeleteTopicsResponse:
+    wanted: list[tuple[str | None, uuid.UUID | None]]
+    if request.version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.body.topics]
     else:
-        wanted = [(name, None) for name in request.topic_names]
+        wanted = [(name, None) for name in request.optional("topic_names")]
     responses = []
     for name, topic_id in wanted:
         if name is None and topic_id is not None:
             name = ctx.topics.topic_name_for_id(topic_id)
-        entry: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": 0, "error_message": None}
+        error, message = E.none, None
         if name is None:
-            entry.update(error_code=E.UNKNOWN_TOPIC_ID, error_message="Topic id not found")
+            error, message = E.unknown_topic_id, "Topic id not found"
         else:
             try:
-                entry["topic_id"] = (
-                    ctx.topics.describe_topic(name).topic_id if ctx.topics.has_topic(name) else topic_id
-                )
+                if ctx.topics.has_topic(name):
+                    topic_id = ctx.topics.describe_topic(name).topic_id
                 ctx.topics.delete_topic(name)
             except TopicLogError as exc:
-                entry.update(error_code=exc.error_code, error_message=str(exc))
-        responses.append(entry)
-    return build_response(20, header.api_version, {"throttle_time": 0, "responses": responses})
+                error, message = exc.error_code, str(exc)
+        responses.append(
+            delete_topics_res.DeletableTopicResult(
+                name=None if name is None else TopicName(name),
+                topic_id=topic_id,
+                error_code=error,
+                error_message=message,
+            )
+        )
+    return delete_topics_res.DeleteTopicsResponse(throttle_time=NO_THROTTLE, responses=tuple(responses))
 
 
+@kafka_api("create_partitions", (0, 3))
 async def handle_create_partitions(
-    ctx: BrokerContext, header: RequestHeader, request: Any, client_host: str
-) -> Any:
+    ctx: BrokerContext, request: Request[create_partitions_req.CreatePartitionsRequest]
+) -> create_partitions_res.CreatePartitionsResponse:
     results = []
-    for topic in request.topics:
-        entry: dict[str, Any] = {"name": topic.name, "error_code": 0, "error_message": None}
+    for topic in request.body.topics:
+        error, message = E.none, None
         try:
             if topic.assignments and any(set(a.broker_ids) != {ctx.node_id} for a in topic.assignments):
                 raise _invalid_assignment(ctx)
-            ctx.topics.create_partitions(topic.name, topic.count, validate_only=bool(request.validate_only))
+            ctx.topics.create_partitions(
+                topic.name, topic.count, validate_only=bool(request.body.validate_only)
+            )
         except TopicLogError as exc:
-            entry.update(error_code=exc.error_code, error_message=str(exc))
-        results.append(entry)
-    return build_response(37, header.api_version, {"throttle_time": 0, "results": results})
+            error, message = exc.error_code, str(exc)
+        results.append(
+            create_partitions_res.CreatePartitionsTopicResult(
+                name=topic.name, error_code=error, error_message=message
+            )
+        )
+    return create_partitions_res.CreatePartitionsResponse(throttle_time=NO_THROTTLE, results=tuple(results))
 
 
 # === data path ============================================================================================
 
 
-async def handle_produce(ctx: BrokerContext, header: RequestHeader, request: Any, client_host: str) -> Any:
-    # Transactions are not served: a transactional produce is refused.
-    error_all = (
-        int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) if _get(request, "transactional_id") is not None else 0
+def _produce_partition(
+    ctx: BrokerContext, topic: str, p: Any, refused: ErrorCode
+) -> produce_res.PartitionProduceResponse:
+    error, message = refused, None
+    base_offset, append_time, start_offset = -1, -1, -1
+    if not refused:
+        try:
+            appended = ctx.topics.append(topic, p.index, bytes(p.records or b""))
+            base_offset = appended.base_offset
+            append_time = appended.log_append_time_ms
+            start_offset = appended.log_start_offset
+        except TopicLogError as exc:
+            error, message = exc.error_code, str(exc)
+    return produce_res.PartitionProduceResponse(
+        index=p.index,
+        error_code=error,
+        base_offset=i64(base_offset),
+        log_append_time=_timestamp(append_time),
+        log_start_offset=i64(start_offset),
+        record_errors=(),
+        error_message=message,
     )
-    responses = []
-    for topic in request.topic_data:
-        partitions = []
-        for p in topic.partition_data:
-            entry: dict[str, Any] = {
-                "index": p.index,
-                "error_code": error_all,
-                "base_offset": -1,
-                "log_append_time": -1,
-                "log_start_offset": -1,
-                "record_errors": [],
-                "error_message": None,
-            }
-            if not error_all:
-                try:
-                    appended = ctx.topics.append(topic.name, p.index, bytes(p.records or b""))
-                    entry.update(
-                        base_offset=appended.base_offset,
-                        log_append_time=appended.log_append_time_ms,
-                        log_start_offset=appended.log_start_offset,
-                    )
-                except TopicLogError as exc:
-                    entry.update(error_code=exc.error_code, error_message=str(exc))
-            partitions.append(entry)
-        responses.append({"name": topic.name, "partition_responses": partitions})
-    if int(request.acks) == 0:
+
+
+@kafka_api("produce", (3, 12))
+async def handle_produce(
+    ctx: BrokerContext, request: Request[produce_req.ProduceRequest]
+) -> produce_res.ProduceResponse | None:
+    # Transactions are not served: a transactional produce is refused.
+    refused = E.transactional_id_authorization_failed if request.body.transactional_id is not None else E.none
+    responses = tuple(
+        produce_res.TopicProduceResponse(
+            name=topic.name,
+            partition_responses=tuple(
+                _produce_partition(ctx, topic.name, p, refused) for p in topic.partition_data
+            ),
+        )
+        for topic in request.body.topic_data
+    )
+    if not request.body.acks:
         return None  # acks=0: the producer expects no answer at all
-    return build_response(0, header.api_version, {"throttle_time": 0, "responses": responses})
+    return produce_res.ProduceResponse(throttle_time=NO_THROTTLE, responses=responses)
 
 
-def _fetch_one(ctx: BrokerContext, name: str, p: Any, budget: int) -> tuple[dict[str, Any], int]:
-    entry: dict[str, Any] = {
-        "partition_index": p.partition,
-        "error_code": 0,
-        "high_watermark": -1,
-        "last_stable_offset": -1,
-        "log_start_offset": -1,
-        "aborted_transactions": None,
-        "preferred_read_replica": -1,
-        "records": None,
-    }
+def _fetch_one(ctx: BrokerContext, name: str, p: Any, budget: int) -> tuple[fetch_res.PartitionData, int]:
     try:
         result = ctx.topics.read(
             name, p.partition, p.fetch_offset, min(budget, p.partition_max_bytes), min_one_batch=True
         )
     except TopicLogError as exc:
-        entry["error_code"] = exc.error_code
+        high_watermark = start_offset = -1
         if ctx.topics.has_topic(name) and 0 <= p.partition < ctx.topics.partition_count(name):
-            entry["high_watermark"] = ctx.topics.log_end_offset(name, p.partition)
-            entry["log_start_offset"] = ctx.topics.log_start_offset(name, p.partition)
-        return entry, 0
-    entry.update(
-        high_watermark=result.high_watermark,
-        last_stable_offset=result.last_stable_offset,
-        log_start_offset=result.log_start_offset,
-        records=result.records,
+            high_watermark = ctx.topics.log_end_offset(name, p.partition)
+            start_offset = ctx.topics.log_start_offset(name, p.partition)
+        return _fetched(p.partition, exc.error_code, high_watermark, start_offset), 0
+    entry = fetch_res.PartitionData(
+        partition_index=p.partition,
+        error_code=E.none,
+        high_watermark=i64(result.high_watermark),
+        last_stable_offset=i64(result.last_stable_offset),
+        log_start_offset=i64(result.log_start_offset),
+        aborted_transactions=None,
+        preferred_read_replica=BrokerId(-1),
+        records=Records(result.records),
     )
     return entry, len(result.records)
 
 
-async def handle_fetch(ctx: BrokerContext, header: RequestHeader, request: Any, client_host: str) -> Any:
-    version = header.api_version
-    max_wait_s = max(0, _ms(request.max_wait)) / 1000
-    min_bytes = max(0, int(request.min_bytes))
-    max_bytes = int(_get(request, "max_bytes", 2**31 - 1))
-    wanted: list[tuple[str | None, Any, Any]] = []
-    for topic in request.topics:
-        topic_id = _get(topic, "topic_id")
-        name = _get(topic, "topic") if version < 13 else ctx.topics.topic_name_for_id(topic_id)
-        wanted.append((name, topic_id, topic))
+def _fetched(
+    partition: i32, error: ErrorCode, high_watermark: int = -1, start: int = -1
+) -> fetch_res.PartitionData:
+    return fetch_res.PartitionData(
+        partition_index=partition,
+        error_code=error,
+        high_watermark=i64(high_watermark),
+        last_stable_offset=i64(-1),
+        log_start_offset=i64(start),
+        aborted_transactions=None,
+        preferred_read_replica=BrokerId(-1),
+        records=None,
+    )
 
-    def read_all() -> tuple[list[dict[str, Any]], int]:
+
+@kafka_api("fetch", (4, 12))
+async def handle_fetch(
+    ctx: BrokerContext, request: Request[fetch_req.FetchRequest]
+) -> fetch_res.FetchResponse:
+    body = request.body
+    max_wait_s = max(0, _ms(body.max_wait)) / 1000
+    min_bytes = max(0, int(body.min_bytes))
+    max_bytes = int(request.optional("max_bytes", 2**31 - 1))
+
+    def read_all() -> tuple[tuple[fetch_res.FetchableTopicResponse, ...], int]:
         budget = max_bytes
         total = 0
         out = []
-        for name, topic_id, topic in wanted:
+        for topic in body.topics:
             partitions = []
             for p in topic.partitions:
-                if name is None:
-                    partitions.append(
-                        {
-                            "partition_index": p.partition,
-                            "error_code": E.UNKNOWN_TOPIC_ID,
-                            "high_watermark": -1,
-                            "last_stable_offset": -1,
-                            "log_start_offset": -1,
-                            "aborted_transactions": None,
-                            "preferred_read_replica": -1,
-                            "records": None,
-                        }
-                    )
-                    continue
-                entry, size = _fetch_one(ctx, name, p, budget if total == 0 else max(budget, 0))
+                entry, size = _fetch_one(ctx, topic.topic, p, max(budget, 0) if total else budget)
                 budget -= size
                 total += size
                 partitions.append(entry)
-            out.append({"topic": name, "topic_id": topic_id, "partitions": partitions})
-        return out, total
+            out.append(fetch_res.FetchableTopicResponse(topic=topic.topic, partitions=tuple(partitions)))
+        return tuple(out), total
 
     responses, total = read_all()
     if total < min_bytes and max_wait_s > 0:
-        positions = {
-            (name, p.partition): p.fetch_offset
-            for name, _, topic in wanted
-            if name is not None
-            for p in topic.partitions
+        positions: dict[tuple[str, int], int] = {
+            (topic.topic, p.partition): p.fetch_offset for topic in body.topics for p in topic.partitions
         }
         if positions and await ctx.topics.wait_for_data(positions, max_wait_s, min_bytes=min_bytes):
             responses, total = read_all()
         elif not positions:
             await asyncio.sleep(max_wait_s)
-    return build_response(
-        1, version, {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    return fetch_res.FetchResponse(
+        throttle_time=NO_THROTTLE, error_code=E.none, session_id=i32(0), responses=responses
     )
 
 
+@kafka_api("list_offsets", (1, 10))
 async def handle_list_offsets(
-    ctx: BrokerContext, header: RequestHeader, request: Any, client_host: str
-) -> Any:
-    topics = []
-    for topic in request.topics:
-        partitions = []
-        for p in topic.partitions:
-            entry: dict[str, Any] = {
-                "partition_index": p.partition_index,
-                "error_code": 0,
-                "timestamp": -1,
-                "offset": -1,
-                "leader_epoch": -1,
-            }
-            try:
-                found = ctx.topics.list_offset(topic.name, p.partition_index, p.timestamp)
-                entry.update(
-                    timestamp=found.timestamp,
-                    offset=found.offset,
-                    leader_epoch=0 if found.offset >= 0 else -1,
-                )
-            except TopicLogError as exc:
-                entry["error_code"] = exc.error_code
-            partitions.append(entry)
-        topics.append({"name": topic.name, "partitions": partitions})
-    return build_response(2, header.api_version, {"throttle_time": 0, "topics": topics})
+    ctx: BrokerContext, request: Request[list_offsets_req.ListOffsetsRequest]
+) -> list_offsets_res.ListOffsetsResponse:
+    res = list_offsets_res
+
+    def one(topic: str, p: Any) -> list_offsets_res.ListOffsetsPartitionResponse:
+        try:
+            found = ctx.topics.list_offset(topic, p.partition_index, p.timestamp)
+        except TopicLogError as exc:
+            return res.ListOffsetsPartitionResponse(
+                partition_index=p.partition_index,
+                error_code=exc.error_code,
+                timestamp=i64(-1),
+                offset=i64(-1),
+                leader_epoch=i32(-1),
+            )
+        return res.ListOffsetsPartitionResponse(
+            partition_index=p.partition_index,
+            error_code=E.none,
+            timestamp=i64(found.timestamp),
+            offset=i64(found.offset),
+            leader_epoch=i32(0 if found.offset >= 0 else -1),
+        )
+
+    return res.ListOffsetsResponse(
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            res.ListOffsetsTopicResponse(name=t.name, partitions=tuple(one(t.name, p) for p in t.partitions))
+            for t in request.body.topics
+        ),
+    )
 
 
+@kafka_api("init_producer_id", (0, 5))
 async def handle_init_producer_id(
-    ctx: BrokerContext, header: RequestHeader, request: Any, client_host: str
-) -> Any:
-    if _get(request, "transactional_id") is not None:
-        body = {"error_code": E.COORDINATOR_NOT_AVAILABLE, "producer_id": -1, "producer_epoch": -1}
-    else:
-        body = {"error_code": 0, "producer_id": next(iter(ctx.producer_ids)), "producer_epoch": 0}
-    return build_response(22, header.api_version, {"throttle_time": 0, **body})
-
-
-# === the table ============================================================================================
-
-SUPPORTED: dict[int, tuple[int, int]] = {
-    0: (3, 12),  # Produce
-    1: (4, 12),  # Fetch (topic names; v13+ use topic ids)
-    2: (1, 10),  # ListOffsets
-    3: (0, 12),  # Metadata
-    8: (2, 10),  # OffsetCommit
-    9: (1, 10),  # OffsetFetch
-    10: (0, 6),  # FindCoordinator
-    11: (0, 9),  # JoinGroup
-    12: (0, 4),  # Heartbeat
-    13: (0, 5),  # LeaveGroup
-    14: (0, 5),  # SyncGroup
-    15: (0, 6),  # DescribeGroups
-    16: (0, 5),  # ListGroups
-    18: (0, 4),  # ApiVersions
-    19: (2, 7),  # CreateTopics
-    20: (1, 6),  # DeleteTopics
-    22: (0, 5),  # InitProducerId (idempotent producers; no transactions)
-    32: (1, 4),  # DescribeConfigs
-    37: (0, 3),  # CreatePartitions
-    42: (0, 2),  # DeleteGroups
-    44: (0, 1),  # IncrementalAlterConfigs
-    60: (0, 1),  # DescribeCluster
-}
-
-# Handlers taking the client's address (for member client hosts) get it as a fourth argument.
-HANDLERS: dict[int, Callable[..., Awaitable[Any]]] = {
-    0: handle_produce,
-    1: handle_fetch,
-    2: handle_list_offsets,
-    3: handle_metadata,
-    8: handle_offset_commit,
-    9: handle_offset_fetch,
-    10: handle_find_coordinator,
-    11: handle_join_group,
-    12: handle_heartbeat,
-    13: handle_leave_group,
-    14: handle_sync_group,
-    15: handle_describe_groups,
-    16: handle_list_groups,
-    18: handle_api_versions,
-    19: handle_create_topics,
-    20: handle_delete_topics,
-    22: handle_init_producer_id,
-    32: handle_describe_configs,
-    37: handle_create_partitions,
-    42: handle_delete_groups,
-    44: handle_incremental_alter_configs,
-    60: handle_describe_cluster,
-}
-TAKES_CLIENT_HOST = frozenset({0, 1, 2, 8, 9, 11, 12, 13, 14, 15, 16, 19, 20, 22, 32, 37, 42, 44})
-
-API_NAMES = {
-    0: "Produce",
-    1: "Fetch",
-    2: "ListOffsets",
-    3: "Metadata",
-    8: "OffsetCommit",
-    9: "OffsetFetch",
-    10: "FindCoordinator",
-    11: "JoinGroup",
-    12: "Heartbeat",
-    13: "LeaveGroup",
-    14: "SyncGroup",
-    15: "DescribeGroups",
-    16: "ListGroups",
-    18: "ApiVersions",
-    19: "CreateTopics",
-    20: "DeleteTopics",
-    22: "InitProducerId",
-    32: "DescribeConfigs",
-    37: "CreatePartitions",
-    42: "DeleteGroups",
-    44: "IncrementalAlterConfigs",
-    60: "DescribeCluster",
-}
-
-
-def is_supported(api_key: int, api_version: int) -> bool:
-    bounds = SUPPORTED.get(api_key)
-    return bounds is not None and bounds[0] <= api_version <= bounds[1]
+    ctx: BrokerContext, request: Request[init_producer_id_req.InitProducerIdRequest]
+) -> init_producer_id_res.InitProducerIdResponse:
+    if request.body.transactional_id is not None:
+        return init_producer_id_res.InitProducerIdResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=E.coordinator_not_available,
+            producer_id=ProducerId(-1),
+            producer_epoch=i16(-1),
+        )
+    return init_producer_id_res.InitProducerIdResponse(
+        throttle_time=NO_THROTTLE,
+        error_code=E.none,
+        producer_id=ProducerId(next(iter(ctx.producer_ids))),
+        producer_epoch=i16(0),
+    )

@@ -9,6 +9,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from staticfleet.broker import registry as kafka_apis
+from staticfleet.broker.registry import KafkaApi
 from staticfleet.coordinator import GroupCoordinator, GroupState
 from staticfleet.coordinator import events as ev
 
@@ -55,23 +57,18 @@ class _GroupCollector(Collector):
         yield generation
 
 
-_LATENCY_APIS = {11: "JoinGroup", 14: "SyncGroup"}
-
-
 class _RequestCollector(Collector):
     def __init__(self, counts: dict[tuple[int, int, int], int]) -> None:
         self.counts = counts
 
     def collect(self) -> Iterator[CounterMetricFamily]:
-        from staticfleet.broker.apis import API_NAMES
-
         family = CounterMetricFamily(
             "staticfleet_requests",
             "Kafka requests handled, by API, version and error",
             labels=["api", "version", "error"],
         )
-        for (api_key, version, error), count in sorted(self.counts.items()):
-            family.add_metric([API_NAMES.get(api_key, str(api_key)), str(version), str(error)], count)
+        for (key, version, error), count in sorted(self.counts.items()):
+            family.add_metric([kafka_apis.title_of(key), str(version), str(error)], count)
         yield family
 
 
@@ -126,12 +123,14 @@ class BrokerMetrics:
             registry=self.registry,
         )
 
-    def observe_request(self, api_key: int, version: int, error: int, seconds: float) -> None:
-        key = (api_key, version, error)
+    def observe_request(self, api: KafkaApi | None, version: int, error: int, seconds: float) -> None:
+        if api is None:
+            return
+        counted = (api.key, version, error)
         counts = self.request_counts
-        counts[key] = counts.get(key, 0) + 1
-        if api_key in _LATENCY_APIS:
-            self.request_latency.labels(_LATENCY_APIS[api_key]).observe(seconds)
+        counts[counted] = counts.get(counted, 0) + 1
+        if api.timed:
+            self.request_latency.labels(api.title).observe(seconds)
 
     def watch(self, coordinator: GroupCoordinator) -> None:
         self.registry.register(_GroupCollector(coordinator))

@@ -195,7 +195,7 @@ def validate_produce_records(data: Buffer, *, max_message_bytes: int) -> list[Ba
     idempotent batches without a sequence are refused as Kafka refuses them from clients.
     """
     end = len(data)
-    if end == 0:
+    if not end:
         raise InvalidRecordError("produce request carries no record batch")
     batches: list[BatchRef] = []
     pos = 0

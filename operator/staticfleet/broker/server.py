@@ -20,21 +20,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from staticfleet.broker import apis
+from kio.static.protocol import ResponsePayload
+
+from staticfleet.broker import apis, registry
 from staticfleet.broker.codec import (
-    API_VERSIONS_KEY,
     EncodedBody,
     FrameError,
-    UnsupportedVersion,
-    build_response,
-    encode_response,
+    encode_body,
+    for_version,
     frame_body,
     parse_request,
 )
 from staticfleet.broker.host import CoordinatorHost
 from staticfleet.broker.metrics import BrokerMetrics
+from staticfleet.broker.registry import BrokerContext, Request, UnsupportedVersion
 from staticfleet.broker.topiclog import TopicLog
-from staticfleet.coordinator import CoordinatorConfig, ErrorCode
+from staticfleet.coordinator import CoordinatorConfig
 from staticfleet.coordinator.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ class BrokerServer:
         self.host.observe_fsync = self.metrics.log_fsync_latency.observe
         self.metrics.watch(self.host.coordinator)
         self.topics: TopicLog | None = None
-        self.context: apis.BrokerContext | None = None
+        self.context: BrokerContext | None = None
         self._server: asyncio.base_events.Server | None = None
         self._http: Any = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -120,7 +121,7 @@ class BrokerServer:
         cluster_id = load_cluster_id(s.data_dir)
         self._server = await asyncio.start_server(self._connection, s.listen_host, s.listen_port, limit=2**20)
         self.port = self._server.sockets[0].getsockname()[1]
-        self.context = apis.BrokerContext(
+        self.context = BrokerContext(
             host=self.host,
             topics=self.topics,
             node_id=s.node_id,
@@ -257,33 +258,37 @@ class BrokerServer:
         assert self.context is not None
         started = time.perf_counter()
         try:
-            header, request = parse_request(frame, apis.is_supported)
+            header, body = parse_request(frame, registry.is_supported)
         except UnsupportedVersion as exc:
-            if exc.api_key == API_VERSIONS_KEY:
-                # KIP-511: an ApiVersions the broker cannot parse is answered as v0 with the list.
-                body = build_response(18, 0, apis.api_versions_body(ErrorCode.UNSUPPORTED_VERSION))
-                self.metrics.observe_request(
-                    API_VERSIONS_KEY, exc.api_version, ErrorCode.UNSUPPORTED_VERSION, 0.0
-                )
-                return encode_response(exc.correlation_id, body)
-            log.info("closing connection from %s: %s", client_host, exc)
-            return _CLOSE
+            answer = apis.unsupported_version_reply(exc)
+            if answer is None:
+                log.info("closing connection from %s: %s", client_host, exc)
+                return _CLOSE
+            self.metrics.observe_request(registry.api_for(exc), exc.api_version, _error_of(answer), 0.0)
+            return frame_body(exc.correlation_id, encode_body(answer))
         except FrameError as exc:
             log.info("closing connection from %s: %s", client_host, exc)
             return _CLOSE
-        handler = apis.HANDLERS[header.api_key]
-        if header.api_key in apis.TAKES_CLIENT_HOST:
-            response = await handler(self.context, header, request, client_host)
-        else:
-            response = await handler(self.context, header, request)
-        if isinstance(response, EncodedBody):
-            error = int.from_bytes(response.body[-2:], "big", signed=True) if header.api_key == 12 else 0
-            framed: bytes | None = frame_body(header.correlation_id, response)
-        else:
-            error = int(getattr(response, "error_code", 0)) if response is not None else 0
-            framed = None if response is None else encode_response(header.correlation_id, response)
-        self.metrics.observe_request(header.api_key, header.api_version, error, time.perf_counter() - started)
+        api = registry.api_for(header)
+        assert api is not None  # parse_request let only served APIs through
+        reply = await api.handler(self.context, Request(header, client_host, body))
+        framed: bytes | None = None
+        error = 0
+        if reply is not None:
+            encoded = (
+                reply
+                if isinstance(reply, EncodedBody)
+                else encode_body(for_version(reply, header.api_version))
+            )
+            error = _error_of(encoded.response)
+            framed = frame_body(header.correlation_id, encoded)
+        self.metrics.observe_request(api, header.api_version, error, time.perf_counter() - started)
         return framed
+
+
+def _error_of(response: ResponsePayload) -> int:
+    """The response's top-level error code (0 for APIs that only carry errors per item)."""
+    return int(getattr(response, "error_code", 0))
 
 
 _CLOSE = object()

@@ -2,72 +2,74 @@
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
+
 
 class TopicLogError(Exception):
     """Base class: `error_code` is the Kafka protocol error code for the response."""
 
-    error_code: int = -1  # UNKNOWN_SERVER_ERROR
+    error_code: ErrorCode = ErrorCode.unknown_server_error
 
 
 class OffsetOutOfRangeError(TopicLogError):
-    error_code = 1
+    error_code = ErrorCode.offset_out_of_range
 
 
 class CorruptMessageError(TopicLogError):
-    error_code = 2
+    error_code = ErrorCode.corrupt_message
 
 
 class UnknownTopicOrPartitionError(TopicLogError):
-    error_code = 3
+    error_code = ErrorCode.unknown_topic_or_partition
 
 
 class MessageTooLargeError(TopicLogError):
-    error_code = 10
+    error_code = ErrorCode.message_too_large
 
 
 class InvalidTopicError(TopicLogError):
-    error_code = 17
+    error_code = ErrorCode.invalid_topic_exception
 
 
 class RecordListTooLargeError(TopicLogError):
-    error_code = 18
+    error_code = ErrorCode.record_list_too_large
 
 
 class InvalidTimestampError(TopicLogError):
-    error_code = 32
+    error_code = ErrorCode.invalid_timestamp
 
 
 class TopicAlreadyExistsError(TopicLogError):
-    error_code = 36
+    error_code = ErrorCode.topic_already_exists
 
 
 class InvalidPartitionsError(TopicLogError):
-    error_code = 37
+    error_code = ErrorCode.invalid_partitions
 
 
 class InvalidReplicationFactorError(TopicLogError):
-    error_code = 38
+    error_code = ErrorCode.invalid_replication_factor
 
 
 class InvalidConfigError(TopicLogError):
-    error_code = 40
+    error_code = ErrorCode.invalid_config
 
 
 class InvalidRequestError(TopicLogError):
-    error_code = 42
+    error_code = ErrorCode.invalid_request
 
 
 class UnsupportedForMessageFormatError(TopicLogError):
-    error_code = 43
+    error_code = ErrorCode.unsupported_for_message_format
 
 
 class PolicyViolationError(TopicLogError):
-    error_code = 44
+    error_code = ErrorCode.policy_violation
 
 
 class KafkaStorageError(TopicLogError):
-    error_code = 56
+    error_code = ErrorCode.kafka_storage_error
 
 
 class InvalidRecordError(TopicLogError):
-    error_code = 87
+    error_code = ErrorCode.invalid_record

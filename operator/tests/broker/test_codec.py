@@ -7,21 +7,18 @@ import struct
 from typing import Any
 
 import pytest
+from kio.schema.errors import ErrorCode
 from kio.schema.heartbeat.v4.request import HeartbeatRequest
 from kio.schema.join_group.v9.request import JoinGroupRequest, JoinGroupRequestProtocol
+from kio.schema.join_group.v9.response import JoinGroupResponse, JoinGroupResponseMember
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.types import GroupId
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32, i32Timedelta
 
-from staticfleet.broker.apis import is_supported
-from staticfleet.broker.codec import (
-    FrameError,
-    UnsupportedVersion,
-    build_response,
-    encode_response,
-    parse_request,
-)
+from staticfleet.broker import apis  # noqa: F401 (registers the handlers)
+from staticfleet.broker.codec import FrameError, encode_response, for_version, parse_request
+from staticfleet.broker.registry import NO_THROTTLE, UnsupportedVersion, is_supported
 
 
 def _encode(entity: Any) -> bytes:
@@ -118,34 +115,32 @@ def test_an_array_count_larger_than_the_frame_is_refused_before_kio_allocates() 
 
 
 def test_responses_keep_only_the_fields_of_their_version() -> None:
-    values = {"throttle_time": 0, "error_code": 0, "generation_id": 2, "protocol_type": "consumer",
-              "protocol_name": "range", "leader": "a", "skip_assignment": True, "member_id": "a",
-              "members": [{"member_id": "a", "group_instance_id": "i", "metadata": b""}]}  # fmt: skip
-    v0 = build_response(11, 0, values)
-    v9 = build_response(11, 9, values)
+    values = JoinGroupResponse(throttle_time=NO_THROTTLE, error_code=ErrorCode.none, generation_id=i32(2),
+              protocol_type="consumer", protocol_name="range", leader="a", skip_assignment=True,
+              member_id="a", members=(JoinGroupResponseMember(member_id="a", group_instance_id="i",
+              metadata=b""),))  # fmt: skip
+    v0: Any = for_version(values, 0)
+    v9: Any = for_version(values, 9)
     assert not hasattr(v0, "skip_assignment") and not hasattr(v0.members[0], "group_instance_id")
     assert v9.skip_assignment is True and v9.members[0].group_instance_id == "i"
 
 
 def test_null_protocol_name_becomes_empty_string_where_a_version_cannot_carry_null() -> None:
-    assert (
-        build_response(
-            11, 6, {"error_code": 25, "protocol_name": None, "leader": "", "member_id": ""}
-        ).protocol_name
-        == ""
-    )
-    assert (
-        build_response(
-            11, 7, {"error_code": 25, "protocol_name": None, "leader": "", "member_id": ""}
-        ).protocol_name
-        is None
-    )
+    def unknown_member(version: int) -> Any:
+        response = JoinGroupResponse(throttle_time=NO_THROTTLE, error_code=ErrorCode(25), protocol_name=None,
+                                     leader="", member_id="", members=())  # fmt: skip
+        return for_version(response, version)
+
+    assert unknown_member(6).protocol_name == ""
+    assert unknown_member(7).protocol_name is None
 
 
 def test_api_versions_responses_always_use_header_v0() -> None:
     from kio.schema.api_versions.v3.response import ApiVersionsResponse
 
-    frame = encode_response(5, build_response(18, 3, {"error_code": 0, "api_keys": []}))
+    frame = encode_response(
+        5, ApiVersionsResponse(error_code=ErrorCode.none, api_keys=(), throttle_time=NO_THROTTLE)
+    )
     (size, correlation) = struct.unpack_from(">ii", frame, 0)
     assert (size, correlation) == (len(frame) - 4, 5)
     decoded, _ = entity_reader(ApiVersionsResponse)(frame[8:], 0)  # no tagged section after the id

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from conformance import driver as d
-from staticfleet.broker.apis import is_supported
+from staticfleet.broker import apis  # noqa: F401 (registers the handlers)
 from staticfleet.broker.codec import FrameError, parse_request
+from staticfleet.broker.registry import is_supported
 
 from .processes import ROOT, CoordinatorProcess
 
@@ -99,8 +100,9 @@ def coordinator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Coordinato
 PARSER_FUZZ = """
 import json, random, sys
 from tests.broker.test_fuzz import mutate, seed_frames
-from staticfleet.broker.apis import is_supported
-from staticfleet.broker.codec import FrameError, UnsupportedVersion, parse_request
+from staticfleet.broker import apis  # noqa: F401 (registers the handlers)
+from staticfleet.broker.registry import UnsupportedVersion, is_supported
+from staticfleet.broker.codec import FrameError, parse_request
 
 rng = random.Random(int(sys.argv[1]))
 seeds = seed_frames()
