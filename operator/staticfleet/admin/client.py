@@ -15,10 +15,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from kio.schema.errors import ErrorCode
+
 from staticfleet.admin.errors import (
-    GROUP_ID_NOT_FOUND,
-    INVALID_CONFIG,
-    INVALID_REQUEST,
     AdminError,
     ConfigRejected,
     CoordinatorUnreachable,
@@ -77,6 +76,15 @@ class KafkaConnection:
         return config
 
 
+# Errors that say "ask again, maybe elsewhere": the client is dropped and the call reports the
+# coordinator unreachable rather than a refusal.
+_COORDINATOR_MOVING = (
+    ErrorCode.coordinator_load_in_progress,
+    ErrorCode.coordinator_not_available,
+    ErrorCode.not_coordinator,
+)
+
+
 def _kafka_error_code(exc: BaseException) -> int | None:
     code = getattr(exc, "errno", None)
     return code if isinstance(code, int) else None
@@ -131,7 +139,7 @@ class GroupAdmin:
             except kafka.errors.KafkaError as exc:
                 code = _kafka_error_code(exc)
                 self._discard()
-                if code is not None and code > 0 and code not in (14, 15, 16):
+                if code is not None and code > 0 and code not in _COORDINATOR_MOVING:
                     raise KafkaErrorResponse(code, f"{what}: {error_name(code)} ({exc})") from exc
                 raise self._unreachable(what, exc) from exc
 
@@ -235,7 +243,7 @@ class GroupAdmin:
                     f"group {group_id} config {name}: {error_name(answer.error_code)}"
                     f"{': ' + answer.error_message if answer.error_message else ''}"
                 )
-                if answer.error_code in (INVALID_CONFIG, INVALID_REQUEST):
+                if answer.error_code in (ErrorCode.invalid_config, ErrorCode.invalid_request):
                     raise ConfigRejected(answer.error_code, text)
                 raise KafkaErrorResponse(answer.error_code, text)
 
@@ -245,7 +253,7 @@ class GroupAdmin:
 def _group_description(group: Any, coordinator: Node) -> GroupDescription:
     code = int(group.error_code)
     state = str(group.group_state)
-    if code == GROUP_ID_NOT_FOUND or (code == 0 and state == "Dead"):
+    if code == ErrorCode.group_id_not_found or (code == ErrorCode.none and state == "Dead"):
         raise GroupNotFound(
             f"group {group.group_id} does not exist on the coordinator at {coordinator.address}"
         )

@@ -2,44 +2,14 @@
 
 from __future__ import annotations
 
-# Kafka error codes the admin path interprets (Errors.java).
-NONE = 0
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
-UNKNOWN_MEMBER_ID = 25
-INVALID_CONFIG = 40
-INVALID_REQUEST = 42
-GROUP_ID_NOT_FOUND = 69
-FENCED_INSTANCE_ID = 82
-
-_NAMES = {
-    -1: "UNKNOWN_SERVER_ERROR",
-    0: "NONE",
-    14: "COORDINATOR_LOAD_IN_PROGRESS",
-    15: "COORDINATOR_NOT_AVAILABLE",
-    16: "NOT_COORDINATOR",
-    24: "INVALID_GROUP_ID",
-    25: "UNKNOWN_MEMBER_ID",
-    30: "GROUP_AUTHORIZATION_FAILED",
-    35: "UNSUPPORTED_VERSION",
-    40: "INVALID_CONFIG",
-    42: "INVALID_REQUEST",
-    69: "GROUP_ID_NOT_FOUND",
-    82: "FENCED_INSTANCE_ID",
-}
+from kio.schema.errors import ErrorCode
 
 
 def error_name(code: int) -> str:
-    """Kafka's name for an error code (falls back to the number for codes the admin path never meets)."""
-    known = _NAMES.get(code)
-    if known is not None:
-        return known
+    """Kafka's name for an error code, as its tools print it (the number for a code Kafka never had)."""
     try:
-        import kafka.errors
-
-        name = kafka.errors.for_code(code).message
-        return str(name) if name else f"ERROR_{code}"
-    except (ImportError, KeyError, AttributeError):
+        return ErrorCode(code).name.upper()
+    except ValueError:
         return f"ERROR_{code}"
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from staticfleet.admin.errors import UNKNOWN_MEMBER_ID, error_name
+from kio.schema.errors import ErrorCode
+
+from staticfleet.admin.errors import error_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,12 +77,12 @@ class MemberRemoval:
 
     @property
     def removed(self) -> bool:
-        return self.error_code == 0
+        return self.error_code == ErrorCode.none
 
     @property
     def already_gone(self) -> bool:
         """UNKNOWN_MEMBER_ID for an empty member id: the group has no member with that instance id."""
-        return self.error_code == UNKNOWN_MEMBER_ID
+        return self.error_code == ErrorCode.unknown_member_id
 
     @property
     def ok(self) -> bool:

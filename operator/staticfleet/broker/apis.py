@@ -80,7 +80,6 @@ from staticfleet.broker.registry import (
 )
 from staticfleet.broker.topiclog_errors import TopicLogError
 from staticfleet.coordinator import CoordinatorError, GroupCoordinator
-from staticfleet.coordinator import ErrorCode as CoordinatorErrorCode
 from staticfleet.coordinator import messages as m
 
 E = ErrorCode
@@ -769,7 +768,7 @@ def _config_changes(current: dict[str, str], configs: Iterable[Any]) -> dict[str
                 base = [v for v in base if v not in items]
             changes[name] = ",".join(base) if base else None
         else:
-            raise CoordinatorError(CoordinatorErrorCode.INVALID_REQUEST, f"unknown config operation {op}")
+            raise CoordinatorError(E.invalid_request, f"unknown config operation {op}")
     return changes
 
 
@@ -803,7 +802,7 @@ async def handle_incremental_alter_configs(
                     f"Altering configs of resource type {kind} is not supported",
                 )
         except CoordinatorError as exc:
-            error, message = E(exc.code), str(exc)
+            error, message = exc.code, str(exc)
         except TopicLogError as exc:
             error, message = exc.error_code, str(exc)
         responses.append(

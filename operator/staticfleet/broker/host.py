@@ -12,9 +12,9 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from staticfleet.coordinator import CoordinatorConfig, GroupCoordinator, SystemClock
 from staticfleet.coordinator.clock import Clock
@@ -54,7 +54,7 @@ class CoordinatorHost:
         *,
         clock: Clock | None = None,
         fsync: bool = True,
-        partition_growth: bool = True,
+        rebalance_on_partition_growth: bool = True,
         extra_sinks: Sequence[EventSink] = (),
         event_log_max_bytes: int = 64 * 1024 * 1024,
         snapshot_min_bytes: int = 64 * 1024 * 1024,
@@ -66,7 +66,11 @@ class CoordinatorHost:
         self.event_writer = EventLogWriter(self.data_dir / "events", max_bytes=event_log_max_bytes)
         self.events = FanOutSink(self.event_writer, *extra_sinks)
         self.coordinator = GroupCoordinator(
-            self.clock, self.store, config, self.events, rebalance_on_partition_growth=partition_growth
+            self.clock,
+            self.store,
+            config,
+            self.events,
+            rebalance_on_partition_growth=rebalance_on_partition_growth,
         )
         self.snapshot_min_bytes = snapshot_min_bytes
         self.ready = False
@@ -206,8 +210,3 @@ class CoordinatorHost:
         self._timer_deadline = None
         self.coordinator.fire_due_timers()
         self.after_change()
-
-    # --- views -------------------------------------------------------------------------------------
-
-    def groups(self) -> Iterator[Any]:
-        return iter(self.coordinator.groups.values())

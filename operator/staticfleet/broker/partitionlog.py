@@ -52,6 +52,7 @@ from staticfleet.broker.topiclog_errors import (
     RecordListTooLargeError,
     TopicLogError,
 )
+from staticfleet.fsutil import fsync_directory
 
 log = logging.getLogger(__name__)
 
@@ -104,14 +105,6 @@ def _parse_segment_file_name(name: str) -> int | None:
     if dot and "." + suffix == SEGMENT_SUFFIX and len(stem) == 20 and stem.isdigit():
         return int(stem)
     return None
-
-
-def _fsync_directory(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class _Window:
@@ -396,7 +389,7 @@ class FlushPlan:
             for _, fd, _ in self.segments:
                 os.fsync(fd)
             if self.sync_directory:
-                _fsync_directory(self.directory)
+                fsync_directory(self.directory)
             if self.recovery_point is not None:
                 _write_recovery_point(self.directory, self.recovery_point)
         except FileNotFoundError:
@@ -417,7 +410,7 @@ def _write_recovery_point(directory: Path, offset: int) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, directory / RECOVERY_POINT_FILE)
-    _fsync_directory(directory)
+    fsync_directory(directory)
 
 
 def _read_recovery_point(directory: Path) -> int:

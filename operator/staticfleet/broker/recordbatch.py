@@ -283,18 +283,6 @@ def assign_offsets(
     return out
 
 
-def iter_batch_positions(buf: Buffer) -> Iterator[tuple[int, int]]:
-    """Yield (position, size) of each whole batch in `buf`, stopping at a partial trailing batch."""
-    pos = 0
-    end = len(buf)
-    while end - pos >= LOG_OVERHEAD:
-        size = batch_size_at(buf, pos)
-        if size < HEADER_SIZE or pos + size > end:
-            return
-        yield pos, size
-        pos += size
-
-
 class UnsupportedCompressionError(Exception):
     """The batch uses a codec this module cannot decompress (only gzip and none are built in)."""
 

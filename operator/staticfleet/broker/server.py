@@ -32,6 +32,7 @@ from staticfleet.broker.codec import (
     parse_request,
 )
 from staticfleet.broker.host import CoordinatorHost
+from staticfleet.broker.http import HttpApi, start_http
 from staticfleet.broker.metrics import BrokerMetrics
 from staticfleet.broker.registry import BrokerContext, Request, UnsupportedVersion
 from staticfleet.broker.topiclog import TopicLog
@@ -57,7 +58,7 @@ class BrokerSettings:
     fsync: bool = True
     auto_create_topics: bool = True
     default_partitions: int = 1
-    partition_growth_rebalance: bool = True
+    rebalance_on_partition_growth: bool = True
     max_request_bytes: int = MAX_REQUEST_BYTES
     topic_flush_interval_s: float = 1.0
     retention_check_interval_s: float = 60.0
@@ -86,7 +87,7 @@ class BrokerServer:
             settings.coordinator,
             clock=clock,
             fsync=settings.fsync,
-            partition_growth=settings.partition_growth_rebalance,
+            rebalance_on_partition_growth=settings.rebalance_on_partition_growth,
             extra_sinks=[self.metrics],
         )
         self.host.observe_append(self.metrics.log_append_latency.observe)
@@ -95,7 +96,7 @@ class BrokerServer:
         self.topics: TopicLog | None = None
         self.context: BrokerContext | None = None
         self._server: asyncio.base_events.Server | None = None
-        self._http: Any = None
+        self._http: HttpApi | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._in_flight = 0
         self._idle = asyncio.Event()
@@ -109,9 +110,9 @@ class BrokerServer:
     async def start(self) -> None:
         s = self.settings
         if s.http_host is not None and s.http_port is not None:
-            from staticfleet.broker.http import start_http
-
-            self._http = await start_http(self, s.http_host, s.http_port)
+            self._http = await start_http(
+                self.host, self.metrics, lambda: self.ready, s.http_host, s.http_port
+            )
             self.http_port = self._http.port
         self.topics = await asyncio.to_thread(
             TopicLog, s.data_dir / "topics", default_partitions=s.default_partitions

@@ -76,6 +76,7 @@ from staticfleet.broker.topiclog_errors import (
     UnknownTopicOrPartitionError,
     UnsupportedForMessageFormatError,
 )
+from staticfleet.fsutil import fsync_directory
 
 __all__ = [
     "DEFAULT_TOPIC_CONFIGS",
@@ -330,15 +331,7 @@ def _write_json_atomically(path: Path, payload: Mapping[str, Any]) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    _fsync_directory(path.parent)
-
-
-def _fsync_directory(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_directory(path.parent)
 
 
 def _wall_clock_ms() -> int:
@@ -500,7 +493,7 @@ class TopicLog:
                 self._topic_file(name, topic_id, num_partitions, overrides, created_ms),
             )
             os.rename(staging, final)
-            _fsync_directory(self._topics_dir)
+            fsync_directory(self._topics_dir)
         except OSError as exc:
             shutil.rmtree(staging, ignore_errors=True)
             raise KafkaStorageError(f"cannot create topic {name!r}: {exc}") from exc
@@ -551,7 +544,7 @@ class TopicLog:
         trash = self._trash_dir / uuid.uuid4().hex
         try:
             os.rename(topic.directory, trash)
-            _fsync_directory(self._topics_dir)
+            fsync_directory(self._topics_dir)
         except OSError as exc:
             raise KafkaStorageError(f"cannot delete topic {name!r}: {exc}") from exc
         del self._topics[name]
@@ -584,7 +577,7 @@ class TopicLog:
                 added.append(PartitionLog(topic.directory / str(index), topic.log_config))
             for partition in added:
                 partition.flush()
-            _fsync_directory(topic.directory)
+            fsync_directory(topic.directory)
             _write_json_atomically(
                 topic.directory / _TOPIC_FILE,
                 self._topic_file(name, topic.topic_id, total_count, topic.overrides, topic.created_ms),
@@ -638,9 +631,6 @@ class TopicLog:
 
     def describe_topic(self, name: str) -> TopicDescription:
         return self._topic(name).describe()
-
-    def describe_topics(self) -> list[TopicDescription]:
-        return [self._topics[name].describe() for name in sorted(self._topics)]
 
     def partition_count(self, name: str) -> int:
         return len(self._topic(name).partitions)

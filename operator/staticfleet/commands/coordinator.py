@@ -59,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument("--no-auto-create-topics", action="store_true", help="do not create topics on Metadata")
     p.add_argument(
-        "--no-partition-growth-rebalance",
+        "--no-rebalance-on-partition-growth",
         action="store_true",
         help="do not rebalance consumer groups when a subscribed topic gains partitions",
     )
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         fsync=not args.no_fsync,
         auto_create_topics=not args.no_auto_create_topics,
         default_partitions=args.default_partitions,
-        partition_growth_rebalance=not args.no_partition_growth_rebalance,
+        rebalance_on_partition_growth=not args.no_rebalance_on_partition_growth,
     )
 
     async def main() -> None:

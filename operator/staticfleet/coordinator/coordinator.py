@@ -82,13 +82,13 @@ EXPECTED_INSTANCE_IDS: Final = "staticfleet.expected.instance.ids"
 """Group config (a staticfleet extension): instance ids a join phase waits for."""
 GROUP_CONFIG_KEYS: Final = frozenset({EXPECTED_INSTANCE_IDS})
 
-_HB_NONE: Final = HeartbeatResponse(ErrorCode.NONE)
-_HB_REBALANCING: Final = HeartbeatResponse(ErrorCode.REBALANCE_IN_PROGRESS)
-_HB_UNKNOWN: Final = HeartbeatResponse(ErrorCode.UNKNOWN_MEMBER_ID)
-_HB_FENCED: Final = HeartbeatResponse(ErrorCode.FENCED_INSTANCE_ID)
-_HB_ILLEGAL_GENERATION: Final = HeartbeatResponse(ErrorCode.ILLEGAL_GENERATION)
-_HB_INVALID_GROUP: Final = HeartbeatResponse(ErrorCode.INVALID_GROUP_ID)
-_HB_NOT_AVAILABLE: Final = HeartbeatResponse(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+_HB_NONE: Final = HeartbeatResponse(ErrorCode.none)
+_HB_REBALANCING: Final = HeartbeatResponse(ErrorCode.rebalance_in_progress)
+_HB_UNKNOWN: Final = HeartbeatResponse(ErrorCode.unknown_member_id)
+_HB_FENCED: Final = HeartbeatResponse(ErrorCode.fenced_instance_id)
+_HB_ILLEGAL_GENERATION: Final = HeartbeatResponse(ErrorCode.illegal_generation)
+_HB_INVALID_GROUP: Final = HeartbeatResponse(ErrorCode.invalid_group_id)
+_HB_NOT_AVAILABLE: Final = HeartbeatResponse(ErrorCode.coordinator_not_available)
 
 _HEARTBEAT: Final = 0
 _JOIN: Final = 1
@@ -258,14 +258,14 @@ class GroupCoordinator:
     ) -> None:
         reply = _Once(respond)
         if not request.group_id:
-            reply(JoinGroupResponse(error=ErrorCode.INVALID_GROUP_ID, member_id=request.member_id))
+            reply(JoinGroupResponse(error=ErrorCode.invalid_group_id, member_id=request.member_id))
             return
         if not (
             self.config.min_session_timeout_ms
             <= request.session_timeout_ms
             <= self.config.max_session_timeout_ms
         ):
-            reply(JoinGroupResponse(error=ErrorCode.INVALID_SESSION_TIMEOUT, member_id=request.member_id))
+            reply(JoinGroupResponse(error=ErrorCode.invalid_session_timeout, member_id=request.member_id))
             return
         if ctx.api_version == 0:
             # v0 has no rebalance timeout: the session timeout stands in for it.
@@ -284,20 +284,20 @@ class GroupCoordinator:
         is_new_group = group is None
         if group is None:
             if not is_unknown_member:
-                reply(JoinGroupResponse(error=ErrorCode.UNKNOWN_MEMBER_ID, member_id=request.member_id))
+                reply(JoinGroupResponse(error=ErrorCode.unknown_member_id, member_id=request.member_id))
                 return
             group = self._create_group(request.group_id)
         try:
             if not self._accept_joining_member(group, request.member_id):
                 group.remove(request.member_id)
-                reply(JoinGroupResponse(error=ErrorCode.GROUP_MAX_SIZE_REACHED, member_id=""))
+                reply(JoinGroupResponse(error=ErrorCode.group_max_size_reached, member_id=""))
             elif is_unknown_member:
                 self._join_new_member(ctx, request, group, reply)
             else:
                 self._join_existing_member(ctx, request, group, reply)
         except IllegalTransition:
             log.exception("JoinGroup for group %s failed", request.group_id)
-            reply(JoinGroupResponse(error=ErrorCode.UNKNOWN_SERVER_ERROR))
+            reply(JoinGroupResponse(error=ErrorCode.unknown_server_error))
         if is_new_group:
             # A freshly created group is committed to the log with an empty record, as Kafka does.
             try:
@@ -327,10 +327,10 @@ class GroupCoordinator:
         self, ctx: RequestContext, request: JoinGroupRequest, group: ClassicGroup, reply: JoinResponder
     ) -> None:
         if group.is_in(GroupState.DEAD):
-            reply(JoinGroupResponse(error=ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=""))
+            reply(JoinGroupResponse(error=ErrorCode.coordinator_not_available, member_id=""))
             return
         if not group.supports_protocols(request.protocol_type, {p.name for p in request.protocols}):
-            reply(JoinGroupResponse(error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=""))
+            reply(JoinGroupResponse(error=ErrorCode.inconsistent_group_protocol, member_id=""))
             return
         instance_id = request.group_instance_id
         new_member_id = f"{instance_id if instance_id is not None else ctx.client_id}-{self.new_uuid()}"
@@ -344,7 +344,7 @@ class GroupCoordinator:
             # KIP-394: hand out a member id and ask the client to come back with it.
             group.add_pending_member(new_member_id)
             self._schedule_heartbeat(group, new_member_id, request.session_timeout_ms)
-            reply(JoinGroupResponse(error=ErrorCode.MEMBER_ID_REQUIRED, member_id=new_member_id))
+            reply(JoinGroupResponse(error=ErrorCode.member_id_required, member_id=new_member_id))
         else:
             self._add_member_and_rebalance(ctx, request, group, new_member_id, reply)
 
@@ -353,10 +353,10 @@ class GroupCoordinator:
     ) -> None:
         member_id = request.member_id
         if group.is_in(GroupState.DEAD):
-            reply(JoinGroupResponse(error=ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=member_id))
+            reply(JoinGroupResponse(error=ErrorCode.coordinator_not_available, member_id=member_id))
             return
         if not group.supports_protocols(request.protocol_type, {p.name for p in request.protocols}):
-            reply(JoinGroupResponse(error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
+            reply(JoinGroupResponse(error=ErrorCode.inconsistent_group_protocol, member_id=member_id))
             return
         if group.is_pending_member(member_id):
             if request.group_instance_id is not None:
@@ -368,7 +368,7 @@ class GroupCoordinator:
         try:
             group.validate_member(member_id, request.group_instance_id)
         except CoordinatorError as exc:
-            if exc.code == ErrorCode.FENCED_INSTANCE_ID:
+            if exc.code == ErrorCode.fenced_instance_id:
                 self._emit_fenced(group, member_id, request.group_instance_id, "JoinGroup")
             reply(
                 JoinGroupResponse(error=exc.code, member_id=member_id, protocol_type=None, protocol_name=None)
@@ -393,7 +393,7 @@ class GroupCoordinator:
             else:
                 reply(self._current_join_response(group, member_id, with_members=False))
         else:
-            reply(JoinGroupResponse(error=ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id))
+            reply(JoinGroupResponse(error=ErrorCode.unknown_member_id, member_id=member_id))
 
     def _current_join_response(
         self, group: ClassicGroup, member_id: str, with_members: bool
@@ -586,7 +586,7 @@ class GroupCoordinator:
     def _prepare_rebalance(self, group: ClassicGroup, reason: str, detail: str) -> None:
         now = self.clock.now_ms()
         if group.is_in(GroupState.COMPLETING_REBALANCE):
-            self._reset_and_propagate_assignment(group, ErrorCode.REBALANCE_IN_PROGRESS)
+            self._reset_and_propagate_assignment(group, ErrorCode.rebalance_in_progress)
         self._remove_sync_expiration(group)
         is_initial = group.is_in(GroupState.EMPTY)
         if is_initial:
@@ -778,10 +778,10 @@ class GroupCoordinator:
             raise IllegalTransition(f"group {group.group_id} is not completing a rebalance")
         for member in group.members.values():
             member.assignment = assignment.get(member.member_id, b"")
-        self._propagate_assignment(group, ErrorCode.NONE)
+        self._propagate_assignment(group, ErrorCode.none)
 
     def _propagate_assignment(self, group: ClassicGroup, error: ErrorCode) -> None:
-        ok = error == ErrorCode.NONE
+        ok = error == ErrorCode.none
         for member in list(group.members.values()):
             response = SyncGroupResponse(
                 error=error,
@@ -841,7 +841,7 @@ class GroupCoordinator:
     def _remove_member_and_update_group(
         self, group: ClassicGroup, member: Member, reason: str, detail: str
     ) -> None:
-        group.complete_join(member, JoinGroupResponse(error=ErrorCode.UNKNOWN_MEMBER_ID, member_id=""))
+        group.complete_join(member, JoinGroupResponse(error=ErrorCode.unknown_member_id, member_id=""))
         group.remove(member.member_id)
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self._maybe_prepare_rebalance_or_complete_join(group, reason, detail)
@@ -855,14 +855,14 @@ class GroupCoordinator:
     ) -> None:
         reply = _Once(respond)
         if ctx.api_version >= 5 and (request.protocol_type is None or request.protocol_name is None):
-            reply(SyncGroupResponse(error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+            reply(SyncGroupResponse(error=ErrorCode.inconsistent_group_protocol))
             return
         if not request.group_id:
-            reply(SyncGroupResponse(error=ErrorCode.INVALID_GROUP_ID))
+            reply(SyncGroupResponse(error=ErrorCode.invalid_group_id))
             return
         group = self.groups.get(request.group_id)
         if group is None or group.is_empty:
-            reply(SyncGroupResponse(error=ErrorCode.UNKNOWN_MEMBER_ID))
+            reply(SyncGroupResponse(error=ErrorCode.unknown_member_id))
             return
         error = self._validate_sync(group, request)
         if error is not None:
@@ -871,7 +871,7 @@ class GroupCoordinator:
         member = group.member(request.member_id)
         state = group.state
         if state is GroupState.PREPARING_REBALANCE:
-            reply(SyncGroupResponse(error=ErrorCode.REBALANCE_IN_PROGRESS))
+            reply(SyncGroupResponse(error=ErrorCode.rebalance_in_progress))
         elif state is GroupState.COMPLETING_REBALANCE:
             member.awaiting_sync = reply
             self._remove_pending_sync_member(group, request.member_id)
@@ -891,19 +891,19 @@ class GroupCoordinator:
 
     def _validate_sync(self, group: ClassicGroup, request: SyncGroupRequest) -> ErrorCode | None:
         if group.is_in(GroupState.DEAD):
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+            return ErrorCode.coordinator_not_available
         try:
             group.validate_member(request.member_id, request.group_instance_id)
         except CoordinatorError as exc:
-            if exc.code == ErrorCode.FENCED_INSTANCE_ID:
+            if exc.code == ErrorCode.fenced_instance_id:
                 self._emit_fenced(group, request.member_id, request.group_instance_id, "SyncGroup")
             return exc.code
         if request.generation_id != group.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
+            return ErrorCode.illegal_generation
         if _inconsistent(request.protocol_type, group.protocol_type) or _inconsistent(
             request.protocol_name, group.protocol_name
         ):
-            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+            return ErrorCode.inconsistent_group_protocol
         return None
 
     def _store_assignment(self, group: ClassicGroup, request: SyncGroupRequest) -> None:
@@ -970,17 +970,17 @@ class GroupCoordinator:
 
     def leave_group(self, ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
         if not request.group_id:
-            return LeaveGroupResponse(error=ErrorCode.INVALID_GROUP_ID)
+            return LeaveGroupResponse(error=ErrorCode.invalid_group_id)
         group = self.groups.get(request.group_id)
         if group is None:
             return LeaveGroupResponse(
                 members=tuple(
-                    LeaveMemberResponse(m.member_id, m.group_instance_id, ErrorCode.UNKNOWN_MEMBER_ID)
+                    LeaveMemberResponse(m.member_id, m.group_instance_id, ErrorCode.unknown_member_id)
                     for m in request.members
                 )
             )
         if group.is_in(GroupState.DEAD):
-            return LeaveGroupResponse(error=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            return LeaveGroupResponse(error=ErrorCode.coordinator_not_available)
         responses: list[LeaveMemberResponse] = []
         removed_by_instance = False
         for identity in request.members:
@@ -989,7 +989,7 @@ class GroupCoordinator:
             if member_id == "":
                 mapped = group.static_member_id(instance_id) if instance_id is not None else None
                 if mapped is None:
-                    responses.append(LeaveMemberResponse(member_id, instance_id, ErrorCode.UNKNOWN_MEMBER_ID))
+                    responses.append(LeaveMemberResponse(member_id, instance_id, ErrorCode.unknown_member_id))
                     continue
                 self._remove_leaving_member(group, mapped, ev.MEMBER_REMOVED, identity.reason)
                 removed_by_instance = True
@@ -1003,13 +1003,13 @@ class GroupCoordinator:
             try:
                 group.validate_member(member_id, instance_id)
             except CoordinatorError as exc:
-                if exc.code == ErrorCode.FENCED_INSTANCE_ID:
+                if exc.code == ErrorCode.fenced_instance_id:
                     self._emit_fenced(group, member_id, instance_id, "LeaveGroup")
                 responses.append(LeaveMemberResponse(member_id, instance_id, exc.code))
                 continue
             self._remove_leaving_member(group, member_id, ev.MEMBER_LEFT, identity.reason)
             responses.append(LeaveMemberResponse(member_id, instance_id))
-        if any(r.error == ErrorCode.NONE for r in responses):
+        if any(r.error == ErrorCode.none for r in responses):
             reason = ev.REASON_MEMBER_REMOVED if removed_by_instance else ev.REASON_MEMBER_LEFT
             left = ", ".join(
                 r.member_id or f"instance {r.group_instance_id}" for r in responses if not r.error
@@ -1025,7 +1025,7 @@ class GroupCoordinator:
     ) -> None:
         member = group.member(member_id)
         self._cancel_heartbeat(group, member_id)
-        group.complete_join(member, JoinGroupResponse(error=ErrorCode.UNKNOWN_MEMBER_ID, member_id=""))
+        group.complete_join(member, JoinGroupResponse(error=ErrorCode.unknown_member_id, member_id=""))
         group.remove(member_id)
         self._emit(
             kind, group, member_id=member_id, instance_id=member.group_instance_id, client_reason=reason
@@ -1037,7 +1037,7 @@ class GroupCoordinator:
         group = self.groups.get(request.group_id)
         if group is None:
             if request.generation_id >= 0:
-                error = ErrorCode.GROUP_ID_NOT_FOUND if ctx.api_version >= 9 else ErrorCode.ILLEGAL_GENERATION
+                error = ErrorCode.group_id_not_found if ctx.api_version >= 9 else ErrorCode.illegal_generation
                 return OffsetCommitResponse.all_failed(request, error)
             # No group and no generation: a consumer outside group management. Kafka calls it a simple group.
             group = self._create_group(request.group_id)
@@ -1056,7 +1056,7 @@ class GroupCoordinator:
             results = []
             for p in topic.partitions:
                 if _metadata_length(p.metadata) > max_metadata:
-                    results.append(PartitionResult(p.partition, ErrorCode.OFFSET_METADATA_TOO_LARGE))
+                    results.append(PartitionResult(p.partition, ErrorCode.offset_metadata_too_large))
                     continue
                 results.append(PartitionResult(p.partition))
                 records.append(
@@ -1083,22 +1083,22 @@ class GroupCoordinator:
 
     def _validate_offset_commit(self, group: ClassicGroup, request: OffsetCommitRequest) -> None:
         if group.is_in(GroupState.DEAD):
-            raise CoordinatorError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            raise CoordinatorError(ErrorCode.coordinator_not_available)
         if request.generation_id < 0 and group.is_in(GroupState.EMPTY):
             return
         if request.generation_id >= 0 or request.member_id or request.group_instance_id is not None:
             try:
                 group.validate_member(request.member_id, request.group_instance_id)
             except CoordinatorError as exc:
-                if exc.code == ErrorCode.FENCED_INSTANCE_ID:
+                if exc.code == ErrorCode.fenced_instance_id:
                     self._emit_fenced(group, request.member_id, request.group_instance_id, "OffsetCommit")
                 raise
             if request.generation_id != group.generation_id:
-                raise CoordinatorError(ErrorCode.ILLEGAL_GENERATION)
+                raise CoordinatorError(ErrorCode.illegal_generation)
         elif not group.is_in(GroupState.EMPTY):
-            raise CoordinatorError(ErrorCode.UNKNOWN_MEMBER_ID)
+            raise CoordinatorError(ErrorCode.unknown_member_id)
         if group.is_in(GroupState.COMPLETING_REBALANCE):
-            raise CoordinatorError(ErrorCode.REBALANCE_IN_PROGRESS)
+            raise CoordinatorError(ErrorCode.rebalance_in_progress)
 
     def fetch_offsets(self, ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
         group = self.groups.get(request.group_id)
@@ -1142,7 +1142,7 @@ class GroupCoordinator:
                     described.append(
                         DescribedGroup(
                             group_id,
-                            error=ErrorCode.GROUP_ID_NOT_FOUND,
+                            error=ErrorCode.group_id_not_found,
                             error_message=f"Group {group_id} not found.",
                             state=str(GroupState.DEAD),
                         )
@@ -1193,10 +1193,10 @@ class GroupCoordinator:
         for group_id in dict.fromkeys(group_ids):
             group = self.groups.get(group_id)
             if group is None or group.is_in(GroupState.DEAD):
-                results.append(DeleteGroupResult(group_id, ErrorCode.GROUP_ID_NOT_FOUND))
+                results.append(DeleteGroupResult(group_id, ErrorCode.group_id_not_found))
                 continue
             if not group.is_empty:
-                results.append(DeleteGroupResult(group_id, ErrorCode.NON_EMPTY_GROUP))
+                results.append(DeleteGroupResult(group_id, ErrorCode.non_empty_group))
                 continue
             records.extend(self._group_tombstones(group_id))
             deleted.append(group)
@@ -1296,14 +1296,14 @@ class GroupCoordinator:
         for name, value in changes.items():
             if name not in GROUP_CONFIG_KEYS:
                 raise CoordinatorError(
-                    ErrorCode.INVALID_CONFIG,
+                    ErrorCode.invalid_config,
                     f"Unknown group config name: {name}. Supported: {', '.join(sorted(GROUP_CONFIG_KEYS))}",
                 )
             if value is not None:
                 try:
                     parse_instance_ids(value)
                 except ValueError as exc:
-                    raise CoordinatorError(ErrorCode.INVALID_CONFIG, str(exc)) from exc
+                    raise CoordinatorError(ErrorCode.invalid_config, str(exc)) from exc
         if validate_only:
             return
         configs = dict(self.group_configs.get(group_id, {}))
@@ -1433,9 +1433,9 @@ class GroupCoordinator:
         for group in self.groups.values():
             for member in list(group.members.values()):
                 group.complete_join(
-                    member, JoinGroupResponse(error=ErrorCode.NOT_COORDINATOR, member_id=member.member_id)
+                    member, JoinGroupResponse(error=ErrorCode.not_coordinator, member_id=member.member_id)
                 )
-                group.complete_sync(member, SyncGroupResponse(error=ErrorCode.NOT_COORDINATOR))
+                group.complete_sync(member, SyncGroupResponse(error=ErrorCode.not_coordinator))
 
     def snapshot_records(self) -> Iterator[Record]:
         """The live durable state as records: replaying them rebuilds what a full log replay would."""

@@ -1,65 +1,34 @@
-"""Kafka protocol error codes used by the group coordinator (numeric values as in Kafka's Errors.java)."""
+"""The coordinator's failures, each carrying one of kio's Kafka error codes."""
 
 from __future__ import annotations
 
-from enum import IntEnum
+from kio.schema.errors import ErrorCode
 
-
-class ErrorCode(IntEnum):
-    UNKNOWN_SERVER_ERROR = -1
-    NONE = 0
-    OFFSET_OUT_OF_RANGE = 1
-    CORRUPT_MESSAGE = 2
-    UNKNOWN_TOPIC_OR_PARTITION = 3
-    MESSAGE_TOO_LARGE = 10
-    OFFSET_METADATA_TOO_LARGE = 12
-    COORDINATOR_LOAD_IN_PROGRESS = 14
-    COORDINATOR_NOT_AVAILABLE = 15
-    NOT_COORDINATOR = 16
-    RECORD_LIST_TOO_LARGE = 18
-    ILLEGAL_GENERATION = 22
-    INCONSISTENT_GROUP_PROTOCOL = 23
-    INVALID_GROUP_ID = 24
-    UNKNOWN_MEMBER_ID = 25
-    INVALID_SESSION_TIMEOUT = 26
-    REBALANCE_IN_PROGRESS = 27
-    GROUP_AUTHORIZATION_FAILED = 30
-    UNSUPPORTED_VERSION = 35
-    INVALID_REQUEST = 42
-    INVALID_CONFIG = 40
-    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
-    KAFKA_STORAGE_ERROR = 56
-    NON_EMPTY_GROUP = 68
-    GROUP_ID_NOT_FOUND = 69
-    MEMBER_ID_REQUIRED = 79
-    GROUP_MAX_SIZE_REACHED = 81
-    FENCED_INSTANCE_ID = 82
-    GROUP_SUBSCRIBED_TO_TOPIC = 86
-    UNKNOWN_TOPIC_ID = 100
+__all__ = ["CoordinatorError", "ErrorCode", "StoreError", "append_error_to_response_error"]
 
 
 class CoordinatorError(Exception):
     """A request-level failure that maps to one Kafka error code."""
 
     def __init__(self, code: ErrorCode, message: str = "") -> None:
-        super().__init__(message or code.name)
+        super().__init__(message or code.name.upper())
         self.code = code
 
 
 class StoreError(Exception):
     """The durable store could not append a record; `code` is the Kafka append error it corresponds to."""
 
-    def __init__(self, message: str, code: ErrorCode = ErrorCode.KAFKA_STORAGE_ERROR) -> None:
+    def __init__(self, message: str, code: ErrorCode = ErrorCode.kafka_storage_error) -> None:
         super().__init__(message)
         self.code = code
 
 
 def append_error_to_response_error(code: ErrorCode) -> ErrorCode:
     """How Kafka maps a failed group-metadata append to the error a client sees."""
-    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if code in (ErrorCode.KAFKA_STORAGE_ERROR,):
-        return ErrorCode.NOT_COORDINATOR
-    if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE):
-        return ErrorCode.UNKNOWN_SERVER_ERROR
+    if code in (ErrorCode.unknown_topic_or_partition,):
+        return ErrorCode.coordinator_not_available
+    if code in (ErrorCode.kafka_storage_error,):
+        return ErrorCode.not_coordinator
+    if code in (ErrorCode.message_too_large, ErrorCode.record_list_too_large):
+        return ErrorCode.unknown_server_error
     return code

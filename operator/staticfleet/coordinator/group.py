@@ -176,9 +176,6 @@ class ClassicGroup:
     def is_empty(self) -> bool:
         return self.state is GroupState.EMPTY
 
-    def has_member(self, member_id: str) -> bool:
-        return member_id in self.members
-
     def member(self, member_id: str) -> Member:
         return self.members[member_id]
 
@@ -252,11 +249,11 @@ class ClassicGroup:
         if instance_id is not None:
             mapped = self.static_members.get(instance_id)
             if mapped is None:
-                raise CoordinatorError(ErrorCode.UNKNOWN_MEMBER_ID)
+                raise CoordinatorError(ErrorCode.unknown_member_id)
             if mapped != member_id:
-                raise CoordinatorError(ErrorCode.FENCED_INSTANCE_ID)
+                raise CoordinatorError(ErrorCode.fenced_instance_id)
         if member_id not in self.members:
-            raise CoordinatorError(ErrorCode.UNKNOWN_MEMBER_ID)
+            raise CoordinatorError(ErrorCode.unknown_member_id)
 
     # --- transitions -------------------------------------------------------------------------------
 
@@ -355,14 +352,14 @@ class ClassicGroup:
         self.complete_join(
             old,
             JoinGroupResponse(
-                error=ErrorCode.FENCED_INSTANCE_ID,
+                error=ErrorCode.fenced_instance_id,
                 member_id=old_member_id,
                 protocol_name=None,
                 protocol_type=None,
                 leader="",
             ),
         )
-        self.complete_sync(old, SyncGroupResponse(error=ErrorCode.FENCED_INSTANCE_ID))
+        self.complete_sync(old, SyncGroupResponse(error=ErrorCode.fenced_instance_id))
         new = Member(
             member_id=new_member_id,
             group_instance_id=old.group_instance_id,

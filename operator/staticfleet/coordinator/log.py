@@ -26,6 +26,7 @@ import crc32c
 
 from staticfleet.coordinator.errors import StoreError
 from staticfleet.coordinator.records import Record, RecordDecodeError, decode_records, encode_record
+from staticfleet.fsutil import fsync_directory
 
 log = logging.getLogger(__name__)
 
@@ -82,14 +83,6 @@ def _scan(data: bytes, magic: bytes) -> _Scan:
         frames.append((count, payload[_PAYLOAD_HEAD.size :]))
         pos = start + length
     return _Scan(frames, pos, None)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class DurableLog:
@@ -186,7 +179,7 @@ class DurableLog:
             self.bytes_since_snapshot = len(FILE_MAGIC)
             if self.fsync:
                 os.fsync(self._fd)
-                _fsync_dir(self.directory)
+                fsync_directory(self.directory)
 
     def append(self, records: Sequence[Record]) -> None:
         if not self._recovered:
@@ -203,10 +196,6 @@ class DurableLog:
             raise StoreError(f"cannot append to {self._log_path(self._seq)}: {exc}") from exc
         self.bytes_since_snapshot += len(frame)
         self._dirty = True
-
-    @property
-    def unsynced(self) -> bool:
-        return self._dirty
 
     def sync(self) -> None:
         """Make every record appended before this call durable. May run in another thread than append."""
@@ -245,7 +234,7 @@ class DurableLog:
             os.close(self._fd)
         self._seq = new_seq
         self._open_active()
-        _fsync_dir(self.directory)
+        fsync_directory(self.directory)
         self.snapshot_bytes = size
         for seq, path in self._files(_LOG_NAME):
             if seq < new_seq:

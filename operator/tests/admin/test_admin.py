@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from conformance.backends import Backend
 from staticfleet.admin import (
@@ -19,12 +20,13 @@ from staticfleet.admin import (
     GroupNotFound,
     KafkaConnection,
 )
-from staticfleet.admin.errors import INVALID_CONFIG, UNKNOWN_MEMBER_ID
 from staticfleet.coordinator import EXPECTED_INSTANCE_IDS
 
 from .conftest import PARTITIONS, StaticConsumer, create_topic, repo_root, unique, wait_for
 
 STABLE_TIMEOUT_S = 60.0
+
+INVALID_CONFIG, UNKNOWN_MEMBER_ID = ErrorCode.invalid_config, ErrorCode.unknown_member_id
 
 
 def stable_group(admin: GroupAdmin, group: str, size: int) -> GroupDescription:

@@ -61,7 +61,7 @@ class Harness:
     clock: ManualClock = field(default_factory=ManualClock)
     store: MemoryStore = field(default_factory=MemoryStore)
     events: ListSink = field(default_factory=ListSink)
-    partition_growth: bool = False
+    rebalance_on_partition_growth: bool = False
     counter: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def __post_init__(self) -> None:
@@ -72,7 +72,7 @@ class Harness:
             self.config,
             self.events,
             new_uuid=lambda: f"uuid{next(counter)}",
-            rebalance_on_partition_growth=self.partition_growth,
+            rebalance_on_partition_growth=self.rebalance_on_partition_growth,
         )
 
     # --- requests ------------------------------------------------------------------------------

@@ -94,7 +94,7 @@ def test_group_configs_reject_unknown_keys_and_malformed_lists() -> None:
     h = Harness()
     with pytest.raises(CoordinatorError) as unknown:
         h.coordinator.alter_group_config("g", {"consumer.session.timeout.ms": "1"})
-    assert unknown.value.code == E.INVALID_CONFIG and "Unknown group config" in str(unknown.value)
+    assert unknown.value.code == E.invalid_config and "Unknown group config" in str(unknown.value)
     with pytest.raises(CoordinatorError, match="twice"):
         h.coordinator.alter_group_config("g", {EXPECTED_INSTANCE_IDS: "a,a"})
     with pytest.raises(CoordinatorError, match="empty instance id"):
@@ -116,7 +116,7 @@ def _consumer_protocols(*topics: str) -> tuple[Protocol, ...]:
 
 
 def test_partition_growth_of_a_subscribed_topic_rebalances_a_stable_consumer_group() -> None:
-    h = Harness(partition_growth=True)
+    h = Harness(rebalance_on_partition_growth=True)
     h.stable_static_group("a", "b", protocols=_consumer_protocols("orders", "payments"))
     h.stable_static_group("x", group="other", protocols=_consumer_protocols("audit"))
     assert h.coordinator.on_partitions_changed("orders") == ["g"]

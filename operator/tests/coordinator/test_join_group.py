@@ -16,26 +16,26 @@ E = ErrorCode
 def test_empty_group_id_is_invalid_group_id_with_member_id_echoed() -> None:
     h = Harness()
     resp = h.join("m-1", group="").get()
-    assert (resp.error, resp.member_id, resp.generation_id) == (E.INVALID_GROUP_ID, "m-1", -1)
+    assert (resp.error, resp.member_id, resp.generation_id) == (E.invalid_group_id, "m-1", -1)
 
 
 def test_session_timeout_below_min_is_invalid_session_timeout_with_member_id_echoed() -> None:
     h = Harness(config=CoordinatorConfig())
     resp = h.join("", "i0", session=5_999).get()
-    assert (resp.error, resp.member_id) == (E.INVALID_SESSION_TIMEOUT, "")
+    assert (resp.error, resp.member_id) == (E.invalid_session_timeout, "")
     assert h.state() is GroupState.DEAD, "the session-timeout check runs before the group is created"
 
 
 def test_session_timeout_above_max_is_invalid_session_timeout() -> None:
     h = Harness(config=CoordinatorConfig())
-    assert h.join("x", "i0", session=1_800_001).get().error == E.INVALID_SESSION_TIMEOUT
+    assert h.join("x", "i0", session=1_800_001).get().error == E.invalid_session_timeout
     assert h.join("", "i0", session=1_800_000).done is False  # the bound itself is allowed
 
 
 def test_known_member_id_for_unknown_group_is_unknown_member_id() -> None:
     h = Harness()
     resp = h.join("ghost-1", "i0").get()
-    assert (resp.error, resp.member_id) == (E.UNKNOWN_MEMBER_ID, "ghost-1")
+    assert (resp.error, resp.member_id) == (E.unknown_member_id, "ghost-1")
     assert h.state() is GroupState.DEAD
 
 
@@ -57,7 +57,7 @@ def test_static_first_join_is_parked_until_join_completes_then_answered_as_leade
     assert not reply.done
     h.tick()
     resp = reply.get()
-    assert resp.error == E.NONE
+    assert resp.error == E.none
     assert resp.member_id.startswith("i0-")
     assert resp.generation_id == 1
     assert resp.leader == resp.member_id
@@ -71,13 +71,13 @@ def test_static_new_member_never_gets_member_id_required() -> None:
     h = Harness()
     reply = h.join("", "i0", version=4)
     h.tick()
-    assert reply.get().error == E.NONE
+    assert reply.get().error == E.none
 
 
 def test_dynamic_member_v4_plus_gets_member_id_required_with_a_generated_id() -> None:
     h = Harness()
     resp = h.join("", None, version=4, client_id="app").get()
-    assert resp.error == E.MEMBER_ID_REQUIRED
+    assert resp.error == E.member_id_required
     assert resp.member_id.startswith("app-")
     assert resp.generation_id == -1
     assert h.coordinator.groups["g"].pending_join_members == {resp.member_id}
@@ -88,7 +88,7 @@ def test_dynamic_member_rejoining_with_the_required_id_is_added() -> None:
     member_id = h.join("", None, version=5).get().member_id
     reply = h.join(member_id, None, version=5)
     h.tick()
-    assert reply.get().error == E.NONE
+    assert reply.get().error == E.none
     assert reply.get().member_id == member_id
     assert not h.coordinator.groups["g"].pending_join_members
 
@@ -98,7 +98,7 @@ def test_dynamic_member_v3_joins_directly_without_member_id_required() -> None:
     reply = h.join("", None, version=3, client_id="old")
     h.tick()
     resp = reply.get()
-    assert resp.error == E.NONE and resp.member_id.startswith("old-")
+    assert resp.error == E.none and resp.member_id.startswith("old-")
 
 
 def test_pending_member_blocks_join_completion_until_it_rejoins() -> None:
@@ -120,7 +120,7 @@ def test_pending_member_expires_after_its_session_timeout_and_unblocks_the_join(
     h.advance(2_999)
     assert not a.done
     h.advance(1)
-    assert a.get().error == E.NONE
+    assert a.get().error == E.none
     assert "pending" in [e.get("cause") for e in h.events.of_type("member_expired")]
 
 
@@ -129,38 +129,38 @@ def test_new_member_into_dead_group_is_coordinator_not_available() -> None:
     h.join("", "i0")
     h.coordinator.groups["g"].state = GroupState.DEAD
     resp = h.join("", "i1").get()
-    assert (resp.error, resp.member_id) == (E.COORDINATOR_NOT_AVAILABLE, "")
+    assert (resp.error, resp.member_id) == (E.coordinator_not_available, "")
 
 
 def test_empty_protocol_type_into_empty_group_is_inconsistent_group_protocol() -> None:
     h = Harness()
     resp = h.join("", "i0", protocol_type="").get()
-    assert (resp.error, resp.member_id) == (E.INCONSISTENT_GROUP_PROTOCOL, "")
+    assert (resp.error, resp.member_id) == (E.inconsistent_group_protocol, "")
     assert h.state() is GroupState.EMPTY, "Kafka keeps the freshly created group"
 
 
 def test_empty_protocol_list_into_empty_group_is_inconsistent_group_protocol() -> None:
     h = Harness()
-    assert h.join("", "i0", protocols=()).get().error == E.INCONSISTENT_GROUP_PROTOCOL
+    assert h.join("", "i0", protocols=()).get().error == E.inconsistent_group_protocol
 
 
 def test_other_protocol_type_into_consumer_group_is_inconsistent_group_protocol() -> None:
     h = Harness()
     h.stable_static_group("a")
-    assert h.join("", "b", protocol_type="connect").get().error == E.INCONSISTENT_GROUP_PROTOCOL
+    assert h.join("", "b", protocol_type="connect").get().error == E.inconsistent_group_protocol
 
 
 def test_protocols_disjoint_from_every_member_is_inconsistent_group_protocol() -> None:
     h = Harness()
     h.stable_static_group("a")
-    assert h.join("", "b", protocols=(Protocol("sticky", b""),)).get().error == E.INCONSISTENT_GROUP_PROTOCOL
+    assert h.join("", "b", protocols=(Protocol("sticky", b""),)).get().error == E.inconsistent_group_protocol
 
 
 def test_sole_member_cannot_switch_to_a_disjoint_protocol_list() -> None:
     h = Harness()
     ids = h.stable_static_group("a")
     resp = h.join(ids["a"], "a", protocols=(Protocol("sticky", b""),)).get()
-    assert (resp.error, resp.member_id) == (E.INCONSISTENT_GROUP_PROTOCOL, ids["a"])
+    assert (resp.error, resp.member_id) == (E.inconsistent_group_protocol, ids["a"])
 
 
 def test_protocol_vote_picks_the_most_preferred_candidate_supported_by_all() -> None:
@@ -188,40 +188,40 @@ def test_known_member_id_with_unmapped_instance_id_is_unknown_member_id() -> Non
     h = Harness()
     ids = h.stable_static_group("a")
     resp = h.join(ids["a"], "zzz").get()
-    assert (resp.error, resp.member_id, resp.protocol_name) == (E.UNKNOWN_MEMBER_ID, ids["a"], None)
+    assert (resp.error, resp.member_id, resp.protocol_name) == (E.unknown_member_id, ids["a"], None)
 
 
 def test_known_member_id_with_another_members_instance_id_is_fenced() -> None:
     h = Harness()
     ids = h.stable_static_group("a", "b")
     resp = h.join(ids["a"], "b").get()
-    assert (resp.error, resp.member_id, resp.generation_id) == (E.FENCED_INSTANCE_ID, ids["a"], -1)
+    assert (resp.error, resp.member_id, resp.generation_id) == (E.fenced_instance_id, ids["a"], -1)
 
 
 def test_bogus_member_id_with_known_instance_id_is_fenced() -> None:
     h = Harness()
     h.stable_static_group("a")
-    assert h.join("bogus", "a").get().error == E.FENCED_INSTANCE_ID
+    assert h.join("bogus", "a").get().error == E.fenced_instance_id
 
 
 def test_bogus_member_id_without_instance_id_is_unknown_member_id() -> None:
     h = Harness()
     h.stable_static_group("a")
-    assert h.join("bogus", None).get().error == E.UNKNOWN_MEMBER_ID
+    assert h.join("bogus", None).get().error == E.unknown_member_id
 
 
 def test_known_static_member_id_sent_without_instance_id_passes_validation() -> None:
     h = Harness()
     ids = h.stable_static_group("a", "b")
     resp = h.join(ids["b"], None).get()
-    assert (resp.error, resp.generation_id, resp.members) == (E.NONE, 1, ())
+    assert (resp.error, resp.generation_id, resp.members) == (E.none, 1, ())
 
 
 def test_pending_member_rejoining_with_an_instance_id_is_unknown_server_error() -> None:
     h = Harness()
     h.stable_static_group("a")
     pending = h.join("", None, version=5).get().member_id
-    assert h.join(pending, "b").get().error == E.UNKNOWN_SERVER_ERROR
+    assert h.join(pending, "b").get().error == E.unknown_server_error
 
 
 def test_rejoin_in_preparing_rebalance_updates_the_member_and_parks() -> None:
@@ -237,7 +237,7 @@ def test_follower_rejoin_in_stable_with_identical_metadata_is_answered_at_once_w
     h = Harness()
     ids = h.stable_static_group("a", "b")
     resp = h.join(ids["b"], "b").get()
-    assert (resp.error, resp.generation_id, resp.leader, resp.members) == (E.NONE, 1, ids["a"], ())
+    assert (resp.error, resp.generation_id, resp.leader, resp.members) == (E.none, 1, ids["a"], ())
     assert h.state() is GroupState.STABLE
 
 
@@ -289,7 +289,7 @@ def test_rejoin_in_completing_rebalance_with_changed_metadata_goes_back_to_prepa
     assert not follower_sync.done, "a follower's SyncGroup waits for the leader's"
     h.join(a.get().member_id, "a", protocols=(Protocol("range", b"new"),))
     assert h.state() is GroupState.PREPARING_REBALANCE
-    assert follower_sync.get().error == E.REBALANCE_IN_PROGRESS
+    assert follower_sync.get().error == E.rebalance_in_progress
 
 
 def test_rejoin_with_known_id_into_empty_group_is_unknown_member_id() -> None:
@@ -299,7 +299,7 @@ def test_rejoin_with_known_id_into_empty_group_is_unknown_member_id() -> None:
     h.tick()
     assert h.state() is GroupState.EMPTY
     resp = h.join(ids["a"], "a").get()
-    assert (resp.error, resp.member_id) == (E.UNKNOWN_MEMBER_ID, ids["a"])
+    assert (resp.error, resp.member_id) == (E.unknown_member_id, ids["a"])
 
 
 def test_static_join_after_group_became_empty_is_a_new_member() -> None:
@@ -320,13 +320,13 @@ def test_join_beyond_max_size_in_stable_is_group_max_size_reached_with_empty_mem
     h = Harness(config=CoordinatorConfig(initial_rebalance_delay_ms=0, min_session_timeout_ms=10, max_size=2))
     h.stable_static_group("a", "b")
     resp = h.join("", "c").get()
-    assert (resp.error, resp.member_id) == (E.GROUP_MAX_SIZE_REACHED, "")
+    assert (resp.error, resp.member_id) == (E.group_max_size_reached, "")
 
 
 def test_static_restart_into_a_full_stable_group_is_rejected_even_though_it_replaces_itself() -> None:
     h = Harness(config=CoordinatorConfig(initial_rebalance_delay_ms=0, min_session_timeout_ms=10, max_size=2))
     ids = h.stable_static_group("a", "b")
-    assert h.join("", "b").get().error == E.GROUP_MAX_SIZE_REACHED
+    assert h.join("", "b").get().error == E.group_max_size_reached
     assert h.coordinator.groups["g"].static_members["b"] == ids["b"], "the existing member stays"
 
 
@@ -337,7 +337,7 @@ def test_max_size_in_preparing_rebalance_counts_members_awaiting_join() -> None:
     c = h.join("", "c")  # 1 awaiting < 2: accepted, parked
     assert not a.done and not c.done
     b = h.join(ids["b"], "b").get()  # b is a member but not awaiting, and 2 already await: kicked out
-    assert (b.error, b.member_id) == (E.GROUP_MAX_SIZE_REACHED, "")
+    assert (b.error, b.member_id) == (E.group_max_size_reached, "")
     assert ids["b"] not in h.coordinator.groups["g"].members
     assert h.state() is GroupState.PREPARING_REBALANCE, "kicking a member out does not complete the join"
     h.advance(30_000)
@@ -352,7 +352,7 @@ def test_member_already_awaiting_join_is_accepted_in_a_full_preparing_group() ->
     second = h.join(ids["a"], "a")  # full, but a already awaits join: accepted
     assert not second.done
     h.advance(30_000)
-    assert second.get().error == E.NONE
+    assert second.get().error == E.none
     assert not first.done, (
         "a second JoinGroup from the same member replaces the first, which stays unanswered"
     )
@@ -391,7 +391,7 @@ def test_initial_rebalance_extension_is_bounded_by_the_rebalance_timeout() -> No
     h.advance(2_000)  # remaining = 4000 - 3000 = 1000: extend by min(3000, 1000)
     assert not a.done
     h.advance(1_000)
-    assert a.get().error == E.NONE
+    assert a.get().error == E.none
 
 
 def test_first_member_does_not_count_as_a_new_member_for_the_extension() -> None:
@@ -413,7 +413,7 @@ def test_new_member_parked_in_join_is_expired_after_the_new_member_join_timeout(
     assert not b.done
     h.advance(1)
     resp = b.get()
-    assert (resp.error, resp.member_id) == (E.UNKNOWN_MEMBER_ID, "")
+    assert (resp.error, resp.member_id) == (E.unknown_member_id, "")
     assert "join-timeout" in [e.get("cause") for e in h.events.of_type("member_expired")]
 
 

@@ -14,11 +14,11 @@ def test_batch_leave_echoes_the_request_and_reports_each_member() -> None:
     h = Harness()
     ids = h.stable_static_group("a", "b")
     resp = h.leave(("", "a"), ("", "unknown"), ("bogus", "b"))
-    assert resp.error == E.NONE
+    assert resp.error == E.none
     assert resp.members == (
-        LeaveMemberResponse("", "a", E.NONE),
-        LeaveMemberResponse("", "unknown", E.UNKNOWN_MEMBER_ID),
-        LeaveMemberResponse("bogus", "b", E.FENCED_INSTANCE_ID),
+        LeaveMemberResponse("", "a", E.none),
+        LeaveMemberResponse("", "unknown", E.unknown_member_id),
+        LeaveMemberResponse("bogus", "b", E.fenced_instance_id),
     )
     assert ids["a"] not in h.coordinator.groups["g"].members
     assert h.state() is GroupState.PREPARING_REBALANCE
@@ -29,10 +29,10 @@ def test_remove_by_instance_id_with_empty_member_id_removes_the_mapped_member() 
     h = Harness()
     ids = h.stable_static_group("a", "b", "c")
     resp = h.leave(("", "b"), ("", "c"))
-    assert [m.error for m in resp.members] == [E.NONE, E.NONE]
+    assert [m.error for m in resp.members] == [E.none, E.none]
     group = h.coordinator.groups["g"]
     assert set(group.members) == {ids["a"]} and set(group.static_members) == {"a"}
-    assert h.heartbeat(ids["a"], 1, "a") == E.REBALANCE_IN_PROGRESS
+    assert h.heartbeat(ids["a"], 1, "a") == E.rebalance_in_progress
     a = h.join(ids["a"], "a").get()
     assert (a.generation_id, len(a.members)) == (2, 1), "one batch, one rebalance"
     removed = h.events.of_type("member_removed")
@@ -42,13 +42,13 @@ def test_remove_by_instance_id_with_empty_member_id_removes_the_mapped_member() 
 def test_empty_member_id_without_instance_id_is_unknown_member_id() -> None:
     h = Harness()
     h.stable_static_group("a")
-    assert h.leave(("", None)).members[0].error == E.UNKNOWN_MEMBER_ID
+    assert h.leave(("", None)).members[0].error == E.unknown_member_id
 
 
 def test_static_member_can_be_removed_by_member_id_alone_and_the_mapping_is_cleared() -> None:
     h = Harness()
     ids = h.stable_static_group("a", "b")
-    assert h.leave((ids["b"], None)).members[0].error == E.NONE
+    assert h.leave((ids["b"], None)).members[0].error == E.none
     assert "b" not in h.coordinator.groups["g"].static_members
     h.join(ids["a"], "a")
     new_b = h.join("", "b")
@@ -59,18 +59,18 @@ def test_leave_of_unknown_group_is_none_at_top_level_and_unknown_member_for_each
     h = Harness()
     resp = h.leave(("m1", "x"), ("", "y"))
     assert resp == LeaveGroupResponse(
-        E.NONE,
+        E.none,
         (
-            LeaveMemberResponse("m1", "x", E.UNKNOWN_MEMBER_ID),
-            LeaveMemberResponse("", "y", E.UNKNOWN_MEMBER_ID),
+            LeaveMemberResponse("m1", "x", E.unknown_member_id),
+            LeaveMemberResponse("", "y", E.unknown_member_id),
         ),
     )
-    assert resp.single_member_error() == E.UNKNOWN_MEMBER_ID  # what a v0-2 client sees
+    assert resp.single_member_error() == E.unknown_member_id  # what a v0-2 client sees
 
 
 def test_leave_with_empty_group_id_is_invalid_group_id_at_top_level() -> None:
     resp = Harness().leave(("m", None), group="")
-    assert (resp.error, resp.members) == (E.INVALID_GROUP_ID, ())
+    assert (resp.error, resp.members) == (E.invalid_group_id, ())
 
 
 def test_leave_of_a_dead_group_is_coordinator_not_available_at_top_level() -> None:
@@ -78,7 +78,7 @@ def test_leave_of_a_dead_group_is_coordinator_not_available_at_top_level() -> No
     ids = h.stable_static_group("a")
     h.coordinator.groups["g"].state = GroupState.DEAD
     resp = h.leave((ids["a"], "a"))
-    assert (resp.error, resp.members) == (E.COORDINATOR_NOT_AVAILABLE, ())
+    assert (resp.error, resp.members) == (E.coordinator_not_available, ())
 
 
 def test_leaving_the_last_member_empties_the_group_and_bumps_the_generation() -> None:
@@ -96,7 +96,7 @@ def test_leave_of_a_pending_member_removes_it_and_still_triggers_a_rebalance() -
     h = Harness()
     h.stable_static_group("a")
     pending = h.join("", None, version=5).get().member_id
-    assert h.leave((pending, None)).members[0].error == E.NONE
+    assert h.leave((pending, None)).members[0].error == E.none
     assert not h.coordinator.groups["g"].pending_join_members
     # Kafka counts any successful removal in the batch, so a Stable group rebalances here too.
     assert h.state() is GroupState.PREPARING_REBALANCE
@@ -118,11 +118,11 @@ def test_leave_completes_a_parked_join_of_the_leaving_member_with_unknown_member
     b = h.join(ids["b"], "b")
     h.leave(("", "b"))
     resp = b.get()
-    assert (resp.error, resp.member_id) == (E.UNKNOWN_MEMBER_ID, "")
+    assert (resp.error, resp.member_id) == (E.unknown_member_id, "")
 
 
 def test_v2_leave_reports_the_first_member_error_at_top_level() -> None:
     h = Harness()
     h.stable_static_group("a")
     resp = h.leave(("nobody", None), version=2)
-    assert resp.single_member_error() == E.UNKNOWN_MEMBER_ID
+    assert resp.single_member_error() == E.unknown_member_id

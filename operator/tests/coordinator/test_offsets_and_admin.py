@@ -32,7 +32,7 @@ def _fetch(h: Harness, group: str = "g", topics: dict[str, tuple[int, ...]] | No
 
 def test_commit_with_generation_minus_one_to_unknown_group_creates_a_simple_group() -> None:
     h = Harness()
-    assert _errors(h.commit("", -1, offsets={("t", 0): 5})) == [E.NONE]
+    assert _errors(h.commit("", -1, offsets={("t", 0): 5})) == [E.none]
     assert h.state() is GroupState.EMPTY
     assert h.describe().protocol_type == ""
     assert _fetch(h, topics={"t": (0,)}) == {("t", 0): (5, "", 0)}
@@ -40,32 +40,32 @@ def test_commit_with_generation_minus_one_to_unknown_group_creates_a_simple_grou
 
 def test_commit_to_unknown_group_with_a_generation_is_illegal_generation_before_v9() -> None:
     h = Harness()
-    assert _errors(h.commit("m", 1, version=8)) == [E.ILLEGAL_GENERATION]
+    assert _errors(h.commit("m", 1, version=8)) == [E.illegal_generation]
     assert h.state() is GroupState.DEAD
 
 
 def test_commit_to_unknown_group_with_a_generation_is_group_id_not_found_from_v9() -> None:
-    assert _errors(Harness().commit("m", 1, version=9)) == [E.GROUP_ID_NOT_FOUND]
+    assert _errors(Harness().commit("m", 1, version=9)) == [E.group_id_not_found]
 
 
 def test_manual_commit_to_an_empty_group_skips_member_validation_even_with_an_instance_id() -> None:
     h = Harness()
     ids = h.stable_static_group("a")
     h.leave((ids["a"], "a"))
-    assert _errors(h.commit("whoever", -1, "zzz")) == [E.NONE]
+    assert _errors(h.commit("whoever", -1, "zzz")) == [E.none]
 
 
 def test_commit_without_identity_to_a_non_empty_group_is_unknown_member_id() -> None:
     h = Harness()
     h.stable_static_group("a")
-    assert _errors(h.commit("", -1)) == [E.UNKNOWN_MEMBER_ID]
+    assert _errors(h.commit("", -1)) == [E.unknown_member_id]
 
 
 def test_commit_in_completing_rebalance_is_rebalance_in_progress() -> None:
     h = Harness()
     a = h.join("", "a")
     h.tick()
-    assert _errors(h.commit(a.get().member_id, 1, "a")) == [E.REBALANCE_IN_PROGRESS]
+    assert _errors(h.commit(a.get().member_id, 1, "a")) == [E.rebalance_in_progress]
 
 
 def test_commit_in_preparing_rebalance_is_accepted_and_refreshes_the_session() -> None:
@@ -74,23 +74,23 @@ def test_commit_in_preparing_rebalance_is_accepted_and_refreshes_the_session() -
     h.join(ids["a"], "a", session=2_000, rebalance=60_000)
     for _ in range(4):
         h.advance(1_500)
-        assert _errors(h.commit(ids["b"], 1, "b")) == [E.NONE]
+        assert _errors(h.commit(ids["b"], 1, "b")) == [E.none]
     assert ids["b"] in h.coordinator.groups["g"].members
 
 
 def test_commit_with_wrong_generation_is_illegal_generation_and_identity_is_checked_first() -> None:
     h = Harness()
     ids = h.stable_static_group("a", "b")
-    assert _errors(h.commit(ids["a"], 5, "a")) == [E.ILLEGAL_GENERATION]
-    assert _errors(h.commit(ids["a"], 5, "b")) == [E.FENCED_INSTANCE_ID]
-    assert _errors(h.commit("nope", 1, None)) == [E.UNKNOWN_MEMBER_ID]
+    assert _errors(h.commit(ids["a"], 5, "a")) == [E.illegal_generation]
+    assert _errors(h.commit(ids["a"], 5, "b")) == [E.fenced_instance_id]
+    assert _errors(h.commit("nope", 1, None)) == [E.unknown_member_id]
 
 
 def test_commit_metadata_over_the_limit_fails_only_that_partition() -> None:
     h = Harness()
     resp = h.commit("", -1, offsets={("t", 0): 1}, metadata="x" * 4097)
-    assert _errors(resp) == [E.OFFSET_METADATA_TOO_LARGE]
-    assert _errors(h.commit("", -1, offsets={("t", 0): 1}, metadata="x" * 4096)) == [E.NONE]
+    assert _errors(resp) == [E.offset_metadata_too_large]
+    assert _errors(h.commit("", -1, offsets={("t", 0): 1}, metadata="x" * 4096)) == [E.none]
 
 
 def test_committed_offsets_are_persisted_and_fetched_back() -> None:
@@ -138,10 +138,10 @@ def test_describe_rebalancing_group_shows_no_protocol_and_no_metadata() -> None:
 def test_describe_unknown_group_is_dead_before_v6_and_group_id_not_found_from_v6() -> None:
     h = Harness()
     old = h.describe("nope", version=5)
-    assert (old.error, old.state, old.members) == (E.NONE, "Dead", ())
+    assert (old.error, old.state, old.members) == (E.none, "Dead", ())
     new = h.describe("nope", version=6)
     assert (new.error, new.state, new.error_message) == (
-        E.GROUP_ID_NOT_FOUND,
+        E.group_id_not_found,
         "Dead",
         "Group nope not found.",
     )
@@ -174,8 +174,8 @@ def test_delete_non_empty_group_is_non_empty_group_and_unknown_is_group_id_not_f
     h.stable_static_group("a")
     results = h.coordinator.delete_groups(RequestContext(2), ["g", "nope"])
     assert [(r.group_id, r.error) for r in results] == [
-        ("g", E.NON_EMPTY_GROUP),
-        ("nope", E.GROUP_ID_NOT_FOUND),
+        ("g", E.non_empty_group),
+        ("nope", E.group_id_not_found),
     ]
 
 
@@ -185,7 +185,7 @@ def test_delete_empty_group_removes_it_and_its_offsets() -> None:
     h.commit(ids["a"], 1, "a")
     h.leave((ids["a"], "a"))
     results = h.coordinator.delete_groups(RequestContext(2), ["g", "g"])
-    assert [(r.group_id, r.error) for r in results] == [("g", E.NONE)]
+    assert [(r.group_id, r.error) for r in results] == [("g", E.none)]
     assert h.state() is GroupState.DEAD
     assert _fetch(h, topics={"t": (0,)}) == {("t", 0): (-1, "", 0)}
     kinds = [r.__class__.__name__ for r in h.store.records[-2:]]

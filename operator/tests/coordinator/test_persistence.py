@@ -169,8 +169,8 @@ def test_recovery_reloads_groups_as_stable_with_the_same_generation_and_assignme
     h.commit(ids["a"], 1, "a", offsets={("t", 0): 42})
     r = _restart(h)
     assert r.state() is GroupState.STABLE and r.generation() == 1
-    assert r.heartbeat(replaced, 1, "b") == E.NONE, "the new id was persisted before it was answered"
-    assert r.heartbeat(ids["b"], 1, "b") == E.FENCED_INSTANCE_ID
+    assert r.heartbeat(replaced, 1, "b") == E.none, "the new id was persisted before it was answered"
+    assert r.heartbeat(ids["b"], 1, "b") == E.fenced_instance_id
     assert r.sync(ids["a"], 1, "a").get().assignment == b"assignment-a"
     d = r.describe()
     assert {m.group_instance_id for m in d.members} == {"a", "b"}
@@ -184,7 +184,7 @@ def test_members_that_stop_heartbeating_after_recovery_are_expired_after_their_s
     r = _restart(h)
     for _ in range(4):
         r.advance(3_000)
-        assert r.heartbeat(ids["a"], 1, "a") in (E.NONE, E.REBALANCE_IN_PROGRESS)
+        assert r.heartbeat(ids["a"], 1, "a") in (E.none, E.rebalance_in_progress)
     assert ids["b"] not in r.coordinator.groups["g"].members
     assert ids["a"] in r.coordinator.groups["g"].members
 
@@ -196,7 +196,7 @@ def test_an_in_flight_rebalance_is_lost_on_recovery_and_members_rejoin() -> None
     assert h.state() is GroupState.PREPARING_REBALANCE
     r = _restart(h)
     assert r.state() is GroupState.STABLE and r.generation() == 1
-    assert r.heartbeat(ids["b"], 1, "b") == E.NONE
+    assert r.heartbeat(ids["b"], 1, "b") == E.none
 
 
 def test_a_reloaded_member_knows_only_the_selected_protocol() -> None:

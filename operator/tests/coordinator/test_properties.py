@@ -84,19 +84,19 @@ class CoordinatorMachine(RuleBasedStateMachine):
         group = self.h.coordinator.groups.get(GROUP)
         if group is not None:
             assert not self.fenced & set(group.members), "a fenced member id is a member again"
-        if error == E.NONE:
+        if error == E.none:
             assert member_id not in self.fenced, f"fenced member id {member_id} was answered NONE"
-        if error in (E.FENCED_INSTANCE_ID, E.UNKNOWN_MEMBER_ID) and proc.member_id == member_id:
+        if error in (E.fenced_instance_id, E.unknown_member_id) and proc.member_id == member_id:
             proc.member_id, proc.generation = "", -1
 
     def _collect(self) -> None:
         for proc in self.procs:
             if proc.join is not None and proc.join.done:
                 for resp in proc.join.values:
-                    if resp.error == E.NONE:
+                    if resp.error == E.none:
                         proc.member_id, proc.generation = resp.member_id, resp.generation_id
                         proc.members = tuple(m.member_id for m in resp.members)
-                    elif resp.error == E.MEMBER_ID_REQUIRED:
+                    elif resp.error == E.member_id_required:
                         proc.member_id = resp.member_id
                     else:
                         self._note(proc, resp.member_id or proc.member_id, resp.error)
@@ -104,7 +104,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
             if proc.sync is not None and proc.sync.done:
                 for sresp in proc.sync.values:
                     self._note(proc, proc.member_id, sresp.error)
-                    if sresp.error == E.NONE:
+                    if sresp.error == E.none:
                         proc.synced_generation = proc.generation
                 proc.sync = None
 
@@ -125,7 +125,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
             return
         error = self.h.heartbeat(proc.member_id, proc.generation, proc.instance)
         self._note(proc, proc.member_id, error)
-        if error in (E.REBALANCE_IN_PROGRESS, E.ILLEGAL_GENERATION):
+        if error in (E.rebalance_in_progress, E.illegal_generation):
             self.join(i, True, version, 0)
 
     @rule(i=st.integers(0, 3))
@@ -221,10 +221,10 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def zombie_heartbeat(self, data: st.DataObject) -> None:
         member_id = data.draw(st.sampled_from(sorted(self.fenced)))
         for instance in ("i0", "i1", "i2", None):
-            assert self.h.heartbeat(member_id, self.max_generation, instance) != E.NONE
+            assert self.h.heartbeat(member_id, self.max_generation, instance) != E.none
             assert (
                 self.h.commit(member_id, self.max_generation, instance).topics[0].partitions[0].error
-                != E.NONE
+                != E.none
             )
 
     @rule(ms=st.sampled_from([0, 1, 500, 2_000, 3_000, 8_000, 12_000]))

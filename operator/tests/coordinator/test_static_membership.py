@@ -14,13 +14,13 @@ def test_follower_restart_in_stable_is_answered_at_once_with_a_new_id_and_no_reb
     h = Harness()
     ids = h.stable_static_group("a", "b")
     resp = h.join("", "b", version=5).get()
-    assert resp.error == E.NONE
+    assert resp.error == E.none
     assert resp.member_id.startswith("b-") and resp.member_id != ids["b"]
     assert (resp.generation_id, resp.leader, resp.members, resp.skip_assignment) == (1, ids["a"], (), False)
     assert h.state() is GroupState.STABLE and h.generation() == 1
     sync = h.sync(resp.member_id, 1, "b").get()
     assert sync.assignment == b"assignment-b", "the replaced member keeps its assignment"
-    assert h.heartbeat(ids["a"], 1, "a") == E.NONE
+    assert h.heartbeat(ids["a"], 1, "a") == E.none
 
 
 def test_static_replacement_is_persisted_before_it_is_answered() -> None:
@@ -37,7 +37,7 @@ def test_leader_restart_v9_gets_skip_assignment_and_the_full_member_list() -> No
     h = Harness()
     ids = h.stable_static_group("a", "b")
     resp = h.join("", "a", version=9).get()
-    assert resp.error == E.NONE
+    assert resp.error == E.none
     assert resp.leader == resp.member_id != ids["a"]
     assert resp.skip_assignment is True
     assert sorted((m.group_instance_id or "", m.metadata) for m in resp.members) == [("a", b"m"), ("b", b"m")]
@@ -70,15 +70,15 @@ def test_replacement_fences_the_old_incarnation_in_every_api() -> None:
     ids = h.stable_static_group("a", "b")
     old = ids["b"]
     h.join("", "b")
-    assert h.heartbeat(old, 1, "b", version=3) == E.FENCED_INSTANCE_ID
-    assert h.heartbeat(old, 1, None, version=2) == E.UNKNOWN_MEMBER_ID
-    assert h.sync(old, 1, "b").get().error == E.FENCED_INSTANCE_ID
+    assert h.heartbeat(old, 1, "b", version=3) == E.fenced_instance_id
+    assert h.heartbeat(old, 1, None, version=2) == E.unknown_member_id
+    assert h.sync(old, 1, "b").get().error == E.fenced_instance_id
     commit = h.commit(old, 1, "b")
-    assert commit.topics[0].partitions[0].error == E.FENCED_INSTANCE_ID
+    assert commit.topics[0].partitions[0].error == E.fenced_instance_id
     join = h.join(old, "b").get()
-    assert (join.error, join.member_id, join.generation_id) == (E.FENCED_INSTANCE_ID, old, -1)
+    assert (join.error, join.member_id, join.generation_id) == (E.fenced_instance_id, old, -1)
     leave = h.leave((old, "b"))
-    assert (leave.error, leave.members[0].error) == (E.NONE, E.FENCED_INSTANCE_ID)
+    assert (leave.error, leave.members[0].error) == (E.none, E.fenced_instance_id)
     assert h.state() is GroupState.STABLE
 
 
@@ -86,7 +86,7 @@ def test_fenced_takes_precedence_over_illegal_generation() -> None:
     h = Harness()
     ids = h.stable_static_group("a", "b")
     h.join("", "b")
-    assert h.heartbeat(ids["b"], 99, "b") == E.FENCED_INSTANCE_ID
+    assert h.heartbeat(ids["b"], 99, "b") == E.fenced_instance_id
 
 
 def test_replacement_fences_a_parked_join_of_the_old_incarnation_immediately() -> None:
@@ -97,7 +97,7 @@ def test_replacement_fences_a_parked_join_of_the_old_incarnation_immediately() -
     assert not parked.done
     new = h.join("", "b")
     old_resp = parked.get()
-    assert (old_resp.error, old_resp.member_id, old_resp.leader) == (E.FENCED_INSTANCE_ID, ids["b"], "")
+    assert (old_resp.error, old_resp.member_id, old_resp.leader) == (E.fenced_instance_id, ids["b"], "")
     assert not new.done
     h.join(ids["c"], "c")
     assert new.get().generation_id == 2
@@ -111,7 +111,7 @@ def test_replacement_fences_a_parked_sync_of_the_old_incarnation_and_restarts_th
     b_sync = h.sync(b.get().member_id, 1, "b")
     assert not b_sync.done
     new_b = h.join("", "b")
-    assert b_sync.get().error == E.FENCED_INSTANCE_ID
+    assert b_sync.get().error == E.fenced_instance_id
     assert h.state() is GroupState.PREPARING_REBALANCE, (
         "a replacement in CompletingRebalance always rebalances"
     )
@@ -135,7 +135,7 @@ def test_replacement_with_changed_metadata_but_same_selected_protocol_does_not_r
     h = Harness()
     h.stable_static_group("a", "b")
     resp = h.join("", "b", protocols=(Protocol("range", b"m-prime"), Protocol("roundrobin", b"m"))).get()
-    assert (resp.error, resp.generation_id) == (E.NONE, 1)
+    assert (resp.error, resp.generation_id) == (E.none, 1)
     assert h.state() is GroupState.STABLE
 
 
@@ -178,7 +178,7 @@ def test_failed_persistence_of_a_replacement_reverts_it() -> None:
     h.store.fail_with = StoreError("disk full")
     resp = h.join("", "b", version=5).get()
     assert (resp.error, resp.member_id, resp.generation_id, resp.leader) == (
-        E.NOT_COORDINATOR,
+        E.not_coordinator,
         "",
         1,
         ids["a"],
@@ -187,16 +187,16 @@ def test_failed_persistence_of_a_replacement_reverts_it() -> None:
     assert group.static_members["b"] == ids["b"]
     assert group.members[ids["b"]].protocols == RANGE_RR
     h.store.fail_with = None
-    assert h.heartbeat(ids["b"], 1, "b") == E.NONE
+    assert h.heartbeat(ids["b"], 1, "b") == E.none
 
 
 def test_two_processes_with_one_instance_id_the_older_is_fenced() -> None:
     h = Harness()
     first_id = h.stable_static_group("a", "b")["b"]
     second = h.join("", "b").get()
-    assert second.error == E.NONE
-    assert h.heartbeat(first_id, 1, "b") == E.FENCED_INSTANCE_ID
-    assert h.heartbeat(second.member_id, 1, "b") == E.NONE
+    assert second.error == E.none
+    assert h.heartbeat(first_id, 1, "b") == E.fenced_instance_id
+    assert h.heartbeat(second.member_id, 1, "b") == E.none
     fenced = h.events.of_type("member_fenced")
     assert fenced and fenced[-1]["member_id"] == first_id
 
@@ -217,12 +217,12 @@ def test_unloading_answers_parked_joins_and_syncs_with_not_coordinator() -> None
     ids = h.stable_static_group("a", "b", "c")
     parked_join = h.join(ids["a"], "a")
     h.coordinator.unload()
-    assert parked_join.get().error == E.NOT_COORDINATOR
+    assert parked_join.get().error == E.not_coordinator
     h2 = Harness()
     a = h2.join("", "a")
     b = h2.join("", "b")
     h2.tick()
     parked_sync = h2.sync(b.get().member_id, 1, "b")
     h2.coordinator.unload()
-    assert parked_sync.get().error == E.NOT_COORDINATOR
-    assert a.get().error == E.NONE
+    assert parked_sync.get().error == E.not_coordinator
+    assert a.get().error == E.none

@@ -59,7 +59,7 @@ def test_pending_sync_expiry_removes_members_that_did_not_sync_in_completing_reb
     h.advance(4_000)  # the leader never synced
     assert a.get().member_id not in h.coordinator.groups["g"].members
     assert h.state() is GroupState.PREPARING_REBALANCE
-    assert b_sync.get().error == E.REBALANCE_IN_PROGRESS
+    assert b_sync.get().error == E.rebalance_in_progress
 
 
 def test_group_with_only_absent_static_members_stays_preparing_until_their_sessions_expire() -> None:
@@ -83,10 +83,10 @@ def test_session_expiry_removes_a_static_member_like_a_dynamic_one() -> None:
     ids = h.stable_static_group("a", "b", session=10_000)
     for _ in range(3):
         h.advance(3_000)
-        assert h.heartbeat(ids["a"], 1, "a") == E.NONE
+        assert h.heartbeat(ids["a"], 1, "a") == E.none
     h.advance(1_000)  # t = 10s since b's last heartbeat (its sync)
     assert ids["b"] not in h.coordinator.groups["g"].members
-    assert h.heartbeat(ids["a"], 1, "a") == E.REBALANCE_IN_PROGRESS
+    assert h.heartbeat(ids["a"], 1, "a") == E.rebalance_in_progress
     resp = h.join(ids["a"], "a").get()
     assert (resp.generation_id, len(resp.members)) == (2, 1)
     b = h.join("", "b")
@@ -120,7 +120,7 @@ def test_expired_member_with_a_parked_join_gets_unknown_member_id() -> None:
     h.stable_static_group("a", "b", session=600_000, rebalance=600_000)
     c = h.join("", "c", session=60_000, rebalance=600_000)  # a new member: 5-minute join timeout
     h.advance(300_000)
-    assert (c.get().error, c.get().member_id) == (E.UNKNOWN_MEMBER_ID, "")
+    assert (c.get().error, c.get().member_id) == (E.unknown_member_id, "")
     assert "c" not in h.coordinator.groups["g"].static_members
 
 
@@ -130,7 +130,7 @@ def test_heartbeat_in_preparing_rebalance_refreshes_the_session() -> None:
     h.join(ids["a"], "a", session=2_000, rebalance=60_000)
     for _ in range(5):
         h.advance(1_500)
-        assert h.heartbeat(ids["b"], 1, "b") == E.REBALANCE_IN_PROGRESS
+        assert h.heartbeat(ids["b"], 1, "b") == E.rebalance_in_progress
     assert ids["b"] in h.coordinator.groups["g"].members
 
 

@@ -168,7 +168,9 @@ def view(rebalances: int, generation: int) -> CoordinatorGroupView:
         leader_instance_id="orders-0",
         members=3,
         rebalances=rebalances,
-        last_rebalance=RebalanceRecord(generation, "member-removed", 1_000, 1_250, 250),
+        last_rebalance=RebalanceRecord(
+            generation, "member-removed", started_ms=1_000, completed_ms=1_250, members=3
+        ),
         rebalance_in_progress=None,
     )
 

@@ -159,7 +159,7 @@ class VirtualConsumer:
         if not self._answer_is_current(token):
             return
         error = response.error
-        if error == ErrorCode.NONE:
+        if error == ErrorCode.none:
             self._retries = 0
             self.member_id = response.member_id
             self.generation = response.generation_id
@@ -172,13 +172,13 @@ class VirtualConsumer:
                 )
                 assignments = tuple(SyncGroupAssignment(m, a) for m, a in encoded.items())
             self._sync(assignments)
-        elif error == ErrorCode.MEMBER_ID_REQUIRED:
+        elif error == ErrorCode.member_id_required:
             self.member_id = response.member_id
             self._join()
-        elif error == ErrorCode.UNKNOWN_MEMBER_ID:
+        elif error == ErrorCode.unknown_member_id:
             self.member_id = ""
             self._join()
-        elif error == ErrorCode.FENCED_INSTANCE_ID:
+        elif error == ErrorCode.fenced_instance_id:
             self._fail()
         else:
             self._retry(self._join)
@@ -207,7 +207,7 @@ class VirtualConsumer:
         if not self._answer_is_current(token):
             return
         error = response.error
-        if error == ErrorCode.NONE:
+        if error == ErrorCode.none:
             self._retries = 0
             self._assignment = response.assignment
             self._hb_request = HeartbeatRequest(
@@ -218,12 +218,12 @@ class VirtualConsumer:
             self.hb_anchor = now
             self._schedule_heartbeat(now + self.fleet.params.heartbeat_interval_ms)
             self.sim.changed(self.fleet)
-        elif error in (ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION):
+        elif error in (ErrorCode.rebalance_in_progress, ErrorCode.illegal_generation):
             self._join()
-        elif error == ErrorCode.UNKNOWN_MEMBER_ID:
+        elif error == ErrorCode.unknown_member_id:
             self.member_id = ""
             self._join()
-        elif error == ErrorCode.FENCED_INSTANCE_ID:
+        elif error == ErrorCode.fenced_instance_id:
             self._fail()
         else:
             self._retry(self._join)
@@ -249,7 +249,7 @@ class VirtualConsumer:
         sim.heartbeats += 1
         error = sim.coordinator.heartbeat(self._hb_ctx, self._hb_request).error
         now = sim.now()
-        if error == ErrorCode.NONE:
+        if error == ErrorCode.none:
             interval = self.fleet.params.heartbeat_interval_ms
             if self.active or self.fleet.params.all_heartbeats:
                 self._schedule_heartbeat(now + interval)
@@ -258,12 +258,12 @@ class VirtualConsumer:
                 # it) but its own session: heartbeat on the last tick before the session would end.
                 ticks = (self.fleet.params.session_timeout_ms - 1) // interval
                 self._schedule_heartbeat(now + ticks * interval)
-        elif error in (ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION):
+        elif error in (ErrorCode.rebalance_in_progress, ErrorCode.illegal_generation):
             self._join()
-        elif error == ErrorCode.UNKNOWN_MEMBER_ID:
+        elif error == ErrorCode.unknown_member_id:
             self.member_id = ""
             self._join()
-        elif error == ErrorCode.FENCED_INSTANCE_ID:
+        elif error == ErrorCode.fenced_instance_id:
             self._fail()
         else:
             self._schedule_heartbeat(now + self.fleet.params.heartbeat_interval_ms)

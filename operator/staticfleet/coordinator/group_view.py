@@ -1,0 +1,143 @@
+"""The coordinator's view of a group as its HTTP API serves it (`/api/groups[/{id}]`): what DescribeGroups
+cannot say — the generation, the rebalance count, the last rebalances with reason and duration, the
+expected instance ids. Written by the coordinator with `to_json`, read by the operator with `from_json`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from staticfleet.coordinator.consumer_protocol import assignment_partitions, subscribed_topics
+from staticfleet.coordinator.coordinator import EXPECTED_INSTANCE_IDS, GroupCoordinator
+from staticfleet.coordinator.group import ClassicGroup, Member, RebalanceRecord
+
+__all__ = ["CoordinatorGroupView", "RebalanceRecord", "rebalance_from_json", "rebalance_to_json"]
+
+
+def rebalance_to_json(record: RebalanceRecord) -> dict[str, Any]:
+    return {
+        "generation": record.generation,
+        "reason": record.reason,
+        "startedMs": record.started_ms,
+        "completedMs": record.completed_ms,
+        "durationMs": record.duration_ms,
+        "members": record.members,
+    }
+
+
+def rebalance_from_json(data: Mapping[str, Any]) -> RebalanceRecord:
+    return RebalanceRecord(
+        generation=int(data.get("generation", 0)),
+        reason=str(data.get("reason") or ""),
+        started_ms=int(data.get("startedMs") or 0),
+        completed_ms=int(data.get("completedMs") or 0),
+        members=int(data.get("members") or 0),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorGroupView:
+    """One group; the fields after `last_rebalance` are only in the detailed view of one group."""
+
+    group_id: str
+    state: str
+    generation: int
+    protocol: str | None
+    leader_instance_id: str | None
+    members: int
+    rebalances: int
+    last_rebalance: RebalanceRecord | None
+    protocol_type: str = ""
+    leader: str | None = None
+    rebalance_in_progress: str | None = None  # its reason, while one runs
+    rebalance_started_ms: int | None = None
+    recent_rebalances: tuple[RebalanceRecord, ...] = ()
+    expected_instance_ids: tuple[str, ...] = ()
+    member_list: tuple[dict[str, Any], ...] = ()
+
+    @classmethod
+    def of(cls, coordinator: GroupCoordinator, group: ClassicGroup) -> CoordinatorGroupView:
+        leader = group.members.get(group.leader_id) if group.leader_id else None
+        expected = coordinator.describe_group_config(group.group_id).get(EXPECTED_INSTANCE_IDS)
+        return cls(
+            group_id=group.group_id,
+            state=str(group.state),
+            generation=group.generation_id,
+            protocol=group.protocol_name,
+            leader_instance_id=leader.group_instance_id if leader else None,
+            members=len(group.members),
+            rebalances=group.rebalance_count,
+            last_rebalance=group.rebalances[-1] if group.rebalances else None,
+            protocol_type=group.protocol_type or "",
+            leader=group.leader_id,
+            rebalance_in_progress=None if group.rebalance_started_ms is None else group.rebalance_reason,
+            rebalance_started_ms=group.rebalance_started_ms,
+            recent_rebalances=tuple(group.rebalances),
+            expected_instance_ids=tuple(expected.split(",")) if expected else (),
+            member_list=tuple(_member(group, m) for m in group.members.values()),
+        )
+
+    def to_json(self, *, detail: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "groupId": self.group_id,
+            "state": self.state,
+            "generation": self.generation,
+            "protocolType": self.protocol_type,
+            "protocol": self.protocol,
+            "leader": self.leader,
+            "leaderInstanceId": self.leader_instance_id,
+            "members": self.members,
+            "rebalances": self.rebalances,
+            "lastRebalance": None if self.last_rebalance is None else rebalance_to_json(self.last_rebalance),
+        }
+        if detail:
+            out["memberList"] = list(self.member_list)
+            out["rebalanceInProgress"] = (
+                None
+                if self.rebalance_in_progress is None
+                else {"reason": self.rebalance_in_progress, "startedMs": self.rebalance_started_ms}
+            )
+            out["recentRebalances"] = [rebalance_to_json(r) for r in self.recent_rebalances]
+            out["expectedInstanceIds"] = list(self.expected_instance_ids)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CoordinatorGroupView:
+        last = data.get("lastRebalance")
+        in_progress = data.get("rebalanceInProgress")
+        return cls(
+            group_id=str(data.get("groupId", "")),
+            state=str(data.get("state", "")),
+            generation=int(data.get("generation", 0)),
+            protocol=data.get("protocol"),
+            leader_instance_id=data.get("leaderInstanceId"),
+            members=int(data.get("members", 0)),
+            rebalances=int(data.get("rebalances", 0)),
+            last_rebalance=rebalance_from_json(last) if last else None,
+            protocol_type=str(data.get("protocolType") or ""),
+            leader=data.get("leader"),
+            rebalance_in_progress=str(in_progress.get("reason") or "") if in_progress else None,
+            rebalance_started_ms=in_progress.get("startedMs") if in_progress else None,
+            recent_rebalances=tuple(rebalance_from_json(r) for r in data.get("recentRebalances") or ()),
+            expected_instance_ids=tuple(data.get("expectedInstanceIds") or ()),
+            member_list=tuple(data.get("memberList") or ()),
+        )
+
+
+def _member(group: ClassicGroup, member: Member) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "memberId": member.member_id,
+        "instanceId": member.group_instance_id,
+        "clientId": member.client_id,
+        "clientHost": member.client_host,
+        "sessionTimeoutMs": member.session_timeout_ms,
+        "rebalanceTimeoutMs": member.rebalance_timeout_ms,
+    }
+    if group.protocol_type == "consumer":
+        entry["partitions"] = assignment_partitions(member.assignment)
+        if group.protocol_name:
+            topics = subscribed_topics(member.metadata(group.protocol_name))
+            entry["subscription"] = sorted(topics) if topics is not None else None
+    return entry
