@@ -12,7 +12,7 @@ import asyncio
 import datetime
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Final, TypeVar
 
 from kio.schema.api_versions.v4 import request as api_versions_req
@@ -84,6 +84,7 @@ from staticfleet.coordinator import messages as m
 
 E = ErrorCode
 T = TypeVar("T")
+P = TypeVar("P")
 INT32_MIN: Final = i32(-(2**31))
 NULL_TOPIC_ID: Final = uuid.UUID(int=0)
 
@@ -520,63 +521,33 @@ async def handle_offset_fetch(
             for t in r.topics
         ]
 
-    def error(p: m.FetchedOffset, unknown_id: bool) -> ErrorCode:
-        return E.unknown_topic_id if unknown_id else E(p.error)
+    def offsets(make: Callable[..., P], t: m.FetchedTopic, unknown_id: bool) -> tuple[P, ...]:
+        """One topic's partitions as `make` (the partition entity of the answered version) builds them."""
+        return tuple(
+            make(
+                partition_index=i32(p.partition),
+                committed_offset=i64(p.offset),
+                committed_leader_epoch=i32(p.leader_epoch),
+                metadata=p.metadata,
+                error_code=E.unknown_topic_id if unknown_id else E(p.error),
+            )
+            for p in t.partitions
+        )
 
-    if request.version < 8:
-        topics = fetch(request.optional("group_id"), request.optional("topics"))
+    response: ResponsePayload
+    if request.version < 8:  # one group, topics by name
         v7 = offset_fetch_v7_res
-        single = v7.OffsetFetchResponse(
+        response = v7.OffsetFetchResponse(
             throttle_time=NO_THROTTLE,
             error_code=E.none,
             topics=tuple(
                 v7.OffsetFetchResponseTopic(
-                    name=TopicName(t.name),
-                    partitions=tuple(
-                        v7.OffsetFetchResponsePartition(
-                            partition_index=i32(p.partition),
-                            committed_offset=i64(p.offset),
-                            committed_leader_epoch=i32(p.leader_epoch),
-                            metadata=p.metadata,
-                            error_code=error(p, unknown),
-                        )
-                        for p in t.partitions
-                    ),
+                    name=TopicName(t.name), partitions=offsets(v7.OffsetFetchResponsePartition, t, unknown)
                 )
-                for t, _, unknown in topics
+                for t, _, unknown in fetch(request.optional("group_id"), request.optional("topics"))
             ),
         )
-        return await _gated(ctx, single)
-    response: ResponsePayload
-    if by_id:
-        v10 = offset_fetch_res
-        response = v10.OffsetFetchResponse(
-            throttle_time=NO_THROTTLE,
-            groups=tuple(
-                v10.OffsetFetchResponseGroup(
-                    group_id=g.group_id,
-                    error_code=E.none,
-                    topics=tuple(
-                        v10.OffsetFetchResponseTopics(
-                            topic_id=topic_id,
-                            partitions=tuple(
-                                v10.OffsetFetchResponsePartitions(
-                                    partition_index=i32(p.partition),
-                                    committed_offset=i64(p.offset),
-                                    committed_leader_epoch=i32(p.leader_epoch),
-                                    metadata=p.metadata,
-                                    error_code=error(p, unknown),
-                                )
-                                for p in t.partitions
-                            ),
-                        )
-                        for t, topic_id, unknown in fetch(g.group_id, g.topics)
-                    ),
-                )
-                for g in request.body.groups
-            ),
-        )
-    else:
+    elif not by_id:  # groups, topics by name
         v9 = offset_fetch_v9_res
         response = v9.OffsetFetchResponse(
             throttle_time=NO_THROTTLE,
@@ -587,18 +558,28 @@ async def handle_offset_fetch(
                     topics=tuple(
                         v9.OffsetFetchResponseTopics(
                             name=TopicName(t.name),
-                            partitions=tuple(
-                                v9.OffsetFetchResponsePartitions(
-                                    partition_index=i32(p.partition),
-                                    committed_offset=i64(p.offset),
-                                    committed_leader_epoch=i32(p.leader_epoch),
-                                    metadata=p.metadata,
-                                    error_code=error(p, unknown),
-                                )
-                                for p in t.partitions
-                            ),
+                            partitions=offsets(v9.OffsetFetchResponsePartitions, t, unknown),
                         )
                         for t, _, unknown in fetch(g.group_id, g.topics)
+                    ),
+                )
+                for g in request.body.groups
+            ),
+        )
+    else:  # groups, topics by id
+        v10 = offset_fetch_res
+        response = v10.OffsetFetchResponse(
+            throttle_time=NO_THROTTLE,
+            groups=tuple(
+                v10.OffsetFetchResponseGroup(
+                    group_id=g.group_id,
+                    error_code=E.none,
+                    topics=tuple(
+                        v10.OffsetFetchResponseTopics(
+                            topic_id=topic_id,
+                            partitions=offsets(v10.OffsetFetchResponsePartitions, t, unknown),
+                        )
+                        for t, topic_id, unknown in fetch(g.group_id, g.topics)
                     ),
                 )
                 for g in request.body.groups

@@ -21,6 +21,12 @@ Layout of a batch (big-endian), as defined by Kafka's DefaultRecordBatch:
 The CRC does not cover baseOffset, batchLength or partitionLeaderEpoch, so the log assigns offsets and the
 leader epoch in place without recomputing it. Only a LogAppendTime topic, which rewrites attributes and
 maxTimestamp, needs a new CRC.
+
+Why not kio's record reader (`kio.records.readers.read_batch`): it decodes every record in Python, so
+checking a produced batch of 64 records of 1 KiB costs 195x what this module's header and CRC check
+does (990 us against 5.1 us a batch, side by side in bench/wire_codecs.py; never under 60x on this
+shared machine); it cannot read compressed
+batches; and it keeps record timestamps to the second, which ListOffsets by timestamp cannot use.
 """
 
 from __future__ import annotations

@@ -1,76 +1,43 @@
 """The "consumer" embedded protocol: subscription and assignment bytes carried inside JoinGroup/SyncGroup.
 
-Layout (non-flexible, big-endian): int16 version, then
-  Subscription v0: topics [string], user_data nullable bytes; v1 adds owned_partitions [(topic, [int32])];
-  v2 adds generation_id int32; v3 adds rack_id nullable string.
-  Assignment v0+: assigned_partitions [(topic, [int32])], user_data nullable bytes.
-Later fields are optional on read: bytes a newer client appends are ignored, as Kafka does.
+The bytes are an int16 version followed by kio's ConsumerProtocolSubscription or
+ConsumerProtocolAssignment entity of that version (v0-v3), and kio reads them. A version newer than kio
+knows is read as the newest it knows: fields a newer client appends are ignored, as Kafka does.
 """
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kio.schema.consumer_protocol_assignment.v0 import data as assignment_v0
+from kio.schema.consumer_protocol_assignment.v1 import data as assignment_v1
+from kio.schema.consumer_protocol_assignment.v2 import data as assignment_v2
+from kio.schema.consumer_protocol_assignment.v3 import data as assignment_v3
+from kio.schema.consumer_protocol_subscription.v0 import data as subscription_v0
+from kio.schema.consumer_protocol_subscription.v1 import data as subscription_v1
+from kio.schema.consumer_protocol_subscription.v2 import data as subscription_v2
+from kio.schema.consumer_protocol_subscription.v3 import data as subscription_v3
+from kio.serial import entity_reader
 
 _I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
+_SUBSCRIPTIONS: Final[tuple[Any, ...]] = (
+    subscription_v0.ConsumerProtocolSubscription,
+    subscription_v1.ConsumerProtocolSubscription,
+    subscription_v2.ConsumerProtocolSubscription,
+    subscription_v3.ConsumerProtocolSubscription,
+)
+_ASSIGNMENTS: Final[tuple[Any, ...]] = (
+    assignment_v0.ConsumerProtocolAssignment,
+    assignment_v1.ConsumerProtocolAssignment,
+    assignment_v2.ConsumerProtocolAssignment,
+    assignment_v3.ConsumerProtocolAssignment,
+)
 
 
 class ProtocolDecodeError(ValueError):
     pass
-
-
-class _Reader:
-    __slots__ = ("buf", "pos")
-
-    def __init__(self, buf: bytes) -> None:
-        self.buf = buf
-        self.pos = 0
-
-    def remaining(self) -> int:
-        return len(self.buf) - self.pos
-
-    def _take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise ProtocolDecodeError("truncated consumer protocol payload")
-        out = self.buf[self.pos : self.pos + n]
-        self.pos += n
-        return out
-
-    def int16(self) -> int:
-        value: int = _I16.unpack(self._take(2))[0]
-        return value
-
-    def int32(self) -> int:
-        value: int = _I32.unpack(self._take(4))[0]
-        return value
-
-    def string(self) -> str:
-        n = self.int16()
-        if n < 0:
-            raise ProtocolDecodeError("null string where a string is required")
-        return self._take(n).decode("utf-8")
-
-    def nullable_string(self) -> str | None:
-        n = self.int16()
-        return None if n < 0 else self._take(n).decode("utf-8")
-
-    def nullable_bytes(self) -> bytes | None:
-        n = self.int32()
-        return None if n < 0 else self._take(n)
-
-    def array_len(self) -> int:
-        n = self.int32()
-        if n > self.remaining():
-            raise ProtocolDecodeError("array longer than the payload")
-        return max(n, 0)
-
-    def topic_partitions(self) -> dict[str, tuple[int, ...]]:
-        out: dict[str, tuple[int, ...]] = {}
-        for _ in range(self.array_len()):
-            topic = self.string()
-            out[topic] = tuple(self.int32() for _ in range(self.array_len()))
-        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,36 +57,49 @@ class Assignment:
     user_data: bytes | None = None
 
 
-def decode_subscription(data: bytes) -> Subscription:
-    reader = _Reader(data)
-    version = reader.int16()
+def _read(data: bytes, schemas: tuple[Any, ...], what: str) -> tuple[int, Any]:
+    if len(data) < _I16.size:
+        raise ProtocolDecodeError(f"truncated consumer protocol {what}")
+    (version,) = _I16.unpack_from(data, 0)
     if version < 0:
-        raise ProtocolDecodeError(f"negative subscription version {version}")
-    topics = tuple(reader.string() for _ in range(reader.array_len()))
-    user_data = reader.nullable_bytes() if reader.remaining() else None
-    owned: dict[str, tuple[int, ...]] = {}
-    generation = -1
-    rack: str | None = None
-    if version >= 1 and reader.remaining():
-        owned = reader.topic_partitions()
-    if version >= 2 and reader.remaining():
-        generation = reader.int32()
-    if version >= 3 and reader.remaining():
-        rack = reader.nullable_string()
-    return Subscription(version, topics, user_data, owned, generation, rack)
+        raise ProtocolDecodeError(f"negative {what} version {version}")
+    try:
+        entity, _ = entity_reader(schemas[min(version, len(schemas) - 1)])(data, _I16.size)
+    except Exception as exc:  # kio raises several kinds of errors on garbage
+        raise ProtocolDecodeError(f"cannot read a consumer protocol {what}: {exc}") from exc
+    return version, entity
+
+
+def _partitions(entries: Any) -> dict[str, tuple[int, ...]]:
+    return {str(tp.topic): tuple(int(p) for p in tp.partitions) for tp in entries}
+
+
+def decode_subscription(data: bytes) -> Subscription:
+    version, entity = _read(data, _SUBSCRIPTIONS, "subscription")
+    return Subscription(
+        version,
+        tuple(entity.topics),
+        None if entity.user_data is None else bytes(entity.user_data),
+        _partitions(getattr(entity, "owned_partitions", ())),
+        int(getattr(entity, "generation_id", -1)),
+        getattr(entity, "rack_id", None),
+    )
 
 
 def decode_assignment(data: bytes) -> Assignment:
     """An empty payload is the empty assignment Kafka hands to members the leader left out."""
     if not data:
         return Assignment(0, {})
-    reader = _Reader(data)
-    version = reader.int16()
-    if version < 0:
-        raise ProtocolDecodeError(f"negative assignment version {version}")
-    partitions = reader.topic_partitions()
-    user_data = reader.nullable_bytes() if reader.remaining() else None
-    return Assignment(version, partitions, user_data)
+    version, entity = _read(data, _ASSIGNMENTS, "assignment")
+    user_data = None if entity.user_data is None else bytes(entity.user_data)
+    return Assignment(version, _partitions(entity.assigned_partitions), user_data)
+
+
+# Writing stays hand-written: kio's entity writer measured 9.7x slower than these few lines on an
+# assignment of 10 topics and 80 partitions (125 us against 13 us a call, side by side in
+# bench/wire_codecs.py; never under 8x), and the simulation writes one per member per rebalance.
+# Reading through kio measured 1.6 to 3.3 times faster than the hand-written reader it replaced.
+_I32 = struct.Struct(">i")
 
 
 def _string(text: str) -> bytes:
@@ -165,7 +145,7 @@ def assignment_partitions(data: bytes) -> dict[str, list[int]] | None:
     """Decoded topic -> partitions of an assignment, or None when the bytes are not a consumer assignment."""
     try:
         decoded = decode_assignment(data)
-    except (ProtocolDecodeError, UnicodeDecodeError):
+    except ProtocolDecodeError:
         return None
     return {topic: sorted(parts) for topic, parts in decoded.partitions.items()}
 
@@ -173,5 +153,5 @@ def assignment_partitions(data: bytes) -> dict[str, list[int]] | None:
 def subscribed_topics(data: bytes) -> frozenset[str] | None:
     try:
         return frozenset(decode_subscription(data).topics)
-    except (ProtocolDecodeError, UnicodeDecodeError):
+    except ProtocolDecodeError:
         return None
