@@ -259,5 +259,17 @@ def test_describe_cluster_and_init_producer_id(tmp_path: Path) -> None:
     serve(tmp_path, test)
 
 
+def test_delete_groups_reports_an_unknown_group_at_every_served_version(tmp_path: Path) -> None:
+    async def test(server: BrokerServer) -> None:
+        async for conn in _connect(server):
+            for version in (0, 1, 2):
+                response = await conn.request(d.delete_groups(version, f"absent-{version}"))
+                assert [(r.group_id, int(r.error_code)) for r in response.results] == [
+                    (f"absent-{version}", 69)  # GROUP_ID_NOT_FOUND
+                ]
+
+    serve(tmp_path, test)
+
+
 def test_free_port_helper_binds_loopback() -> None:
     assert 0 < free_port() < 65536
