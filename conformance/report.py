@@ -26,7 +26,8 @@ DELIBERATE_DIFFERENCES = (
         "Rebalance on partition growth",
         "The coordinator parses consumer-protocol subscriptions and starts a rebalance itself when a "
         "subscribed topic gains partitions. Kafka leaves this to the group leader, which misses it when it "
-        "was offline or does not support KIP-814.",
+        "was offline or does not support KIP-814. "
+        "`staticfleet coordinator --no-rebalance-on-partition-growth` turns it off.",
     ),
 )
 
