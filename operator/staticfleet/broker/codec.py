@@ -144,12 +144,8 @@ def _fits(pos: int, buf: bytes) -> int:
     return pos
 
 
-def _skip_primitive(kafka_type: str, flexible: bool, buf: bytes, pos: int) -> int:
-    size = _FIXED_SIZES.get(kafka_type)
-    if size is not None:
-        return _fits(pos + size, buf)
-    if kafka_type not in ("string", "bytes", "records"):
-        raise FrameError(f"cannot walk a field of type {kafka_type}")
+def _skip_variable(kafka_type: str, flexible: bool, buf: bytes, pos: int) -> int:
+    """Past one string or bytes field."""
     if flexible:
         length, pos = _uvarint(buf, pos)
         return _fits(pos + max(length - 1, 0), buf)
@@ -170,40 +166,82 @@ def _count(buf: bytes, pos: int, flexible: bool) -> tuple[int, int]:
     return max(count, 0), pos
 
 
+# A walk plan: the untagged fields in wire order as (operation, argument), runs of fixed-size fields
+# merged into one step; then whether the entity is flexible and the tags it knows.
+_FIXED, _VARIABLE, _ONE, _MANY, _FIXED_ARRAY, _VARIABLE_ARRAY = range(6)
+_Plan = tuple[tuple[tuple[int, Any], ...], bool, frozenset[int]]
+_PLANS: dict[type[Any], _Plan] = {}
+
+
+def _plan(entity: type[Any]) -> _Plan:
+    known = _PLANS.get(entity)
+    if known is not None:
+        return known
+    steps: list[tuple[int, Any]] = []
+    for f in _fields(entity):
+        if f.tag is not None:
+            continue
+        size = _FIXED_SIZES.get(f.kafka_type)
+        if f.kind == _ENTITY:
+            step: tuple[int, Any] = (_ONE, f.nested)
+        elif f.kind == _ENTITIES:
+            step = (_MANY, f.nested)
+        elif f.kind == _ARRAY:
+            step = (_FIXED_ARRAY, size) if size is not None else (_VARIABLE_ARRAY, f.kafka_type)
+        elif size is not None:
+            step = (_FIXED, size)
+        elif f.kafka_type in ("string", "bytes", "records"):
+            step = (_VARIABLE, f.kafka_type)
+        else:
+            raise FrameError(f"cannot walk a field of type {f.kafka_type}")
+        if step[0] == _FIXED and steps and steps[-1][0] == _FIXED:
+            steps[-1] = (_FIXED, steps[-1][1] + step[1])
+        else:
+            steps.append(step)
+    tags = frozenset(f.tag for f in _fields(entity) if f.tag is not None)
+    _PLANS[entity] = known = (tuple(steps), bool(getattr(entity, "__flexible__", False)), tags)
+    return known
+
+
 def walk(entity: type[Any], buf: bytes, pos: int, out: bytearray | None = None) -> int:
     """Walk the entity at `pos` and return its end; raise FrameError unless every length fits.
 
     With `out`, also append the entity's bytes to it without the tagged fields it does not know.
     """
-    flexible = bool(getattr(entity, "__flexible__", False))
-    for f in _fields(entity):
-        if f.tag is not None:
-            continue
+    steps, flexible, known = _PLANS.get(entity) or _plan(entity)
+    end = len(buf)
+    for op, arg in steps:
         start = pos
-        if f.kind == _ENTITY:
+        if op == _FIXED:
+            pos += arg
+            if pos > end:
+                raise FrameError("a field runs past the end of the frame")
+        elif op == _VARIABLE:
+            pos = _skip_variable(arg, flexible, buf, pos)
+        elif op == _ONE:
             # (nullable structs, which carry a marker byte, do not occur in the requests served here)
-            pos = walk(f.nested, buf, pos, out)
+            pos = walk(arg, buf, pos, out)
             continue
-        if f.kind == _PRIMITIVE:
-            pos = _skip_primitive(f.kafka_type, flexible, buf, pos)
         else:
             count, pos = _count(buf, pos, flexible)
-            if f.kind == _ENTITIES:
+            if op == _MANY:
                 if out is not None:
                     out += buf[start:pos]
                 for _ in range(count):
-                    pos = walk(f.nested, buf, pos, out)
+                    pos = walk(arg, buf, pos, out)
                 continue
-            size = _FIXED_SIZES.get(f.kafka_type)
-            if size is not None:
-                pos = _fits(pos + count * size, buf)
+            if op == _FIXED_ARRAY:
+                pos = _fits(pos + count * arg, buf)
             else:
                 for _ in range(count):
-                    pos = _skip_primitive(f.kafka_type, flexible, buf, pos)
+                    pos = _skip_variable(arg, flexible, buf, pos)
         if out is not None:
             out += buf[start:pos]
     if flexible:
-        known = {f.tag for f in _fields(entity) if f.tag is not None}
+        if pos < end and not buf[pos]:  # no tagged fields, by far the most common case
+            if out is not None:
+                out.append(0)
+            return pos + 1
         count, pos = _uvarint(buf, pos)
         if count > len(buf) - pos:
             raise FrameError("more tagged fields than bytes")
@@ -214,7 +252,7 @@ def walk(entity: type[Any], buf: bytes, pos: int, out: bytearray | None = None) 
             tag, pos = _uvarint(buf, pos)
             size, pos = _uvarint(buf, pos)
             pos = _fits(pos + size, buf)
-            if tag in known:
+            if out is not None and tag in known:
                 kept += buf[tag_start:pos]
                 kept_count += 1
         if out is not None:
@@ -230,9 +268,8 @@ def _has_arrays(entity: type[Any]) -> bool:
     known = _HAS_ARRAYS.get(entity)
     if known is None:
         known = _HAS_ARRAYS[entity] = any(
-            f.kind in (_ARRAY, _ENTITIES) or (f.kind == _ENTITY and _has_arrays(f.nested))
-            for f in _fields(entity)
-            if f.tag is None
+            op in (_MANY, _FIXED_ARRAY, _VARIABLE_ARRAY) or (op == _ONE and _has_arrays(arg))
+            for op, arg in _plan(entity)[0]
         )
     return known
 
@@ -273,7 +310,9 @@ def _read_header(frame: bytes, flexible: bool) -> tuple[str | None, int]:
     if len(frame) < 10:
         raise FrameError("request header is truncated")
     (length,) = _I16.unpack_from(frame, 8)
-    pos = _fits(10 + max(length, 0), frame)
+    pos = 10 + max(length, 0)
+    if pos > len(frame):
+        raise FrameError("client id runs past the end of the frame")
     try:
         client_id = None if length < 0 else frame[10:pos].decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -313,23 +352,43 @@ def for_version(response: ResponsePayload, version: int) -> ResponsePayload:
     return carried
 
 
-def _carry(value: Any, target: type[Any]) -> Any:
-    if type(value) is target:
-        return value
-    kwargs: dict[str, Any] = {}
+_KEEP, _CARRY_ONE, _CARRY_MANY = range(3)
+# Per (source entity, target entity): the fields both have, how to carry each, and what a null becomes.
+_CarryPlan = tuple[tuple[str, int, Any, Any], ...]
+_CARRY_PLANS: dict[tuple[type[Any], type[Any]], _CarryPlan] = {}
+
+
+def _carry_plan(source: type[Any], target: type[Any]) -> _CarryPlan:
+    present = {f.name for f in dataclasses.fields(source)}
+    plan = []
     for f in _fields(target):
-        if not hasattr(value, f.name):
+        if f.name not in present:
             continue  # the target's default stands
-        item = getattr(value, f.name)
-        if item is None and not f.nullable:
-            item = {"string": "", "bytes": b""}.get(
+        how = {_ENTITY: _CARRY_ONE, _ENTITIES: _CARRY_MANY}.get(f.kind, _KEEP)
+        empty = None
+        if not f.nullable:
+            empty = {"string": "", "bytes": b""}.get(
                 f.kafka_type, () if f.kind in (_ARRAY, _ENTITIES) else None
             )
-        elif item is not None and f.kind == _ENTITY:
-            item = _carry(item, f.nested)
-        elif item is not None and f.kind == _ENTITIES:
-            item = tuple(_carry(x, f.nested) for x in item)
-        kwargs[f.name] = item
+        plan.append((f.name, how, f.nested, empty))
+    _CARRY_PLANS[(source, target)] = result = tuple(plan)
+    return result
+
+
+def _carry(value: Any, target: type[Any]) -> Any:
+    source = type(value)
+    if source is target:
+        return value
+    kwargs: dict[str, Any] = {}
+    for name, how, nested, empty in _CARRY_PLANS.get((source, target)) or _carry_plan(source, target):
+        item = getattr(value, name)
+        if item is None:
+            item = empty
+        elif how == _CARRY_ONE:
+            item = _carry(item, nested)
+        elif how == _CARRY_MANY:
+            item = tuple([_carry(x, nested) for x in item])
+        kwargs[name] = item
     return target(**kwargs)
 
 
