@@ -1,6 +1,7 @@
 """Loopback load against the embedded coordinator and, in the same run, against Apache Kafka.
 
     .venv/bin/python bench/coordinator_server.py [--quick] [--no-kafka]
+    .venv/bin/python bench/coordinator_server.py --compare-tree DIR [--rounds N]
 
 Measures, for each backend:
   * heartbeat capacity: pipelined heartbeats from 1,000 static members, as fast as the server answers;
@@ -9,6 +10,10 @@ Measures, for each backend:
   * produce and fetch throughput (1 MiB batches... of 16 KiB records batches).
 The load generator runs in this process (one core); the server runs in its own process (the other core).
 Kafka runs with its normal JIT (not the conformance suite's fast-start settings).
+
+With --compare-tree, the coordinator of another checkout (another branch, say) runs against this one
+instead of Kafka: heartbeat capacity and produce/fetch cost, in alternating rounds, reported per second
+of server CPU (what a change to the server's code moves) and as the ratio of this tree to the other.
 """
 
 from __future__ import annotations
@@ -468,11 +473,60 @@ async def run_kafka(quick: bool, workdir: Path) -> dict[str, float]:
         await asyncio.to_thread(broker.stop)
 
 
+async def server_cost(root: Path, workdir: Path, seconds: float, megabytes: int) -> dict[str, float]:
+    """Heartbeats and produced+fetched MiB per second of server CPU, for the coordinator of `root`."""
+    from tests.broker.processes import CoordinatorProcess
+
+    process = CoordinatorProcess(workdir, "--group-initial-rebalance-delay-ms", "3000", root=root)
+    await asyncio.to_thread(process.start)
+    try:
+        assert process.process is not None
+        pid = process.process.pid
+        _, heartbeats = await heartbeat_capacity(process.bootstrap, seconds, pid)
+        cpu = cpu_seconds(pid)
+        await produce_fetch_throughput(process.bootstrap, megabytes)
+        return {"heartbeats_per_cpu_s": heartbeats, "mib_per_cpu_s": 2 * megabytes / (cpu_seconds(pid) - cpu)}
+    finally:
+        await asyncio.to_thread(process.stop)
+
+
+def compare_trees(other: Path, rounds: int) -> None:
+    trees = {"this tree": ROOT, str(other): other}
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(rounds):
+            order = list(trees.items()) if r % 2 == 0 else list(reversed(trees.items()))
+            for name, root in order:
+                results[name].append(
+                    asyncio.run(
+                        server_cost(root, Path(tmp) / f"{r}-{len(results[name])}-{root.name}", 5.0, 64)
+                    )
+                )
+    rows = []
+    for key, label in (
+        ("heartbeats_per_cpu_s", "heartbeats per s of server CPU"),
+        ("mib_per_cpu_s", "MiB produced and fetched per s of server CPU"),
+    ):
+        ours = statistics.median(x[key] for x in results["this tree"])
+        theirs = statistics.median(x[key] for x in results[str(other)])
+        rows.append([label, f"{ours:,.0f}", f"{theirs:,.0f}", f"{ours / theirs:.3f}"])
+    print(table(["measure (median of rounds)", "this tree", str(other), "ratio"], rows))
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-kafka", action="store_true")
+    parser.add_argument(
+        "--compare-tree", type=Path, help="another checkout whose coordinator runs against this one"
+    )
+    parser.add_argument("--rounds", type=int, default=4, help="alternating rounds of --compare-tree [4]")
     args = parser.parse_args()
+    if args.compare_tree is not None:
+        compare_trees(args.compare_tree.resolve(), args.rounds)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         ours = asyncio.run(run_staticfleet(args.quick, workdir))

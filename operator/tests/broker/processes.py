@@ -36,16 +36,17 @@ def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval
         time.sleep(interval)
 
 
-def _env() -> dict[str, str]:
-    paths = [str(ROOT / "operator"), str(ROOT)]
+def _env(root: Path = ROOT) -> dict[str, str]:
+    paths = [str(root / "operator"), str(root)]
     return dict(os.environ, PYTHONPATH=os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]))
 
 
 class CoordinatorProcess:
     """`staticfleet coordinator` on random loopback ports, restartable on the same ports and data dir."""
 
-    def __init__(self, data_dir: Path, *extra: str) -> None:
+    def __init__(self, data_dir: Path, *extra: str, root: Path = ROOT) -> None:
         self.data_dir = data_dir
+        self.root = root  # the source tree whose coordinator runs
         self.port = free_port()
         self.http_port = free_port()
         self.extra = extra
@@ -65,7 +66,7 @@ class CoordinatorProcess:
             *self.extra,
         ]  # fmt: skip
         log = self.log_path.open("ab")
-        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=_env())
+        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=_env(self.root))
         log.close()
         wait_until(self._ready, timeout, "the coordinator to be ready")
 
