@@ -75,9 +75,9 @@ def run(args: argparse.Namespace) -> int:
     from prometheus_client import start_http_server
 
     from staticfleet.kube import handlers
+    from staticfleet.kube.context import OperatorContext
     from staticfleet.kube.kubeapi import KubeApi
     from staticfleet.kube.metrics import OperatorMetrics
-    from staticfleet.kube.reconcile import OperatorContext
     from staticfleet.kube.spec import OperatorDefaults
 
     metrics = OperatorMetrics()

@@ -9,7 +9,9 @@ parent's labels, because a selector cannot change after creation.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, cast
+
+import kopf
 
 from staticfleet.kube.spec import API_VERSION, KIND, GroupSpec, Manifest
 
@@ -56,24 +58,19 @@ def selector_string(spec: GroupSpec) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(selector_labels(spec).items()))
 
 
-def owner_reference(spec: GroupSpec) -> Manifest:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "name": spec.name,
-        "uid": spec.uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+def _owner(spec: GroupSpec) -> kopf.Body:
+    """The resource as far as an owner reference needs it."""
+    raw = {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": spec.name, "uid": spec.uid}}
+    return kopf.Body(cast(kopf.RawBody, raw))
 
 
 def _metadata(spec: GroupSpec, name: str) -> Manifest:
-    return {
-        "name": name,
-        "namespace": spec.namespace,
-        "labels": stable_labels(spec),
-        "ownerReferences": [owner_reference(spec)],
-    }
+    """Owned by the resource (controller, blocking its deletion), so the garbage collector removes the
+    children with it. Only the stable labels: never the parent's, which may change."""
+    child: Manifest = {"metadata": {"name": name, "namespace": spec.namespace, "labels": stable_labels(spec)}}
+    kopf.append_owner_reference(child, owner=_owner(spec))
+    metadata: Manifest = child["metadata"]
+    return metadata
 
 
 def _field_ref(path: str) -> Manifest:

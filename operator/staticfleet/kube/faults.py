@@ -1,6 +1,8 @@
 """A deterministic crash point for resilience tests: STATICFLEET_OPERATOR_EXIT_AFTER=<step> makes the
 operator exit abruptly (exit code 70, no cleanup) right after that step, so a test can check that a
-restarted operator finishes the job. Steps: scale-down-recorded, statefulset-shrunk, members-removed."""
+restarted operator finishes the job. Steps: scale-down-recorded (the record is in status),
+statefulset-shrunk (the StatefulSet is shrunk and the status written), members-removed (the LeaveGroup
+batch answered, status not yet written)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,9 @@ import kopf
 
 from staticfleet.kube.builders import GROUP_LABEL, MANAGED_BY_LABEL, MANAGER
 from staticfleet.kube.claims import Claim
-from staticfleet.kube.reconcile import OperatorContext, Retry, claim_of, finalize, reconcile
+from staticfleet.kube.context import OperatorContext
+from staticfleet.kube.reconcile import Retry, claim_of, finalize, reconcile
+from staticfleet.kube.secrets import COMPONENT
 from staticfleet.kube.spec import GROUP, PLURAL, VERSION
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,7 @@ def settings() -> kopf.OperatorSettings:
     )
     s.persistence.finalizer = f"{PREFIX}/finalizer"
     s.posting.level = logging.WARNING
+    s.posting.reporting_component = COMPONENT
     s.watching.connect_timeout = 10
     s.watching.server_timeout = 120
     s.networking.request_timeout = 30

@@ -1,8 +1,10 @@
-"""The Kubernetes API calls the operator makes, with plain-dict bodies.
+"""The Kubernetes API calls the operator makes, with plain-dict bodies: the one client style of kube/.
 
 It rides on the official client's configuration and transport (kubeconfig or in-cluster service
-account, TLS, token refresh) but speaks JSON directly: the operator builds its objects as dicts and
-applies them server-side, so generated models would only be in the way.
+account, TLS, token refresh) but speaks JSON to REST paths rather than through the typed models. That
+serves the operator better: its own resource has no generated model at all, the builders produce plain
+dicts that kopf and the unit tests read as they are, and server-side apply (application/apply-patch)
+takes exactly the fields we set, where a typed model would send every defaulted field as ours.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from staticfleet.kube.spec import GROUP, PLURAL, VERSION, Manifest
+from staticfleet.kube.spec import GROUP, KIND, PLURAL, VERSION, Manifest
+from staticfleet.kube.status import merge_patch
 
 FIELD_MANAGER = "staticfleet-operator"
 REQUEST_TIMEOUT_S = 15.0
@@ -23,6 +26,15 @@ class KubeError(RuntimeError):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+def prune(value: Any) -> Any:
+    """Without the None values (for apply, absent is how a field is let go)."""
+    if isinstance(value, Mapping):
+        return {k: prune(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [prune(v) for v in value]
+    return value
 
 
 def group_path(namespace: str, name: str | None = None) -> str:
@@ -122,8 +134,35 @@ class KubeApi:
     def get_group(self, namespace: str, name: str) -> Manifest | None:
         return self.get(group_path(namespace, name))
 
-    def patch_group_status(self, namespace: str, name: str, status: Manifest) -> Manifest:
-        return self.merge_patch(group_path(namespace, name) + "/status", {"status": status})
+    def apply_group_status(
+        self, namespace: str, name: str, status: Mapping[str, Any], resource_version: str
+    ) -> Manifest:
+        """Server-side apply of the whole status, as of `resource_version` (a newer one: HTTP 409).
+
+        Every operator replica applies as the one field manager, so fields of ours that `status` leaves
+        out are removed. Fields another writer set (kubectl edit, or a status written by merge patch
+        before) are not ours to drop by apply: a merge patch clears the ones `status` does not have.
+        """
+        path = group_path(namespace, name) + "/status"
+        desired = prune(status)
+        manifest = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": KIND,
+            "metadata": {"name": name, "namespace": namespace, "resourceVersion": resource_version},
+            "status": desired,
+        }
+        written = self.request(
+            "PATCH",
+            path,
+            query={"fieldManager": FIELD_MANAGER, "force": "true"},
+            body=manifest,
+            content_type="application/apply-patch+yaml",
+        )
+        leftover = merge_patch(written.get("status") or {}, desired)
+        if leftover:
+            version = str(written["metadata"].get("resourceVersion", ""))
+            written = self.merge_patch(path, {"metadata": {"resourceVersion": version}, "status": leftover})
+        return written
 
     # -- children --------------------------------------------------------------------------------------------
 
@@ -138,6 +177,3 @@ class KubeApi:
 
     def get_secret(self, namespace: str, name: str) -> Manifest | None:
         return self.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
-
-    def create_event(self, namespace: str, event: Manifest) -> None:
-        self.request("POST", f"/api/v1/namespaces/{namespace}/events", body=event)

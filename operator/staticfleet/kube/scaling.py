@@ -14,18 +14,19 @@ has seen the shrink. Removing the member of a running pod would make it rejoin a
 
 Scale-up pre-registers the instance ids of the new replica count (group config
 `staticfleet.expected.instance.ids`) before growing the StatefulSet, so the coordinator completes one
-join phase with every new instance in it. Once the group is Stable with all of them, the expectation
-is cleared again: in steady state the group follows Kafka's rules, where a consumer that is gone for
-good costs no more than its session timeout.
+join phase with every new instance in it. Once the group is Stable with all of them, the
+pre-registration is withdrawn again: in steady state the group follows Kafka's rules, where a consumer
+that is gone for good costs no more than its session timeout.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from staticfleet.coordinator import GroupState
 from staticfleet.kube.spec import AFTER_SESSION_TIMEOUT, IMMEDIATE, GroupSpec
 
 SHRINKING = "ShrinkingStatefulSet"
@@ -37,7 +38,7 @@ PHASES = (SHRINKING, WAITING_FOR_PODS, REMOVING_MEMBERS, WAITING_FOR_SESSION_TIM
 # After the session timeout the coordinator needs a moment to notice; past this we stop waiting.
 SESSION_EXPIRY_GRACE = timedelta(seconds=30)
 # A pre-registration that never completes is withdrawn after this long (or the rebalance timeout).
-DEFAULT_EXPECTATION_LIFETIME = timedelta(minutes=5)
+DEFAULT_PRE_REGISTRATION_LIFETIME = timedelta(minutes=5)
 
 
 def iso(moment: datetime) -> str:
@@ -116,7 +117,7 @@ class FleetObservation:
     """Ordinals of every pod object that exists, terminating ones included."""
     group_instance_ids: frozenset[str] | None = None
     """Instance ids of the group's members; None when the coordinator could not be asked."""
-    expectation_active: bool = False
+    pre_registration_active: bool = False
     """A pre-registration of ours is still in force on the coordinator."""
 
 
@@ -133,15 +134,14 @@ class ScalePlan:
     scale_down: ScaleDownState | None
     persist_first: bool = False
     """Write scale_down to status before touching the StatefulSet (the pending ids must be durable)."""
-    expected_instance_ids: tuple[str, ...] | None = None
-    """Set the coordinator's expectation to these ids before applying the StatefulSet."""
+    pre_register_ids: tuple[str, ...] | None = None
+    """Pre-register these instance ids with the coordinator before applying the StatefulSet."""
     remove_instance_ids: tuple[str, ...] = ()
     started: ScaleEvent | None = None
     waiting: str | None = None
     """Why the scale flow is not done yet (for conditions); None when it is idle."""
     completed_scale_down: ScaleDownState | None = None
     """A scale-down that ended in this step without a removal (AfterSessionTimeout)."""
-    notes: tuple[str, ...] = field(default_factory=tuple)
 
 
 def plan_scale(
@@ -161,14 +161,14 @@ def plan_scale(
         return ScalePlan(
             statefulset_replicas=desired,
             scale_down=None,
-            expected_instance_ids=spec.instance_ids(0, desired) if spec.pre_register and desired else None,
+            pre_register_ids=spec.instance_ids(0, desired) if spec.pre_register and desired else None,
             started=ScaleEvent("Up", 0, desired) if desired else None,
         )
     if desired > current:
         return ScalePlan(
             statefulset_replicas=desired,
             scale_down=None,
-            expected_instance_ids=spec.instance_ids(0, desired) if spec.pre_register else None,
+            pre_register_ids=spec.instance_ids(0, desired) if spec.pre_register else None,
             started=ScaleEvent("Up", current, desired),
         )
     if desired < current:
@@ -184,7 +184,7 @@ def plan_scale(
             statefulset_replicas=desired,
             scale_down=new_state,
             persist_first=True,
-            expected_instance_ids=spec.instance_ids(0, desired) if obs.expectation_active else None,
+            pre_register_ids=spec.instance_ids(0, desired) if obs.pre_registration_active else None,
             started=ScaleEvent("Down", current, desired),
             waiting=f"scaling down from {current} to {desired}: waiting for the pods to stop",
         )
@@ -199,7 +199,7 @@ def _continue_scale_down(
         return ScalePlan(
             statefulset_replicas=target,
             scale_down=state,
-            expected_instance_ids=spec.instance_ids(0, target) if obs.expectation_active else None,
+            pre_register_ids=spec.instance_ids(0, target) if obs.pre_registration_active else None,
             waiting=f"scaling down from {state.from_replicas} to {target}: shrinking the StatefulSet",
         )
     if state.phase == WAITING_FOR_PODS:
@@ -269,7 +269,8 @@ def after_removal(state: ScaleDownState, ok: bool, error: str | None) -> ScaleDo
 
 @dataclass(frozen=True, slots=True)
 class PreRegistration:
-    """status.preRegistration: the expectation we set on the coordinator, or why it was not set."""
+    """status.preRegistration: the instance ids we pre-registered with the coordinator, or why the
+    coordinator refused them."""
 
     instance_ids: tuple[str, ...]
     accepted: bool
@@ -296,23 +297,23 @@ class PreRegistration:
         )
 
 
-def expectation_done(
+def pre_registration_done(
     pre: PreRegistration,
-    group_state: str | None,
+    group_state: GroupState | None,
     group_instance_ids: frozenset[str] | None,
     rebalance_timeout_ms: int | None,
     now: datetime,
 ) -> bool:
-    """Withdraw the expectation once the group is Stable with every expected instance, or when it is too
-    old to still be useful (a pod that never comes would hold every later join phase)."""
+    """Withdraw the pre-registration once the group is Stable with every pre-registered instance, or when
+    it is too old to still be useful (a pod that never comes would hold every later join phase)."""
     if (
-        group_state == "Stable"
+        group_state is GroupState.STABLE
         and group_instance_ids is not None
         and set(pre.instance_ids) <= group_instance_ids
     ):
         return True
     lifetime = max(
-        DEFAULT_EXPECTATION_LIFETIME,
+        DEFAULT_PRE_REGISTRATION_LIFETIME,
         timedelta(milliseconds=2 * rebalance_timeout_ms) if rebalance_timeout_ms else timedelta(0),
     )
     set_at = parse_time(pre.set_at)

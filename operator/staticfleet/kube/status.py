@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from staticfleet.admin.client import natural_key
 from staticfleet.admin.coordinator_api import CoordinatorGroupView
 from staticfleet.admin.model import GroupDescription
+from staticfleet.coordinator import GroupState
 from staticfleet.kube.builders import pod_ordinal, selector_string
 from staticfleet.kube.scaling import PreRegistration, ScaleDownState, iso, parse_time
 from staticfleet.kube.spec import GroupSpec, Manifest
@@ -28,6 +29,10 @@ READY = "Ready"
 GROUP_STABLE = "GroupStable"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
+
+# status.group.state also says when the group could not be described: words of ours, not group states.
+NOT_FOUND = "NotFound"
+UNKNOWN = "Unknown"
 
 SOURCE_COORDINATOR = "coordinator"
 SOURCE_OBSERVED = "observed"
@@ -55,12 +60,17 @@ class GroupObservation:
         return self.error is None
 
     @property
-    def state(self) -> str | None:
+    def state(self) -> GroupState | None:
+        return parse_state(self.state_text)
+
+    @property
+    def state_text(self) -> str | None:
+        """The state as status shows it: a group state, NotFound, or None when not asked."""
         if self.description is not None:
             return self.description.state
         if self.view is not None:
             return self.view.state
-        return "NotFound" if self.not_found else None
+        return NOT_FOUND if self.not_found else None
 
     @property
     def instance_ids(self) -> frozenset[str] | None:
@@ -69,6 +79,14 @@ class GroupObservation:
         if self.view is not None:
             return frozenset(str(m["instanceId"]) for m in self.view.member_list if m.get("instanceId"))
         return frozenset() if self.not_found else None
+
+
+def parse_state(text: str | None) -> GroupState | None:
+    """A group state named by DescribeGroups, the coordinator API or an earlier status."""
+    try:
+        return GroupState(text)
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +110,6 @@ class StatusResult:
     status: dict[str, Any]
     events: tuple[EventSpec, ...] = ()
     completed_scale: Mapping[str, Any] | None = None
-    fenced_pods: tuple[str, ...] = field(default_factory=tuple)
 
 
 def condition(
@@ -190,11 +207,12 @@ def _group_status(
 ) -> tuple[dict[str, Any], list[EventSpec]]:
     group, previous = inputs.group, dict(inputs.previous.get("group") or {})
     events: list[EventSpec] = []
-    state = group.state if group.reachable else previous.get("state")
+    state_text = group.state_text if group.reachable else previous.get("state")
+    state = parse_state(state_text)
     partitions = sum(len(p) for e in entries for p in (e.get("partitions") or {}).values())
     leader = None
     out: dict[str, Any] = {
-        "state": state or "Unknown",
+        "state": state_text or UNKNOWN,
         "members": len(entries),
         "assignedPartitions": partitions,
     }
@@ -211,7 +229,7 @@ def _group_status(
             rebalances=view.rebalances,
             rebalancesSource=SOURCE_COORDINATOR,
             protocol=out.get("protocol") or view.protocol,
-            expectedInstanceIds=list(view.expected_instance_ids),
+            preRegisteredInstanceIds=list(view.expected_instance_ids),
         )
         if view.rebalance_in_progress:
             out["rebalanceInProgress"] = view.rebalance_in_progress
@@ -243,9 +261,10 @@ def _group_status(
     elif group.reachable:
         count = int(prev_count) if isinstance(prev_count, int) else 0
         prev_state = previous.get("state")
-        came_back = prev_state not in (None, "Stable", "Unknown")
-        reassigned = prev_state == "Stable" and previous.get("observedFingerprint") not in (None, fingerprint)
-        rebalanced = state == "Stable" and (came_back or reassigned)
+        was_stable = parse_state(prev_state) is GroupState.STABLE
+        came_back = prev_state not in (None, UNKNOWN) and not was_stable
+        reassigned = was_stable and previous.get("observedFingerprint") not in (None, fingerprint)
+        rebalanced = state is GroupState.STABLE and (came_back or reassigned)
         out.update(rebalances=count + (1 if rebalanced else 0), rebalancesSource=SOURCE_OBSERVED)
         out["lastRebalance"] = previous.get("lastRebalance")
         if rebalanced:
@@ -279,7 +298,8 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
         member_entries(inputs.group) if inputs.group.reachable else list(inputs.previous.get("members") or [])
     )
     group_status, events = _group_status(inputs, entries)
-    state = group_status.get("state")
+    state_text = str(group_status.get("state"))
+    state = parse_state(state_text)
     member_ids = inputs.group.instance_ids
     expected_ids = set(spec.instance_ids(0, spec.replicas))
     fenced = fenced_pods(inputs.pods, now)
@@ -288,7 +308,9 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
         sts_status.get("currentRevision") != sts_status.get("updateRevision")
         or int(sts_status.get("updatedReplicas", 0) or 0) < current_replicas
     )
-    stable = state == "Stable" or (spec.replicas == 0 and state in ("Empty", "NotFound", "Dead"))
+    stable = state is GroupState.STABLE or (
+        spec.replicas == 0 and (state in (GroupState.EMPTY, GroupState.DEAD) or state_text == NOT_FOUND)
+    )
     members_complete = member_ids is not None and expected_ids <= member_ids
     extra_pods = [p for p in inputs.pods if (pod_ordinal(p, spec.name) or 0) >= spec.replicas]
     fleet_ready = (
@@ -308,7 +330,7 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
     elif ready_replicas < spec.replicas:
         ready = (False, "PodsNotReady", f"{ready_replicas} of {spec.replicas} pods ready")
     elif not stable:
-        ready = (False, "GroupNotStable", f"group {spec.group_id} is {state}")
+        ready = (False, "GroupNotStable", f"group {spec.group_id} is {state_text}")
     elif not members_complete and spec.replicas:
         missing = sorted(expected_ids - (member_ids or frozenset()), key=natural_key)
         ready = (False, "MembersMissing", f"not yet in the group: {', '.join(missing)}")
@@ -318,21 +340,21 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
     # GroupStable
     if not inputs.group.reachable:
         group_stable = (False, "CoordinatorUnavailable", inputs.group.error or "")
-    elif state == "Stable":
+    elif state is GroupState.STABLE:
         detail = f" at generation {group_status['generation']}" if "generation" in group_status else ""
         group_stable = (
             True,
             "Stable",
             f"group {spec.group_id} is Stable{detail} with {len(entries)} members",
         )
-    elif state in ("PreparingRebalance", "CompletingRebalance"):
+    elif state in (GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE):
         reason_text = group_status.get("rebalanceInProgress")
         group_stable = (
             False,
             "RebalanceInProgress",
-            f"group {spec.group_id} is {state}" + (f" ({reason_text})" if reason_text else ""),
+            f"group {spec.group_id} is {state_text}" + (f" ({reason_text})" if reason_text else ""),
         )
-    elif state == "Empty":
+    elif state is GroupState.EMPTY:
         group_stable = (False, "GroupEmpty", f"group {spec.group_id} has no members")
     else:
         group_stable = (False, "GroupNotFound", f"the coordinator does not know group {spec.group_id} yet")
@@ -360,7 +382,7 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
             True,
             direction,
             f"scaling from {last_scale.get('fromReplicas')} to {last_scale.get('toReplicas')}: "
-            f"{ready_replicas} pods ready, group {state}" + pre_note,
+            f"{ready_replicas} pods ready, group {state_text}" + pre_note,
         )
     elif rolling:
         progressing = (
@@ -413,7 +435,7 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
         "lastScale": last_scale,
         "conditions": conditions,
     }
-    return StatusResult(status, tuple(events), completed_scale, tuple(fenced))
+    return StatusResult(status, tuple(events), completed_scale)
 
 
 def _transition_events(

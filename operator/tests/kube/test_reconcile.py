@@ -10,30 +10,22 @@ import pytest
 
 from staticfleet.admin import ConfigRejected, GroupAdmin, KafkaConnection
 from staticfleet.admin.model import GroupDescription, MemberDescription, MemberRemoval, Node, RemovalReport
-from staticfleet.kube.kubeapi import KubeApi, KubeError
+from staticfleet.kube.context import OperatorContext
+from staticfleet.kube.kubeapi import KubeApi, KubeError, prune
 from staticfleet.kube.metrics import OperatorMetrics
-from staticfleet.kube.reconcile import OperatorContext, Retry, finalize, reconcile
+from staticfleet.kube.reconcile import Retry, finalize, reconcile
 from staticfleet.kube.spec import OperatorDefaults
+from staticfleet.kube.status import EventSpec
 
 from .fixtures import resource
 
 Manifest = dict[str, Any]
 
 
-def merge(target: Manifest, patch: Manifest) -> Manifest:
-    for key, value in patch.items():
-        if value is None:
-            target.pop(key, None)
-        elif isinstance(value, dict) and isinstance(target.get(key), dict):
-            merge(target[key], value)
-        else:
-            target[key] = copy.deepcopy(value)
-    return target
-
-
 class FakeKube:
     def __init__(self, body: Manifest) -> None:
         self.group = copy.deepcopy(body)
+        self.group["metadata"].setdefault("resourceVersion", "1")
         self.objects: dict[str, Manifest] = {}
         self.pods: list[Manifest] = []
         self.events: list[Manifest] = []
@@ -43,11 +35,19 @@ class FakeKube:
     def get_group(self, namespace: str, name: str) -> Manifest | None:
         return copy.deepcopy(self.group)
 
-    def patch_group_status(self, namespace: str, name: str, status: Manifest) -> Manifest:
-        self.calls.append("status" + ("(scaleDown)" if set(status) == {"scaleDown"} else ""))
-        self.group.setdefault("status", {})
-        merge(self.group["status"], status)
-        return self.group
+    def apply_group_status(
+        self, namespace: str, name: str, status: Manifest, resource_version: str
+    ) -> Manifest:
+        """Server-side apply of the whole status by its one field manager, as of resource_version."""
+        meta = self.group["metadata"]
+        if resource_version != meta["resourceVersion"]:
+            raise KubeError(409, f"the object has been modified (at {meta['resourceVersion']})")
+        before, after = self.group.get("status") or {}, prune(status)
+        changed = {k for k in {*before, *after} if before.get(k) != after.get(k)}
+        self.calls.append("status(scaleDown)" if changed == {"scaleDown"} else "status")
+        self.group["status"] = copy.deepcopy(after)
+        meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
+        return copy.deepcopy(self.group)
 
     def apply(self, manifest: Manifest) -> Manifest:
         kind = manifest["kind"]
@@ -83,8 +83,8 @@ class FakeKube:
     def list_pods(self, namespace: str, label_selector: str) -> list[Manifest]:
         return copy.deepcopy(self.pods)
 
-    def create_event(self, namespace: str, event: Manifest) -> None:
-        self.events.append(event)
+    def post_event(self, body: Any, event: EventSpec) -> None:
+        self.events.append({"type": event.type, "reason": event.reason, "message": event.message})
 
     def set_pods(self, *ordinals: int) -> None:
         self.pods = [{"metadata": {"name": f"orders-{o}", "labels": {}}, "status": {}} for o in ordinals]
@@ -136,7 +136,12 @@ class Context(OperatorContext):
 
 
 def context(kube: FakeKube, admin: FakeAdmin) -> Context:
-    ctx = Context(api=cast(KubeApi, kube), defaults=OperatorDefaults(), metrics=OperatorMetrics())
+    ctx = Context(
+        api=cast(KubeApi, kube),
+        defaults=OperatorDefaults(),
+        metrics=OperatorMetrics(),
+        events=kube.post_event,
+    )
     ctx.fake_admin = admin
     return ctx
 
@@ -160,7 +165,7 @@ def test_the_first_pass_pre_registers_then_creates_the_children() -> None:
     assert "Scaled" in reasons(kube)
 
 
-def test_the_expectation_is_withdrawn_once_the_group_has_every_instance() -> None:
+def test_the_pre_registration_is_withdrawn_once_the_group_has_every_instance() -> None:
     kube, admin = FakeKube(resource()), FakeAdmin(set())
     ctx = context(kube, admin)
     reconcile(ctx, "shop", "orders", {})
@@ -194,7 +199,7 @@ def test_scale_down_records_first_shrinks_then_removes_only_after_the_pods_are_g
         "apply Service",
         "apply PodDisruptionBudget",
         "apply StatefulSet(1)",
-        "status(scaleDown)",
+        "status",  # the pass's one status write, which records the shrink
     ]
     assert kube.group["status"]["scaleDown"]["phase"] == "WaitingForPods"
     assert admin.removals == []  # orders-1 and orders-2 still exist
@@ -253,3 +258,22 @@ def test_deletion_with_retain_leaves_the_group_alone() -> None:
     kube.group["spec"]["deletionPolicy"] = "Retain"
     assert "Retain" in finalize(ctx, kube.group, {})
     assert admin.removals == [] and kube.calls == []
+
+
+def test_a_status_write_that_meets_a_newer_version_starts_the_pass_again_from_a_fresh_read() -> None:
+    kube, _, ctx = steady(3)
+    apply = kube.apply_group_status
+    raced: list[str] = []
+
+    def racing(namespace: str, name: str, status: Manifest, resource_version: str) -> Manifest:
+        if not raced:  # another writer gets in between our read and our write, once
+            raced.append(resource_version)
+            kube.group["metadata"]["resourceVersion"] = str(int(resource_version) + 1)
+        return apply(namespace, name, status, resource_version)
+
+    kube.apply_group_status = racing  # type: ignore[method-assign]
+    kube.group["spec"]["replicas"] = 1
+    reconcile(ctx, "shop", "orders", {})
+    assert raced
+    assert kube.group["status"]["scaleDown"]["pendingInstanceIds"] == ["orders-1", "orders-2"]
+    assert kube.objects["StatefulSet"]["spec"]["replicas"] == 1

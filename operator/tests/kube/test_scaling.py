@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from staticfleet.coordinator import GroupState
 from staticfleet.kube.scaling import (
     REMOVING_MEMBERS,
     SHRINKING,
@@ -15,9 +16,9 @@ from staticfleet.kube.scaling import (
     PreRegistration,
     ScaleDownState,
     after_removal,
-    expectation_done,
     iso,
     plan_scale,
+    pre_registration_done,
 )
 from staticfleet.kube.spec import GroupSpec
 
@@ -38,28 +39,28 @@ def observe(replicas: int | None, pods: set[int], **extra: Any) -> FleetObservat
 def test_first_reconcile_creates_the_statefulset_at_full_size_with_the_ids_pre_registered() -> None:
     plan = plan_scale(group_spec(replicas=3), None, observe(None, set()), NOW)
     assert plan.statefulset_replicas == 3
-    assert plan.expected_instance_ids == ("orders-0", "orders-1", "orders-2")
+    assert plan.pre_register_ids == ("orders-0", "orders-1", "orders-2")
     assert plan.started is not None and (plan.started.from_replicas, plan.started.to_replicas) == (0, 3)
     assert plan.scale_down is None
 
 
 def test_scale_up_pre_registers_every_id_of_the_new_size_then_grows() -> None:
     plan = plan_scale(group_spec(replicas=4), None, observe(1, {0}), NOW)
-    assert plan.expected_instance_ids == ("orders-0", "orders-1", "orders-2", "orders-3")
+    assert plan.pre_register_ids == ("orders-0", "orders-1", "orders-2", "orders-3")
     assert plan.statefulset_replicas == 4
     assert plan.started is not None and plan.started.direction == "Up"
 
 
 def test_scale_up_without_pre_registration_just_grows() -> None:
     plan = plan_scale(group_spec(replicas=4, scaleUp={"preRegister": False}), None, observe(1, {0}), NOW)
-    assert plan.expected_instance_ids is None
+    assert plan.pre_register_ids is None
     assert plan.statefulset_replicas == 4
 
 
 def test_steady_state_changes_nothing() -> None:
     plan = plan_scale(group_spec(replicas=3), None, observe(3, {0, 1, 2}), NOW)
     assert plan.statefulset_replicas == 3
-    assert plan.scale_down is None and plan.started is None and plan.expected_instance_ids is None
+    assert plan.scale_down is None and plan.started is None and plan.pre_register_ids is None
     assert plan.waiting is None and not plan.remove_instance_ids
 
 
@@ -74,11 +75,11 @@ def test_scale_down_records_the_pending_ids_before_shrinking() -> None:
     assert not plan.remove_instance_ids  # never in the same step as the shrink
 
 
-def test_scale_down_lowers_an_active_expectation_to_the_remaining_ids() -> None:
-    plan = plan_scale(group_spec(replicas=1), None, observe(3, {0, 1, 2}, expectation_active=True), NOW)
-    assert plan.expected_instance_ids == ("orders-0",)
+def test_scale_down_lowers_an_active_pre_registration_to_the_remaining_ids() -> None:
+    plan = plan_scale(group_spec(replicas=1), None, observe(3, {0, 1, 2}, pre_registration_active=True), NOW)
+    assert plan.pre_register_ids == ("orders-0",)
     idle = plan_scale(group_spec(replicas=1), None, observe(3, {0, 1, 2}), NOW)
-    assert idle.expected_instance_ids is None
+    assert idle.pre_register_ids is None
 
 
 def waiting(generation: int = 7) -> ScaleDownState:
@@ -165,13 +166,18 @@ def test_scale_down_state_survives_a_round_trip_through_status() -> None:
     assert ScaleDownState.from_status({"phase": "Bogus"}) is None
 
 
-def test_expectation_is_withdrawn_once_every_expected_instance_is_in_a_stable_group() -> None:
+def test_pre_registration_is_withdrawn_once_every_pre_registered_instance_is_in_a_stable_group() -> None:
     pre = PreRegistration(("orders-0", "orders-1"), True, iso(NOW))
-    assert not expectation_done(pre, "PreparingRebalance", frozenset({"orders-0", "orders-1"}), None, NOW)
-    assert not expectation_done(pre, "Stable", frozenset({"orders-0"}), None, NOW)
-    assert expectation_done(pre, "Stable", frozenset({"orders-0", "orders-1"}), None, NOW)
-    assert expectation_done(pre, "Stable", frozenset({"orders-0"}), None, NOW + timedelta(minutes=6))
-    assert not expectation_done(pre, "Stable", frozenset(), 600_000, NOW + timedelta(minutes=6))
+    both, one, later = (
+        frozenset({"orders-0", "orders-1"}),
+        frozenset({"orders-0"}),
+        NOW + timedelta(minutes=6),
+    )
+    assert not pre_registration_done(pre, GroupState.PREPARING_REBALANCE, both, None, NOW)
+    assert not pre_registration_done(pre, GroupState.STABLE, one, None, NOW)
+    assert pre_registration_done(pre, GroupState.STABLE, both, None, NOW)
+    assert pre_registration_done(pre, GroupState.STABLE, one, None, later)
+    assert not pre_registration_done(pre, GroupState.STABLE, frozenset(), 600_000, later)
 
 
 # -- an operator that dies after any step finishes the job after a restart -------------------------------

@@ -1,0 +1,117 @@
+"""What every reconcile pass shares: the API client, the admin connections, per-resource locks, the
+TLS files and the Event sink. Each concern is its own small class; OperatorContext only holds them."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, cast
+
+from staticfleet.admin import GroupAdmin, KafkaConnection
+from staticfleet.kube.kubeapi import KubeApi
+from staticfleet.kube.metrics import OperatorMetrics
+from staticfleet.kube.secrets import SecretFiles
+from staticfleet.kube.spec import OperatorDefaults
+from staticfleet.kube.status import EventSpec
+
+
+class ObjectLocks:
+    """One lock per resource, so that the periodic pass and the deletion never run at once."""
+
+    def __init__(self) -> None:
+        self._locks: dict[tuple[str, str], threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def __call__(self, namespace: str, name: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault((namespace, name), threading.Lock())
+
+    def forget(self, namespace: str, name: str) -> None:
+        with self._guard:
+            self._locks.pop((namespace, name), None)
+
+
+def _identity(connection: KafkaConnection) -> KafkaConnection:
+    """The connection without its password: who connects where, not with which secret."""
+    return dataclasses.replace(connection, sasl_password=None)
+
+
+def _fingerprint(connection: KafkaConnection) -> str:
+    return hashlib.sha256((connection.sasl_password or "").encode()).hexdigest()
+
+
+class AdminCache:
+    """One admin client per cluster identity. The key holds no password: a rotated password replaces
+    the cached client (the old one is closed) instead of adding a new entry."""
+
+    def __init__(self, factory: Callable[[KafkaConnection], GroupAdmin]) -> None:
+        self._factory = factory
+        self._admins: dict[KafkaConnection, tuple[str, GroupAdmin]] = {}
+        self._guard = threading.Lock()
+
+    def __call__(self, connection: KafkaConnection) -> GroupAdmin:
+        key, fingerprint = _identity(connection), _fingerprint(connection)
+        stale = None
+        with self._guard:
+            found = self._admins.get(key)
+            if found is not None and found[0] == fingerprint:
+                return found[1]
+            if found is not None:
+                stale = found[1]
+            admin = self._factory(connection)
+            self._admins[key] = (fingerprint, admin)
+        if stale is not None:
+            stale.close()
+        return admin
+
+    def __len__(self) -> int:
+        return len(self._admins)
+
+    def close(self) -> None:
+        with self._guard:
+            admins, self._admins = [a for _, a in self._admins.values()], {}
+        for admin in admins:
+            admin.close()
+
+
+class EventSink(Protocol):
+    def __call__(self, body: Mapping[str, Any], event: EventSpec) -> None: ...
+
+
+def kopf_events(body: Mapping[str, Any], event: EventSpec) -> None:
+    """Events through kopf's poster (queued, retried, attributed to the operator's component)."""
+    import kopf
+
+    kopf.event(
+        kopf.Body(cast(kopf.RawBody, dict(body))), type=event.type, reason=event.reason, message=event.message
+    )
+
+
+@dataclass
+class OperatorContext:
+    api: KubeApi
+    defaults: OperatorDefaults
+    metrics: OperatorMetrics
+    admin_timeout_s: float = 5.0
+    events: EventSink = kopf_events
+    locks: ObjectLocks = field(default_factory=ObjectLocks)
+    secret_files: SecretFiles = field(default_factory=SecretFiles)
+    admins: AdminCache = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.admins = AdminCache(lambda c: GroupAdmin(c, timeout_s=self.admin_timeout_s))
+
+    def admin(self, connection: KafkaConnection) -> GroupAdmin:
+        return self.admins(connection)
+
+    def forget(self, namespace: str, name: str) -> None:
+        """The resource is gone: drop what was kept for it."""
+        self.secret_files.forget(namespace, name)
+        self.locks.forget(namespace, name)
+
+    def close(self) -> None:
+        self.admins.close()
+        self.secret_files.close()

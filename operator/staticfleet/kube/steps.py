@@ -1,0 +1,431 @@
+"""The reconcile pass as data: what was observed, the typed steps planned from it, and what the steps did.
+
+    observe (reconcile.observe: every read)  ->  plan_actions (pure)  ->  run each step (I/O)
+                                             ->  plan_status (pure)   ->  WriteStatus (I/O, once)
+
+Every step is idempotent: a pass that dies after any step is simply run again, and the scale-down
+record in status says where the sequence stands (scaling.py). A step is a frozen dataclass with a
+`run(io)` method that performs it through `StepIO` and notes its result in `io.outcome`; the planners
+below decide which steps a pass takes, from the observation alone. Adding a step is one class here,
+its rule in a planner, and its test (docs/architecture.md walks through one).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from staticfleet.admin import AdminError, ConfigRejected, RemovalReport
+from staticfleet.coordinator import EXPECTED_INSTANCE_IDS as PRE_REGISTRATION_CONFIG
+from staticfleet.kube import builders, faults
+from staticfleet.kube.claims import Claim
+from staticfleet.kube.kubeapi import KubeError
+from staticfleet.kube.scaling import (
+    SHRINKING,
+    FleetObservation,
+    PreRegistration,
+    ScaleDownState,
+    ScalePlan,
+    after_removal,
+    iso,
+    parse_time,
+    plan_scale,
+    pre_registration_done,
+)
+from staticfleet.kube.spec import GroupSpec, Manifest
+from staticfleet.kube.status import (
+    EventSpec,
+    GroupObservation,
+    StatusInputs,
+    StatusResult,
+    compute_status,
+    conflict_status,
+    invalid_spec_status,
+)
+
+if TYPE_CHECKING:
+    from staticfleet.admin import GroupAdmin
+    from staticfleet.kube.kubeapi import KubeApi
+    from staticfleet.kube.metrics import OperatorMetrics
+
+log = logging.getLogger(__name__)
+
+
+# -- what a pass sees ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    """The resource cannot be acted on as it stands; `why` says which field to fix."""
+
+    body: Manifest
+    generation: int
+    previous: Mapping[str, Any]
+    why: str
+    now: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Conflicting:
+    """Another resource owns this one's consumer group."""
+
+    body: Manifest
+    spec: GroupSpec
+    generation: int
+    previous: Mapping[str, Any]
+    winner: Claim
+    now: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """Everything one pass reads, read straight from the API server and the coordinator (no cache)."""
+
+    body: Manifest
+    spec: GroupSpec
+    generation: int
+    previous: Mapping[str, Any]
+    statefulset: Manifest | None
+    pods: tuple[Manifest, ...]
+    pod_ordinals: frozenset[int]
+    group: GroupObservation
+    now: datetime
+
+    @property
+    def scale_down(self) -> ScaleDownState | None:
+        return ScaleDownState.from_status(self.previous.get("scaleDown"))
+
+    @property
+    def pre_registration(self) -> PreRegistration | None:
+        return PreRegistration.from_status(self.previous.get("preRegistration"))
+
+    def fleet(self) -> FleetObservation:
+        sts = self.statefulset
+        pre = self.pre_registration
+        return FleetObservation(
+            statefulset_replicas=int(sts["spec"].get("replicas", 1)) if sts else None,
+            statefulset_observed_generation=int((sts or {}).get("status", {}).get("observedGeneration", 0)),
+            pod_ordinals=self.pod_ordinals,
+            group_instance_ids=self.group.instance_ids,
+            pre_registration_active=pre is not None and pre.accepted,
+        )
+
+
+Observation = Invalid | Conflicting | Observed
+
+
+# -- what the steps did -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """Filled in by the steps as they run; the status planner reads it."""
+
+    status: dict[str, Any]
+    """The status as the server now holds it."""
+    resource_version: str
+    scale_down: ScaleDownState | None
+    pre_registration: PreRegistration | None
+    statefulset: Manifest | None = None
+    rejected: str | None = None
+    """Why the API server refused our objects (the pass stops there)."""
+    removal_error: str | None = None
+    events: list[EventSpec] = field(default_factory=list)
+    acted_on_group: bool = False
+    """A step changed the group: read it again before computing status."""
+    shrunk: bool = False
+
+
+class StepIO(Protocol):
+    """What steps may touch (reconcile.PassIO is the real one; tests pass their own)."""
+
+    @property
+    def api(self) -> KubeApi: ...
+    @property
+    def admin(self) -> GroupAdmin: ...
+    @property
+    def metrics(self) -> OperatorMetrics: ...
+    @property
+    def observed(self) -> Observed: ...
+    @property
+    def outcome(self) -> Outcome: ...
+    def write_status(self, status: Mapping[str, Any]) -> None: ...
+    def post(self, event: EventSpec) -> None: ...
+
+
+# -- the steps ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PersistScaleDownRecord:
+    """The pending instance ids are durable in status before any pod goes away."""
+
+    record: ScaleDownState
+
+    def run(self, io: StepIO) -> None:
+        io.write_status({**io.outcome.status, "scaleDown": self.record.to_status()})
+        io.outcome.scale_down = self.record
+        faults.checkpoint("scale-down-recorded")
+
+
+@dataclass(frozen=True, slots=True)
+class PreRegister:
+    """Tells the coordinator which instance ids to hold the join phase for; a coordinator that refuses
+    (Apache Kafka) just means no pre-registration, recorded with the reason."""
+
+    instance_ids: tuple[str, ...]
+
+    def run(self, io: StepIO) -> None:
+        spec, now = io.observed.spec, iso(io.observed.now)
+        ids = self.instance_ids
+        try:
+            io.admin.set_group_config(spec.group_id, PRE_REGISTRATION_CONFIG, ",".join(ids) if ids else None)
+        except ConfigRejected as exc:
+            io.outcome.pre_registration = PreRegistration(ids, False, now, f"{exc.name}: {exc}")
+        except AdminError as exc:
+            io.outcome.pre_registration = PreRegistration(ids, False, now, str(exc))
+        else:
+            io.outcome.pre_registration = PreRegistration(ids, True, now, "")
+
+
+@dataclass(frozen=True, slots=True)
+class WithdrawPreRegistration:
+    """The pre-registration did its job (or is too old to): the group follows Kafka's rules again."""
+
+    def run(self, io: StepIO) -> None:
+        spec = io.observed.spec
+        try:
+            io.admin.set_group_config(spec.group_id, PRE_REGISTRATION_CONFIG, None)
+        except AdminError as exc:  # kept in status: the next pass tries again
+            log.info("%s/%s: could not withdraw the pre-registration: %s", spec.namespace, spec.name, exc)
+            return
+        io.outcome.pre_registration = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyChildren:
+    """Service and PDB first (the StatefulSet names the Service), then the StatefulSet at `replicas`."""
+
+    replicas: int
+
+    def run(self, io: StepIO) -> None:
+        spec = io.observed.spec
+        assert spec.bootstrap_servers is not None
+        try:
+            io.api.apply(builders.headless_service(spec))
+            io.api.apply(builders.pod_disruption_budget(spec))
+            applied = io.api.apply(builders.statefulset(spec, spec.bootstrap_servers, self.replicas))
+        except KubeError as exc:
+            if exc.status in (400, 403, 422):
+                # The API server refused our objects (an invalid pod template, or missing permissions):
+                # nothing else can proceed, and retrying only helps once the cause is fixed.
+                io.outcome.rejected = f"the StatefulSet was rejected: {exc}"
+                return
+            raise
+        io.outcome.statefulset = applied
+        record = io.outcome.scale_down
+        if record is not None and record.phase == SHRINKING:
+            io.outcome.scale_down = record.shrunk(int(applied["metadata"].get("generation", 0)))
+            io.outcome.shrunk = True
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveMembers:
+    """One LeaveGroup batch for the departed instance ids; UNKNOWN_MEMBER_ID means already gone."""
+
+    instance_ids: tuple[str, ...]
+    reason: str
+
+    def run(self, io: StepIO) -> None:
+        outcome, metrics = io.outcome, io.metrics
+        record = outcome.scale_down
+        assert record is not None
+        error: str | None
+        try:
+            report = io.admin.remove_members(io.observed.spec.group_id, self.instance_ids, reason=self.reason)
+        except AdminError as exc:
+            metrics.removal_batches.labels("failed").inc()
+            error = str(exc)
+        else:
+            error = None if report.ok else removal_message(report, "removal incomplete")
+            metrics.removal_batches.labels("ok" if report.ok else "failed").inc()
+            metrics.members_removed.inc(len(report.removed))
+            if report.ok:
+                outcome.events.append(
+                    EventSpec("Normal", "MembersRemoved", removal_message(report, "scale-down"))
+                )
+        outcome.removal_error = error
+        outcome.scale_down = after_removal(record, error is None, error)
+        outcome.acted_on_group = True
+        faults.checkpoint("members-removed")
+
+
+@dataclass(frozen=True, slots=True)
+class WriteStatus:
+    """The pass's status, written once (server-side apply), then its Events."""
+
+    status: Mapping[str, Any]
+    events: tuple[EventSpec, ...] = ()
+
+    def run(self, io: StepIO) -> None:
+        io.write_status(self.status)
+        if io.outcome.shrunk:
+            faults.checkpoint("statefulset-shrunk")
+        for event in self.events:
+            io.post(event)
+
+
+Step = (
+    PersistScaleDownRecord
+    | PreRegister
+    | WithdrawPreRegistration
+    | ApplyChildren
+    | RemoveMembers
+    | WriteStatus
+)
+
+
+def removal_message(report: RemovalReport, why: str) -> str:
+    parts = []
+    if report.removed:
+        parts.append(f"removed {', '.join(report.removed)}")
+    if report.already_gone:
+        parts.append(f"already gone: {', '.join(report.already_gone)}")
+    if report.failed:
+        parts.append("failed: " + ", ".join(f"{r.instance_id} ({r.outcome})" for r in report.failed))
+    return f"{why}: " + "; ".join(parts) + f" (group {report.group_id})"
+
+
+# -- the planners -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ActionPlan:
+    steps: tuple[Step, ...]
+    scale: ScalePlan
+
+
+def plan_actions(obs: Observed) -> ActionPlan:
+    """The steps that change the cluster or the group, in order. Pure."""
+    spec = obs.spec
+    scale = plan_scale(spec, obs.scale_down, obs.fleet(), obs.now)
+    steps: list[Step] = []
+    if scale.persist_first and scale.scale_down is not None:
+        steps.append(PersistScaleDownRecord(scale.scale_down))
+    if scale.pre_register_ids is not None:
+        steps.append(PreRegister(scale.pre_register_ids))
+    else:
+        pre = obs.pre_registration
+        if (
+            pre is not None
+            and pre.accepted
+            and pre_registration_done(
+                pre, obs.group.state, obs.group.instance_ids, spec.rebalance_timeout_ms, obs.now
+            )
+        ):
+            steps.append(WithdrawPreRegistration())
+    steps.append(ApplyChildren(scale.statefulset_replicas))
+    if scale.remove_instance_ids and scale.scale_down is not None:
+        reason = f"staticfleet: scaled down to {scale.scale_down.to_replicas}, pods gone"
+        steps.append(RemoveMembers(scale.remove_instance_ids, reason))
+    return ActionPlan(tuple(steps), scale)
+
+
+@dataclass(frozen=True, slots=True)
+class StatusPlan:
+    step: WriteStatus
+    completed_scale: Mapping[str, Any] | None = None
+
+
+def plan_status(
+    obs: Observed,
+    plan: ActionPlan,
+    outcome: Outcome,
+    group: GroupObservation,
+    pods: tuple[Manifest, ...],
+) -> StatusPlan:
+    """The one status write that ends a pass, from what was observed and what the steps did. Pure."""
+    spec, now, scale = obs.spec, obs.now, plan.scale
+    if outcome.rejected is not None:
+        status = {
+            **outcome.status,
+            **invalid_spec_status(outcome.status, obs.generation, outcome.rejected, now),
+        }
+        return StatusPlan(WriteStatus(status, ()))
+    events = list(outcome.events)
+    last_scale: dict[str, Any] | None = obs.previous.get("lastScale")
+    pre = outcome.pre_registration
+    if scale.started is not None:
+        started = scale.started
+        last_scale = {
+            "direction": started.direction,
+            "fromReplicas": started.from_replicas,
+            "toReplicas": started.to_replicas,
+            "startedAt": iso(now),
+        }
+        note = ""
+        if started.direction == "Up" and pre is not None and scale.pre_register_ids is not None:
+            note = (
+                "; new instances pre-registered with the coordinator"
+                if pre.accepted
+                else f"; no pre-registration ({pre.message})"
+            )
+        events.append(
+            EventSpec(
+                "Normal",
+                "Scaled",
+                f"scaling {started.direction.lower()} from {started.from_replicas} "
+                f"to {started.to_replicas}{note}",
+            )
+        )
+    if scale.completed_scale_down is not None:
+        done = scale.completed_scale_down
+        events.append(
+            EventSpec(
+                "Normal",
+                "MembersExpired",
+                f"scale-down to {done.to_replicas}: {', '.join(done.pending_instance_ids)} left the group "
+                "after the session timeout",
+            )
+        )
+    if pre is not None and not pre.accepted and last_scale and last_scale.get("completedAt"):
+        pre = None  # a refused pre-registration is only news while its scale-up runs
+    result: StatusResult = compute_status(
+        StatusInputs(
+            spec=spec,
+            generation=obs.generation,
+            previous=obs.previous,
+            statefulset=outcome.statefulset,
+            pods=pods,
+            group=group,
+            now=now,
+            scale_down=outcome.scale_down,
+            scale_waiting=scale.waiting if outcome.scale_down is not None else None,
+            pre_registration=pre,
+            last_scale=last_scale,
+            removal_error=outcome.removal_error,
+        )
+    )
+    return StatusPlan(WriteStatus(result.status, (*events, *result.events)), result.completed_scale)
+
+
+def plan_invalid(obs: Invalid) -> WriteStatus:
+    """Conditions say what to fix; the rest of the status (a scale-down in progress above all) is kept."""
+    return WriteStatus(
+        {**obs.previous, **invalid_spec_status(obs.previous, obs.generation, obs.why, obs.now)}
+    )
+
+
+def plan_conflict(obs: Conflicting) -> WriteStatus:
+    result = conflict_status(obs.spec, obs.generation, obs.previous, obs.winner.ref, obs.now)
+    return WriteStatus({**obs.previous, **result.status}, result.events)
+
+
+def scale_duration(completed: Mapping[str, Any], now: datetime) -> tuple[str, float] | None:
+    started_at = parse_time(completed.get("startedAt"))
+    if started_at is None:
+        return None
+    return str(completed.get("direction")), (now - started_at).total_seconds()

@@ -1,0 +1,99 @@
+"""The pass planner: which typed steps a pass takes, decided from the observation alone."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from staticfleet.admin.model import GroupDescription, MemberDescription, Node
+from staticfleet.kube.scaling import PreRegistration, ScaleDownState, iso
+from staticfleet.kube.status import GroupObservation
+from staticfleet.kube.steps import (
+    ApplyChildren,
+    Observed,
+    Outcome,
+    PersistScaleDownRecord,
+    PreRegister,
+    RemoveMembers,
+    WithdrawPreRegistration,
+    plan_actions,
+    plan_status,
+)
+
+from .fixtures import group_spec, resource
+
+NOW = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
+
+
+def group(*ids: str, state: str = "Stable") -> GroupObservation:
+    members = tuple(MemberDescription(f"{i}-m", i, i, "/h", {}) for i in ids)
+    return GroupObservation(
+        description=GroupDescription("shop.orders", state, "consumer", "range", members, Node(1, "h", 9092))
+    )
+
+
+def observed(
+    replicas: int, sts_replicas: int | None, pods: set[int], members: GroupObservation, **status: Any
+) -> Observed:
+    sts = (
+        None
+        if sts_replicas is None
+        else {"spec": {"replicas": sts_replicas}, "status": {"observedGeneration": 2}, "metadata": {}}
+    )
+    body = resource(replicas=replicas)
+    return Observed(
+        body=body,
+        spec=group_spec(replicas=replicas),
+        generation=1,
+        previous=status,
+        statefulset=sts,
+        pods=tuple({"metadata": {"name": f"orders-{o}"}} for o in sorted(pods)),
+        pod_ordinals=frozenset(pods),
+        group=members,
+        now=NOW,
+    )
+
+
+def test_a_steady_fleet_only_applies_its_children() -> None:
+    obs = observed(3, 3, {0, 1, 2}, group("orders-0", "orders-1", "orders-2"))
+    assert plan_actions(obs).steps == (ApplyChildren(3),)
+
+
+def test_a_scale_down_persists_its_record_before_the_statefulset_shrinks() -> None:
+    obs = observed(1, 3, {0, 1, 2}, group("orders-0", "orders-1", "orders-2"))
+    record, apply = plan_actions(obs).steps
+    assert isinstance(record, PersistScaleDownRecord)
+    assert record.record.pending_instance_ids == ("orders-1", "orders-2")
+    assert apply == ApplyChildren(1)
+
+
+def test_members_are_removed_in_one_step_once_their_pods_are_gone() -> None:
+    waiting = ScaleDownState("WaitingForPods", 3, 1, ("orders-1", "orders-2"), "Immediate", iso(NOW), 2)
+    obs = observed(1, 1, {0}, group("orders-0", "orders-1", "orders-2"), scaleDown=waiting.to_status())
+    steps = plan_actions(obs).steps
+    assert steps[0] == ApplyChildren(1)
+    assert isinstance(steps[1], RemoveMembers) and steps[1].instance_ids == ("orders-1", "orders-2")
+
+
+def test_a_scale_up_pre_registers_before_the_statefulset_grows() -> None:
+    obs = observed(3, 1, {0}, group("orders-0"))
+    assert plan_actions(obs).steps == (PreRegister(("orders-0", "orders-1", "orders-2")), ApplyChildren(3))
+
+
+def test_a_pre_registration_that_did_its_job_is_withdrawn() -> None:
+    pre = PreRegistration(("orders-0", "orders-1"), True, iso(NOW))
+    done = observed(2, 2, {0, 1}, group("orders-0", "orders-1"), preRegistration=pre.to_status())
+    assert WithdrawPreRegistration() in plan_actions(done).steps
+    joining = observed(2, 2, {0, 1}, group("orders-0"), preRegistration=pre.to_status())
+    assert WithdrawPreRegistration() not in plan_actions(joining).steps
+
+
+def test_the_status_plan_writes_once_with_the_events_of_the_pass() -> None:
+    obs = observed(1, 3, {0, 1, 2}, group("orders-0", "orders-1", "orders-2"))
+    plan = plan_actions(obs)
+    outcome = Outcome(
+        status={}, resource_version="1", scale_down=plan.scale.scale_down, pre_registration=None
+    )
+    status = plan_status(obs, plan, outcome, obs.group, obs.pods).step
+    assert status.status["scaleDown"]["pendingInstanceIds"] == ["orders-1", "orders-2"]
+    assert [e.reason for e in status.events] == ["Scaled"]
