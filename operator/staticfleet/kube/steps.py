@@ -317,21 +317,23 @@ def plan_actions(obs: Observed) -> ActionPlan:
         steps.append(PersistScaleDownRecord(scale.scale_down))
     if scale.pre_register_ids is not None:
         steps.append(PreRegister(scale.pre_register_ids))
-    else:
-        pre = obs.pre_registration
-        if (
-            pre is not None
-            and pre.accepted
-            and pre_registration_done(
-                pre, obs.group.state, obs.group.instance_ids, spec.rebalance_timeout_ms, obs.now
-            )
-        ):
-            steps.append(WithdrawPreRegistration())
+    elif pre_registration_finished(obs):
+        steps.append(WithdrawPreRegistration())
     steps.append(ApplyChildren(scale.statefulset_replicas))
     if scale.remove_instance_ids and scale.scale_down is not None:
         reason = f"staticfleet: scaled down to {scale.scale_down.to_replicas}, pods gone"
         steps.append(RemoveMembers(scale.remove_instance_ids, reason))
     return ActionPlan(tuple(steps), scale)
+
+
+def pre_registration_finished(obs: Observed) -> bool:
+    """Our pre-registration is in force and every instance it names is in a Stable group (or it is too
+    old to still be useful)."""
+    pre = obs.pre_registration
+    if pre is None or not pre.accepted:
+        return False
+    group = obs.group
+    return pre_registration_done(pre, group.state, group.instance_ids, obs.spec.rebalance_timeout_ms, obs.now)
 
 
 @dataclass(frozen=True, slots=True)
