@@ -163,7 +163,7 @@ class PassIO:
 
     def write_status(self, status: Mapping[str, Any]) -> None:
         self.outcome.status, self.outcome.resource_version = write_status(
-            self.ctx.api, self.body, status, self.outcome.resource_version
+            self.ctx.api, self.body, status, self.outcome.resource_version, self.outcome.status
         )
 
     def post(self, event: EventSpec) -> None:
@@ -171,13 +171,32 @@ class PassIO:
 
 
 def write_status(
-    api: KubeApi, body: Manifest, status: Mapping[str, Any], resource_version: str
+    api: KubeApi,
+    body: Manifest,
+    status: Mapping[str, Any],
+    resource_version: str,
+    expected: Mapping[str, Any],
 ) -> tuple[dict[str, Any], str]:
     """Server-side apply of the whole status, on the condition that the resource is still at
-    `resource_version` (a conflict raises KubeError 409). Returns what the server holds now."""
-    meta = body["metadata"]
-    written = api.apply_group_status(meta["namespace"], meta["name"], status, resource_version)
-    return dict(written.get("status") or {}), str(written["metadata"].get("resourceVersion", ""))
+    `resource_version`. Returns what the server holds now.
+
+    A newer version whose status is still `expected` (what this pass last read or wrote: the spec, a
+    label or kopf's finalizer changed) takes the write again at that version: the status records what
+    this pass did, and must not be lost. A status that changed under us (another operator wrote it)
+    raises the conflict (KubeError 409), and the pass starts again from a fresh read."""
+    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+        try:
+            written = api.apply_group_status(namespace, name, status, resource_version)
+            return dict(written.get("status") or {}), str(written["metadata"].get("resourceVersion", ""))
+        except KubeError as exc:
+            if exc.status != 409 or attempt == CONFLICT_ATTEMPTS:
+                raise
+            fresh = api.get_group(namespace, name)
+            if fresh is None or (fresh.get("status") or {}) != dict(expected):
+                raise
+            resource_version = str(fresh["metadata"].get("resourceVersion", ""))
+    raise AssertionError("unreachable")
 
 
 def post_event(ctx: OperatorContext, body: Manifest, event: EventSpec) -> None:
@@ -189,7 +208,8 @@ def post_event(ctx: OperatorContext, body: Manifest, event: EventSpec) -> None:
 
 def _write_only(ctx: OperatorContext, body: Manifest, step: WriteStatus) -> None:
     """A pass that only writes status (an invalid or conflicting resource)."""
-    write_status(ctx.api, body, step.status, str(body["metadata"].get("resourceVersion", "")))
+    previous = body.get("status") or {}
+    write_status(ctx.api, body, step.status, str(body["metadata"].get("resourceVersion", "")), previous)
     for event in step.events:
         post_event(ctx, body, event)
 
@@ -230,7 +250,7 @@ def _reconcile(ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequen
     outcome = Outcome(
         status=dict(obs.previous),
         resource_version=str(body["metadata"].get("resourceVersion", "")),
-        scale_down=obs.scale_down,
+        scale_down=plan.scale.scale_down,
         pre_registration=obs.pre_registration,
         statefulset=obs.statefulset,
     )

@@ -128,6 +128,7 @@ class Outcome:
     """The status as the server now holds it."""
     resource_version: str
     scale_down: ScaleDownState | None
+    """The scale-down record as planned, then as the steps leave it."""
     pre_registration: PreRegistration | None
     statefulset: Manifest | None = None
     rejected: str | None = None

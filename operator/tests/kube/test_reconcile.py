@@ -213,6 +213,24 @@ def test_scale_down_records_first_shrinks_then_removes_only_after_the_pods_are_g
     assert [m["instanceId"] for m in kube.group["status"]["members"]] == ["orders-0"]
 
 
+def test_after_session_timeout_records_the_wait_and_closes_once_the_coordinator_expired_them() -> None:
+    kube = FakeKube(resource(replicas=2, scaleDown={"removeMembers": "AfterSessionTimeout"}))
+    admin = FakeAdmin({"orders-0", "orders-1"})
+    ctx = context(kube, admin)
+    kube.set_pods(0, 1)
+    reconcile(ctx, "shop", "orders", {})
+    kube.group["spec"]["replicas"] = 1
+    reconcile(ctx, "shop", "orders", {})
+    kube.set_pods(0)
+    reconcile(ctx, "shop", "orders", {})
+    assert kube.group["status"]["scaleDown"]["phase"] == "WaitingForSessionTimeout"
+    assert admin.removals == []
+    admin.members = {"orders-0"}  # the coordinator expired orders-1
+    reconcile(ctx, "shop", "orders", {})
+    assert "scaleDown" not in kube.group["status"]
+    assert "MembersExpired" in reasons(kube) and admin.removals == []
+
+
 def test_a_coordinator_that_refuses_pre_registration_does_not_stop_the_scale_up() -> None:
     kube, admin, ctx = steady(1)
     admin.accepts_configs = False
@@ -260,20 +278,45 @@ def test_deletion_with_retain_leaves_the_group_alone() -> None:
     assert admin.removals == [] and kube.calls == []
 
 
-def test_a_status_write_that_meets_a_newer_version_starts_the_pass_again_from_a_fresh_read() -> None:
-    kube, _, ctx = steady(3)
+def racing(kube: FakeKube, change: Manifest) -> list[str]:
+    """Another writer changes the resource once, between a pass's read and its first status write."""
     apply = kube.apply_group_status
     raced: list[str] = []
 
-    def racing(namespace: str, name: str, status: Manifest, resource_version: str) -> Manifest:
-        if not raced:  # another writer gets in between our read and our write, once
+    def write(namespace: str, name: str, status: Manifest, resource_version: str) -> Manifest:
+        if not raced:
             raced.append(resource_version)
             kube.group["metadata"]["resourceVersion"] = str(int(resource_version) + 1)
+            kube.group.update(copy.deepcopy(change))
         return apply(namespace, name, status, resource_version)
 
-    kube.apply_group_status = racing  # type: ignore[method-assign]
+    kube.apply_group_status = write  # type: ignore[method-assign]
+    return raced
+
+
+def test_a_status_write_that_meets_a_newer_version_of_the_same_status_is_taken_again() -> None:
+    kube, _, ctx = steady(3)
     kube.group["spec"]["replicas"] = 1
+    raced = racing(kube, {"metadata": {**kube.group["metadata"], "finalizers": ["staticfleet.io/finalizer"]}})
     reconcile(ctx, "shop", "orders", {})
     assert raced
+    assert kube.calls[:5] == [
+        "status(scaleDown)",
+        "apply Service",
+        "apply PodDisruptionBudget",
+        "apply StatefulSet(1)",
+        "status",
+    ]
+    assert kube.group["status"]["scaleDown"]["pendingInstanceIds"] == ["orders-1", "orders-2"]
+
+
+def test_a_status_another_writer_changed_starts_the_pass_again_from_a_fresh_read() -> None:
+    kube, _, ctx = steady(3)
+    kube.group["spec"]["replicas"] = 1
+    status = {**kube.group["status"], "replicas": 7}
+    raced = racing(kube, {"status": status})
+    reconcile(ctx, "shop", "orders", {})
+    assert raced
+    assert kube.calls.count("status(scaleDown)") == 1, "the record is written once, by the second attempt"
     assert kube.group["status"]["scaleDown"]["pendingInstanceIds"] == ["orders-1", "orders-2"]
     assert kube.objects["StatefulSet"]["spec"]["replicas"] == 1
