@@ -91,9 +91,12 @@ class Coordinator:
             admin.close()
 
 
-def start_coordinator(workdir: Path, extra_args: Sequence[str] = ()) -> Coordinator:
-    """`staticfleet coordinator` on free 127.0.0.1 ports, ready to serve; stop it with stop_coordinator."""
-    port, http = free_port(), free_port()
+def start_coordinator(
+    workdir: Path, extra_args: Sequence[str] = (), ports: tuple[int, int] | None = None
+) -> Coordinator:
+    """`staticfleet coordinator` on free 127.0.0.1 ports (or these Kafka and HTTP ports, to restart one
+    where it was), ready to serve; stop it with stop_coordinator."""
+    port, http = ports or (free_port(), free_port())
     argv = [
         sys.executable, "-m", "staticfleet.cli", "coordinator",
         "--listen", f"127.0.0.1:{port}", "--advertised-listener", f"127.0.0.1:{port}",
@@ -123,6 +126,13 @@ def stop_coordinator(coordinator: Coordinator) -> None:
     procs.stop(coordinator.process, grace_seconds=10)
 
 
+def restart_coordinator(coordinator: Coordinator) -> Coordinator:
+    """The same coordinator (ports and data) started again after stop_coordinator."""
+    port = int(coordinator.bootstrap.rsplit(":", 1)[1])
+    http = int(coordinator.api.rsplit(":", 1)[1])
+    return start_coordinator(coordinator.data_dir.parent, ports=(port, http))
+
+
 @dataclass
 class OperatorRunner:
     """`staticfleet operator` as a local process, watching one namespace (or all, with namespace None)."""
@@ -134,6 +144,7 @@ class OperatorRunner:
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
     metrics_port: int = field(default_factory=free_port)
+    extra_args: tuple[str, ...] = ()
 
     @property
     def log_path(self) -> Path:
@@ -148,6 +159,10 @@ class OperatorRunner:
             "--kubeconfig", str(self.kubeconfig),
             *(["--namespace", self.namespace] if self.namespace else ["--all-namespaces"]),
             "--interval", str(self.interval_s),
+            # The clusters of the tests: a coordinator or Kafka broker on loopback (never 127.0.0.2).
+            "--allowed-bootstrap-servers", "127.0.0.1,localhost",
+            "--allowed-coordinator-apis", "127.0.0.1,localhost",
+            *self.extra_args,
             "--metrics-host", "127.0.0.1", "--metrics-port", str(self.metrics_port),
         ]  # fmt: skip
         env = {**os.environ, **(extra_env or {})}

@@ -40,3 +40,37 @@ def test_the_later_claim_on_a_group_is_not_reconciled(
         "GroupIdConflict"
     ]
     assert condition(get_fleet(kubectl, namespace, "first"), "Degraded").get("reason") != "GroupIdConflict"
+
+
+def test_two_addresses_of_one_cluster_are_one_claim(
+    cluster: Cluster, namespace: str, coordinator: Coordinator, operator: OperatorRunner
+) -> None:
+    """127.0.0.1:<port> and localhost:<port> are one cluster (one cluster id): the later claim loses."""
+    kubectl = cluster.kubectl
+    topic = f"{namespace}-orders"
+    coordinator.create_topic(topic)
+    operator.start()
+    group = f"{namespace}-shared"
+    kubectl.apply(fleet_manifest("first", 0, coordinator, topic, groupId=group), namespace)
+    first = wait_fleet(
+        kubectl,
+        namespace,
+        "first",
+        lambda b: bool(b.get("status", {}).get("clusterId")),
+        timeout=60,
+        what="a cluster id",
+    )
+    time.sleep(1.1)  # creation timestamps have one-second resolution
+    by_name = coordinator.bootstrap.replace("127.0.0.1", "localhost")
+    kubectl.apply(fleet_manifest("second", 1, by_name, topic, groupId=group), namespace)
+    body = wait_fleet(
+        kubectl,
+        namespace,
+        "second",
+        lambda b: condition(b, "Degraded").get("reason") == "GroupIdConflict",
+        timeout=60,
+        what="GroupIdConflict",
+    )
+    assert f"{namespace}/first" in condition(body, "Degraded")["message"]
+    assert body["status"]["clusterId"] == first["status"]["clusterId"]
+    assert kubectl.get_or_none("statefulset", "second", namespace) is None

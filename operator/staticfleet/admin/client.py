@@ -98,6 +98,7 @@ class GroupAdmin:
         self.timeout_s = timeout_s
         self._lock = threading.Lock()
         self._admin: Any = None
+        self._cluster_id: str | None = None
 
     def __enter__(self) -> GroupAdmin:
         return self
@@ -110,6 +111,7 @@ class GroupAdmin:
             self._discard()
 
     def _discard(self) -> None:
+        self._cluster_id = None
         admin, self._admin = self._admin, None
         if admin is not None:
             with contextlib.suppress(Exception):  # closing a broken client must not hide the original error
@@ -142,6 +144,20 @@ class GroupAdmin:
                 if code is not None and code > 0 and code not in _COORDINATOR_MOVING:
                     raise KafkaErrorResponse(code, f"{what}: {error_name(code)} ({exc})") from exc
                 raise self._unreachable(what, exc) from exc
+
+    # -- cluster ----------------------------------------------------------------------------------------
+
+    def cluster_id(self) -> str | None:
+        """Kafka's cluster id from Metadata (None from a cluster that reports none). Read once per
+        connection: a reconnect reads it again."""
+        if self._cluster_id is None:
+
+            def run(admin: Any) -> str | None:
+                found = admin.describe_cluster().get("cluster_id")
+                return str(found) if found else None
+
+            self._cluster_id = self._call("reading the cluster id", run)
+        return self._cluster_id
 
     # -- coordinator ------------------------------------------------------------------------------------
 

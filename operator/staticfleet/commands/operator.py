@@ -6,7 +6,10 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from datetime import timedelta
 from pathlib import Path
+
+from staticfleet.kube.limits import DEFAULT_MAX_REPLICAS
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -38,6 +41,38 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="HTTP API of the default (embedded) coordinator (env STATICFLEET_DEFAULT_COORDINATOR_API)",
     )
     p.add_argument(
+        "--max-replicas",
+        type=int,
+        default=int(os.environ.get("STATICFLEET_MAX_REPLICAS", DEFAULT_MAX_REPLICAS)),
+        help="refuse (with a condition) resources whose replicas exceed this "
+        f"(default {DEFAULT_MAX_REPLICAS}; env STATICFLEET_MAX_REPLICAS)",
+    )
+    p.add_argument(
+        "--allowed-bootstrap-servers",
+        action="append",
+        default=_env_list("STATICFLEET_ALLOWED_BOOTSTRAP_SERVERS"),
+        metavar="HOST[:PORT],...",
+        help="hosts a resource's bootstrapServers may name (repeatable; a host without a port allows every "
+        "port; * allows any host). Default: the hosts of --default-bootstrap-servers only "
+        "(env STATICFLEET_ALLOWED_BOOTSTRAP_SERVERS)",
+    )
+    p.add_argument(
+        "--allowed-coordinator-apis",
+        action="append",
+        default=_env_list("STATICFLEET_ALLOWED_COORDINATOR_APIS"),
+        metavar="HOST[:PORT],...",
+        help="hosts a resource's coordinatorApi may name, as above. Default: the host of "
+        "--default-coordinator-api only (env STATICFLEET_ALLOWED_COORDINATOR_APIS)",
+    )
+    p.add_argument(
+        "--scale-down-step-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="a scale-down step that waits longer than this on pods or the coordinator is reported as "
+        "ScaleDownBlocked, and a new replicas target then supersedes it (default 300)",
+    )
+    p.add_argument(
         "--interval",
         type=float,
         default=2.0,
@@ -54,6 +89,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--admin-timeout", type=float, default=5.0, help="seconds for each Kafka admin request")
     p.add_argument("--log-level", default="INFO")
     p.set_defaults(run=run)
+
+
+def _env_list(name: str) -> list[str]:
+    value = os.environ.get(name)
+    return [value] if value else []
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
     from staticfleet.kube import handlers
     from staticfleet.kube.context import OperatorContext
     from staticfleet.kube.kubeapi import KubeApi
+    from staticfleet.kube.limits import Limits
     from staticfleet.kube.metrics import OperatorMetrics
     from staticfleet.kube.spec import OperatorDefaults
 
@@ -88,9 +129,18 @@ def run(args: argparse.Namespace) -> int:
         defaults=OperatorDefaults(args.default_bootstrap_servers, args.default_coordinator_api),
         metrics=metrics,
         admin_timeout_s=args.admin_timeout,
+        step_timeout=timedelta(seconds=args.scale_down_step_timeout),
+        limits=Limits.from_flags(
+            args.max_replicas,
+            args.allowed_bootstrap_servers,
+            args.allowed_coordinator_apis,
+            args.default_bootstrap_servers,
+            args.default_coordinator_api,
+        ),
     )
     memo = handlers.OperatorMemo(ctx=ctx, interval_s=args.interval)
     namespaces = list(args.namespace)
+
     try:
         kopf.run(
             registry=handlers.registry,

@@ -8,11 +8,14 @@ import hashlib
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Protocol, cast
 
 from staticfleet.admin import GroupAdmin, KafkaConnection
 from staticfleet.kube.kubeapi import KubeApi
+from staticfleet.kube.limits import Limits
 from staticfleet.kube.metrics import OperatorMetrics
+from staticfleet.kube.scaling import DEFAULT_STEP_TIMEOUT
 from staticfleet.kube.secrets import SecretFiles
 from staticfleet.kube.spec import OperatorDefaults
 from staticfleet.kube.status import EventSpec
@@ -99,6 +102,9 @@ class OperatorContext:
     events: EventSink = kopf_events
     locks: ObjectLocks = field(default_factory=ObjectLocks)
     secret_files: SecretFiles = field(default_factory=SecretFiles)
+    limits: Limits = field(default_factory=Limits)
+    step_timeout: timedelta = DEFAULT_STEP_TIMEOUT
+    """How long a scale-down phase may wait on pods or the coordinator before it counts as blocked."""
     admins: AdminCache = field(init=False)
 
     def __post_init__(self) -> None:

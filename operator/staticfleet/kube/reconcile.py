@@ -19,9 +19,10 @@ from staticfleet.admin import AdminError, CoordinatorUnreachable, GroupAdmin, Gr
 from staticfleet.admin.coordinator_api import CoordinatorApiUnavailable, fetch_group_view
 from staticfleet.coordinator import EXPECTED_INSTANCE_IDS as PRE_REGISTRATION_CONFIG
 from staticfleet.kube import builders, secrets
-from staticfleet.kube.claims import Claim, conflicting_owner
+from staticfleet.kube.claims import Claim, conflicting_owner, servers_key
 from staticfleet.kube.context import OperatorContext
 from staticfleet.kube.kubeapi import KubeApi, KubeError
+from staticfleet.kube.limits import REPLICAS_ABOVE_LIMIT
 from staticfleet.kube.metrics import OperatorMetrics
 from staticfleet.kube.scaling import now_utc, parse_time
 from staticfleet.kube.spec import (
@@ -30,7 +31,6 @@ from staticfleet.kube.spec import (
     Manifest,
     OperatorDefaults,
     SpecError,
-    claim_key,
     parse_group,
 )
 from staticfleet.kube.status import EventSpec, GroupObservation
@@ -84,22 +84,26 @@ def observe_group(admin: GroupAdmin, spec: GroupSpec) -> GroupObservation:
 
 
 def claim_of(body: Mapping[str, Any], defaults: OperatorDefaults) -> tuple[str, Claim] | None:
-    """The index entry of a resource: (bootstrap servers + group id) -> its claim."""
+    """The index entry of a resource: group id -> its claim (with its cluster, as far as known)."""
     meta = body.get("metadata", {})
     try:
         spec = parse_group(body, defaults)
     except (SpecError, KeyError, ValueError, TypeError):
         return None
     created = str(meta.get("creationTimestamp") or "9999-12-31T23:59:59Z")
-    return claim_key(spec.bootstrap_servers, spec.group_id), Claim(created, spec.namespace, spec.name)
+    cluster_id = (body.get("status") or {}).get("clusterId")
+    servers = servers_key(spec.bootstrap_servers)
+    return spec.group_id, Claim(created, spec.namespace, spec.name, cluster_id or None, servers)
 
 
-def _winner(
-    body: Manifest, defaults: OperatorDefaults, claims: Mapping[str, Sequence[Claim]]
-) -> Claim | None:
-    meta = body["metadata"]
-    found = claim_of(body, defaults)
-    return conflicting_owner(claims.get(found[0], ()) if found else (), meta["namespace"], meta["name"])
+def _winner(spec: GroupSpec, cluster_id: str | None, claims: Mapping[str, Sequence[Claim]]) -> Claim | None:
+    return conflicting_owner(
+        claims.get(spec.group_id, ()),
+        spec.namespace,
+        spec.name,
+        cluster_id,
+        servers_key(spec.bootstrap_servers),
+    )
 
 
 def _pods(api: KubeApi, spec: GroupSpec) -> tuple[Manifest, ...]:
@@ -124,18 +128,38 @@ def observe(
                 "no bootstrap servers: set spec.kafka.bootstrapServers or start the operator with "
                 "--default-bootstrap-servers"
             )
-        winner = _winner(body, ctx.defaults, claims)
-        if winner is not None:
-            return Conflicting(body, spec, generation, previous, winner, now), None
+        refusal = ctx.limits.refusal(spec)
+        if refusal is not None:
+            return Invalid(body, generation, previous, refusal.message, now, refusal.reason), None
         connection = secrets.connection(ctx.api, ctx.secret_files, spec)
     except SpecError as exc:
         return Invalid(body, generation, previous, str(exc), now), None
     admin = ctx.admin(connection)
+    try:
+        cluster_id, unreachable = admin.cluster_id(), None
+    except AdminError as exc:  # the group cannot be described either: no second wait for it
+        cluster_id, unreachable = None, str(exc)
+    cluster_id = cluster_id or previous.get("clusterId")
+    winner = _winner(spec, cluster_id, claims)
+    if winner is not None:
+        return Conflicting(body, spec, generation, previous, winner, now, cluster_id), None
     statefulset = ctx.api.get_statefulset(spec.namespace, spec.name)
     pods = _pods(ctx.api, spec)
-    group = observe_group(admin, spec)
+    group = GroupObservation(error=unreachable) if unreachable else observe_group(admin, spec)
     return (
-        Observed(body, spec, generation, previous, statefulset, pods, _ordinals(spec, pods), group, now),
+        Observed(
+            body,
+            spec,
+            generation,
+            previous,
+            statefulset,
+            pods,
+            _ordinals(spec, pods),
+            group,
+            now,
+            ctx.step_timeout,
+            cluster_id,
+        ),
         admin,
     )
 
@@ -279,6 +303,11 @@ def _reconcile(ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequen
 # -- deletion -----------------------------------------------------------------------------------------------
 
 
+def previous_cluster_id(body: Manifest) -> str | None:
+    found = (body.get("status") or {}).get("clusterId")
+    return str(found) if found else None
+
+
 def finalize(ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequence[Claim]]) -> str:
     """deletionPolicy RemoveMembers: stop the pods, then remove every member. Raises Retry while waiting.
     Returns what was done (for the log)."""
@@ -301,7 +330,10 @@ def _finalize(ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequenc
         return "deletionPolicy Retain: the group is left as it is"
     if not spec.bootstrap_servers:
         return "no bootstrap servers: nothing to clean up"
-    winner = _winner(body, ctx.defaults, claims)
+    refusal = ctx.limits.refusal(spec)
+    if refusal is not None and refusal.reason != REPLICAS_ABOVE_LIMIT:
+        return f"left as it is: {refusal.message}"
+    winner = _winner(spec, previous_cluster_id(body), claims)
     if winner is not None:
         return f"group {spec.group_id} belongs to {winner.ref}: left as it is"
     api = ctx.api
@@ -314,7 +346,7 @@ def _finalize(ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequenc
     admin = ctx.admin(secrets.connection(api, ctx.secret_files, spec))
     previous = body.get("status") or {}
     known = max(
-        spec.replicas,
+        min(spec.replicas, ctx.limits.max_replicas),
         int((statefulset or {}).get("spec", {}).get("replicas", 0) or 0),
         int((previous.get("scaleDown") or {}).get("fromReplicas", 0) or 0),
         int(previous.get("replicas", 0) or 0),

@@ -6,11 +6,23 @@ step is idempotent, and an operator that restarts at any step reads the state ba
     ShrinkingStatefulSet   pending instance ids are in status; the StatefulSet is (being) shrunk
     WaitingForPods         the StatefulSet was shrunk; pods with ordinal >= toReplicas still exist
     RemovingMembers        the pods are gone; one LeaveGroup batch removes the pending instance ids
+    ConfirmingRemoval      the coordinator acknowledged; the record stays until it reports a settled
+                           (Stable or Empty) group without them, which it only does once the rebalance
+                           the removal started has completed and been persisted. A coordinator that
+                           restarts before that brings them back: they are removed again.
     WaitingForSessionTimeout  (removeMembers: AfterSessionTimeout) the coordinator expires them itself
     (cleared)              done: an Event says so
 
 Invariant: a member is removed only once no pod with its ordinal exists and the StatefulSet controller
 has seen the shrink. Removing the member of a running pod would make it rejoin as a new member.
+
+No stuck steps: a phase that waits on others (pods that do not go, a removal the coordinator does not
+accept, a removal it does not confirm) longer than the step timeout is *blocked* (status condition
+ScaleDownBlocked, and an Event). A running scale-down ignores a new target, except when it is blocked:
+then the new target supersedes it. The new record keeps fromReplicas and pends the instance ids of the
+ordinals from the new target up; ordinals below the new target get their pods back and are not
+removed (their members rejoin under the same instance id, or join again if they were already removed);
+a new target at or above fromReplicas drops the record and becomes a scale-up.
 
 Scale-up pre-registers the instance ids of the new replica count (group config
 `staticfleet.expected.instance.ids`) before growing the StatefulSet, so the coordinator completes one
@@ -32,13 +44,18 @@ from staticfleet.kube.spec import AFTER_SESSION_TIMEOUT, IMMEDIATE, GroupSpec
 SHRINKING = "ShrinkingStatefulSet"
 WAITING_FOR_PODS = "WaitingForPods"
 REMOVING_MEMBERS = "RemovingMembers"
+CONFIRMING_REMOVAL = "ConfirmingRemoval"
 WAITING_FOR_SESSION_TIMEOUT = "WaitingForSessionTimeout"
-PHASES = (SHRINKING, WAITING_FOR_PODS, REMOVING_MEMBERS, WAITING_FOR_SESSION_TIMEOUT)
+PHASES = (SHRINKING, WAITING_FOR_PODS, REMOVING_MEMBERS, CONFIRMING_REMOVAL, WAITING_FOR_SESSION_TIMEOUT)
+# Phases that wait on others, and so may block.
+BLOCKABLE = (WAITING_FOR_PODS, REMOVING_MEMBERS, CONFIRMING_REMOVAL)
 
 # After the session timeout the coordinator needs a moment to notice; past this we stop waiting.
 SESSION_EXPIRY_GRACE = timedelta(seconds=30)
 # A pre-registration that never completes is withdrawn after this long (or the rebalance timeout).
 DEFAULT_PRE_REGISTRATION_LIFETIME = timedelta(minutes=5)
+# How long a scale-down phase may wait on pods or the coordinator before it counts as blocked.
+DEFAULT_STEP_TIMEOUT = timedelta(minutes=5)
 
 
 def iso(moment: datetime) -> str:
@@ -68,6 +85,8 @@ class ScaleDownState:
     statefulset_generation: int | None = None
     pods_gone_at: str | None = None
     last_error: str | None = None
+    phase_since: str | None = None
+    """When the current phase began (startedAt when not recorded)."""
 
     def to_status(self) -> dict[str, Any]:
         return {
@@ -80,6 +99,7 @@ class ScaleDownState:
             "statefulSetGeneration": self.statefulset_generation,
             "podsGoneAt": self.pods_gone_at,
             "lastError": self.last_error,
+            "phaseSince": self.phase_since,
         }
 
     @staticmethod
@@ -97,7 +117,17 @@ class ScaleDownState:
             statefulset_generation=int(generation) if generation is not None else None,
             pods_gone_at=data.get("podsGoneAt"),
             last_error=data.get("lastError"),
+            phase_since=data.get("phaseSince"),
         )
+
+    def entering(self, phase: str, now: datetime, **changes: Any) -> ScaleDownState:
+        """This record in `phase`, which begins now (a phase kept keeps its start)."""
+        since = self.phase_since if phase == self.phase else iso(now)
+        return replace(self, phase=phase, phase_since=since, **changes)
+
+    def waited(self, now: datetime) -> timedelta:
+        since = parse_time(self.phase_since) or parse_time(self.started_at)
+        return now - since if since is not None else timedelta(0)
 
     def shrunk(self, statefulset_generation: int) -> ScaleDownState:
         """The StatefulSet now has toReplicas, as of this generation."""
@@ -117,6 +147,8 @@ class FleetObservation:
     """Ordinals of every pod object that exists, terminating ones included."""
     group_instance_ids: frozenset[str] | None = None
     """Instance ids of the group's members; None when the coordinator could not be asked."""
+    group_state: GroupState | None = None
+    group_not_found: bool = False
     pre_registration_active: bool = False
     """A pre-registration of ours is still in force on the coordinator."""
 
@@ -126,6 +158,12 @@ class ScaleEvent:
     direction: str  # "Up" or "Down"
     from_replicas: int
     to_replicas: int
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    reason: str  # PodsNotGone | RemovalFailing | RemovalNotConfirmed
+    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,10 +180,18 @@ class ScalePlan:
     """Why the scale flow is not done yet (for conditions); None when it is idle."""
     completed_scale_down: ScaleDownState | None = None
     """A scale-down that ended in this step without a removal (AfterSessionTimeout)."""
+    blocked: Blocked | None = None
+    """The scale-down waited longer than the step timeout (a new target may supersede it)."""
+    returned_instance_ids: tuple[str, ...] = ()
+    """Removed members the coordinator reports again (it restarted before persisting the removal)."""
 
 
 def plan_scale(
-    spec: GroupSpec, state: ScaleDownState | None, obs: FleetObservation, now: datetime
+    spec: GroupSpec,
+    state: ScaleDownState | None,
+    obs: FleetObservation,
+    now: datetime,
+    step_timeout: timedelta = DEFAULT_STEP_TIMEOUT,
 ) -> ScalePlan:
     """The next step of the scale flows. Pure: the caller performs the plan, in the order of its fields."""
     desired = spec.replicas
@@ -153,9 +199,17 @@ def plan_scale(
     untouched = state is not None and state.phase == SHRINKING and current == state.from_replicas
     if untouched and state is not None and desired != state.to_replicas:
         # Nothing happened yet (the StatefulSet still has fromReplicas): re-plan for the new target.
-        return plan_scale(spec, None, obs, now)
+        return plan_scale(spec, None, obs, now, step_timeout)
     if state is not None:
-        return _continue_scale_down(spec, state, obs, now)
+        plan = _continue_scale_down(spec, state, obs, now)
+        if plan.scale_down is None or plan.scale_down.phase not in BLOCKABLE:
+            return plan
+        if plan.scale_down.waited(now) <= step_timeout:
+            return plan
+        blocked = _blocked(spec, plan.scale_down, obs, step_timeout)
+        if desired != state.to_replicas:
+            return _supersede(spec, state, obs, now, step_timeout, blocked)
+        return replace(plan, blocked=blocked)
     if current is None:
         # First reconcile: the StatefulSet is created at full size, one pre-registered join phase.
         return ScalePlan(
@@ -191,6 +245,56 @@ def plan_scale(
     return ScalePlan(statefulset_replicas=current, scale_down=None)
 
 
+def _blocked(spec: GroupSpec, state: ScaleDownState, obs: FleetObservation, timeout: timedelta) -> Blocked:
+    after = f"after {int(timeout.total_seconds())} s"
+    if state.phase == WAITING_FOR_PODS:
+        stuck = [spec.pod_name(o) for o in sorted(obs.pod_ordinals) if o >= state.to_replicas]
+        what = ", ".join(stuck) if stuck else "the StatefulSet controller (it has not observed the shrink)"
+        return Blocked("PodsNotGone", f"still waiting for {what} {after} (stuck Terminating?)")
+    pending = ", ".join(state.pending_instance_ids)
+    if state.phase == REMOVING_MEMBERS:
+        error = state.last_error or "no answer"
+        return Blocked("RemovalFailing", f"removing {pending} has not succeeded {after}: {error}")
+    return Blocked(
+        "RemovalNotConfirmed",
+        f"the coordinator acknowledged removing {pending} but has not reported a settled group without "
+        f"them {after}",
+    )
+
+
+def _supersede(
+    spec: GroupSpec,
+    state: ScaleDownState,
+    obs: FleetObservation,
+    now: datetime,
+    step_timeout: timedelta,
+    blocked: Blocked,
+) -> ScalePlan:
+    """A blocked scale-down meets a new target: pend only the ordinals from the new target up."""
+    target = spec.replicas
+    if target >= state.from_replicas:
+        plan = plan_scale(spec, None, obs, now, step_timeout)
+        return replace(plan, blocked=blocked)
+    superseding = ScaleDownState(
+        phase=SHRINKING,
+        from_replicas=state.from_replicas,
+        to_replicas=target,
+        pending_instance_ids=spec.instance_ids(target, state.from_replicas),
+        remove_members=state.remove_members,
+        started_at=iso(now),
+        phase_since=iso(now),
+    )
+    return ScalePlan(
+        statefulset_replicas=target,
+        scale_down=superseding,
+        persist_first=True,
+        started=ScaleEvent("Down", state.from_replicas, target),
+        waiting=f"scaling down from {state.from_replicas} to {target} (superseding the blocked scale-down to "
+        f"{state.to_replicas}): waiting for the pods to stop",
+        blocked=blocked,
+    )
+
+
 def _continue_scale_down(
     spec: GroupSpec, state: ScaleDownState, obs: FleetObservation, now: datetime
 ) -> ScalePlan:
@@ -219,12 +323,14 @@ def _continue_scale_down(
         if state.remove_members == AFTER_SESSION_TIMEOUT:
             return ScalePlan(
                 statefulset_replicas=target,
-                scale_down=replace(state, phase=WAITING_FOR_SESSION_TIMEOUT),
+                scale_down=state.entering(WAITING_FOR_SESSION_TIMEOUT, now),
                 waiting=_session_wait(spec, state),
             )
-        return _removal(state)
+        return _removal(state, now)
     if state.phase == REMOVING_MEMBERS:
-        return _removal(state)
+        return _removal(state, now)
+    if state.phase == CONFIRMING_REMOVAL:
+        return _confirming(state, obs, now)
     # WAITING_FOR_SESSION_TIMEOUT
     gone_at = parse_time(state.pods_gone_at) or now
     deadline = gone_at + timedelta(milliseconds=spec.session_timeout_ms) + SESSION_EXPIRY_GRACE
@@ -246,22 +352,53 @@ def _session_wait(spec: GroupSpec, state: ScaleDownState) -> str:
     )
 
 
-def _removal(state: ScaleDownState) -> ScalePlan:
-    removing = replace(state, phase=REMOVING_MEMBERS)
+def _removal(state: ScaleDownState, now: datetime, returned: tuple[str, ...] = ()) -> ScalePlan:
+    removing = state.entering(REMOVING_MEMBERS, now)
+    again = " again (the coordinator reports them as members once more)" if returned else ""
     return ScalePlan(
         statefulset_replicas=state.to_replicas,
         scale_down=removing,
         remove_instance_ids=state.pending_instance_ids,
         waiting=f"scaling down from {state.from_replicas} to {state.to_replicas}: removing "
-        f"{', '.join(state.pending_instance_ids)} from the group",
+        f"{', '.join(state.pending_instance_ids)} from the group{again}",
+        returned_instance_ids=returned,
     )
 
 
-def after_removal(state: ScaleDownState, ok: bool, error: str | None) -> ScaleDownState | None:
-    """The LeaveGroup batch answered: done (None) when every member is gone or was already gone."""
+def removal_confirmed(state: ScaleDownState, obs: FleetObservation) -> bool:
+    """The coordinator reports a settled group without the departed members (observed after it
+    acknowledged their removal). Removing a member of a Stable group starts a rebalance, so the group is
+    Stable again only with a new generation, which the coordinator persists as it completes; until then
+    a restart would bring the members back."""
+    if obs.group_instance_ids is None or set(state.pending_instance_ids) & obs.group_instance_ids:
+        return False
+    return obs.group_not_found or obs.group_state in (GroupState.STABLE, GroupState.EMPTY, GroupState.DEAD)
+
+
+def _confirming(state: ScaleDownState, obs: FleetObservation, now: datetime) -> ScalePlan:
+    target = state.to_replicas
+    if removal_confirmed(state, obs):
+        return ScalePlan(statefulset_replicas=target, scale_down=None)
+    returned = tuple(i for i in state.pending_instance_ids if i in (obs.group_instance_ids or ()))
+    if returned:
+        return _removal(state, now, returned)
+    return ScalePlan(
+        statefulset_replicas=target,
+        scale_down=state,
+        waiting=f"scaling down from {state.from_replicas} to {target}: removed "
+        f"{', '.join(state.pending_instance_ids)}; waiting for the group to settle without them",
+    )
+
+
+def after_removal(
+    state: ScaleDownState, ok: bool, error: str | None, now: datetime | None = None
+) -> ScaleDownState:
+    """The LeaveGroup batch answered: on success the record waits for the coordinator to confirm; on
+    failure it stays, with the error."""
+    moment = now or now_utc()
     if ok:
-        return None
-    return replace(state, phase=REMOVING_MEMBERS, last_error=error)
+        return state.entering(CONFIRMING_REMOVAL, moment, last_error=None)
+    return state.entering(REMOVING_MEMBERS, moment, last_error=error)
 
 
 # -- pre-registration ------------------------------------------------------------------------------------

@@ -183,9 +183,3 @@ def parse_group(body: Mapping[str, Any], defaults: OperatorDefaults | None = Non
         deletion_policy=str(spec.get("deletionPolicy", REMOVE_MEMBERS)),
         labels=dict(meta.get("labels", {}) or {}),
     )
-
-
-def claim_key(bootstrap_servers: str | None, group_id: str) -> str:
-    """Two resources claim the same consumer group when these keys are equal."""
-    servers = ",".join(sorted(s.strip().lower() for s in (bootstrap_servers or "").split(",") if s.strip()))
-    return f"{servers}/{group_id}"

@@ -18,7 +18,7 @@ from staticfleet.admin.coordinator_api import CoordinatorGroupView
 from staticfleet.admin.model import GroupDescription
 from staticfleet.coordinator import GroupState
 from staticfleet.kube.builders import pod_ordinal, selector_string
-from staticfleet.kube.scaling import PreRegistration, ScaleDownState, iso, parse_time
+from staticfleet.kube.scaling import Blocked, PreRegistration, ScaleDownState, iso, parse_time
 from staticfleet.kube.spec import GroupSpec, Manifest
 
 MEMBER_LIST_CAP = 50
@@ -29,6 +29,8 @@ READY = "Ready"
 GROUP_STABLE = "GroupStable"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
+SCALE_DOWN_BLOCKED = "ScaleDownBlocked"
+INVALID_SPEC = "InvalidSpec"
 
 # status.group.state also says when the group could not be described: words of ours, not group states.
 NOT_FOUND = "NotFound"
@@ -103,6 +105,8 @@ class StatusInputs:
     pre_registration: PreRegistration | None = None
     last_scale: Mapping[str, Any] | None = None
     removal_error: str | None = None
+    blocked: Blocked | None = None
+    cluster_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -408,6 +412,12 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
     else:
         degraded = (False, "AsExpected", "")
 
+    # ScaleDownBlocked
+    blocked = inputs.blocked
+    scale_down_blocked = (
+        (True, blocked.reason, blocked.message) if blocked is not None else (False, "NotBlocked", "")
+    )
+
     conditions = [
         condition(previous_conditions, t, s, r, m, gen, now)
         for t, (s, r, m) in (
@@ -415,9 +425,12 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
             (GROUP_STABLE, group_stable),
             (PROGRESSING, progressing),
             (DEGRADED, degraded),
+            (SCALE_DOWN_BLOCKED, scale_down_blocked),
         )
     ]
     events.extend(_transition_events(previous_conditions, degraded, fenced))
+    if blocked is not None and _held_reason(previous_conditions, SCALE_DOWN_BLOCKED) != blocked.reason:
+        events.append(EventSpec("Warning", SCALE_DOWN_BLOCKED, f"{blocked.reason}: {blocked.message}"))
 
     status: dict[str, Any] = {
         "observedGeneration": gen,
@@ -426,6 +439,7 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
         "selector": selector_string(spec),
         "groupId": spec.group_id,
         "bootstrapServers": spec.bootstrap_servers,
+        "clusterId": inputs.cluster_id or inputs.previous.get("clusterId"),
         "group": group_status,
         "members": entries[:MEMBER_LIST_CAP],
         "membersTotal": len(entries),
@@ -436,6 +450,11 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
         "conditions": conditions,
     }
     return StatusResult(status, tuple(events), completed_scale)
+
+
+def _held_reason(previous: Sequence[Mapping[str, Any]], type_: str) -> str | None:
+    before = next((c for c in previous if c.get("type") == type_), None)
+    return str(before.get("reason")) if before and before.get("status") == "True" else None
 
 
 def _transition_events(
@@ -450,7 +469,12 @@ def _transition_events(
 
 
 def conflict_status(
-    spec: GroupSpec, generation: int, previous: Mapping[str, Any], winner: str, now: datetime
+    spec: GroupSpec,
+    generation: int,
+    previous: Mapping[str, Any],
+    winner: str,
+    now: datetime,
+    cluster_id: str | None = None,
 ) -> StatusResult:
     """A resource that lost a claim on its group: nothing is reconciled, the status says why."""
     message = (
@@ -473,22 +497,29 @@ def conflict_status(
         "selector": selector_string(spec),
         "groupId": spec.group_id,
         "bootstrapServers": spec.bootstrap_servers,
+        "clusterId": cluster_id or previous.get("clusterId"),
         "conditions": conditions,
     }
     return StatusResult(status, events)
 
 
 def invalid_spec_status(
-    previous: Mapping[str, Any], generation: int, message: str, now: datetime
+    previous: Mapping[str, Any], generation: int, message: str, now: datetime, reason: str = INVALID_SPEC
 ) -> dict[str, Any]:
     prev = list(previous.get("conditions") or [])
     return {
         "observedGeneration": generation,
         "conditions": [
-            condition(prev, READY, False, "InvalidSpec", message, generation, now),
-            condition(prev, DEGRADED, True, "InvalidSpec", message, generation, now),
+            condition(prev, READY, False, reason, message, generation, now),
+            condition(prev, DEGRADED, True, reason, message, generation, now),
         ],
     }
+
+
+def degraded_reason(previous: Mapping[str, Any]) -> str | None:
+    """The reason of a Degraded condition that holds, from an earlier status."""
+    before = next((c for c in previous.get("conditions") or [] if c.get("type") == DEGRADED), None)
+    return str(before.get("reason")) if before and before.get("status") == "True" else None
 
 
 def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from staticfleet.admin import AdminError, ConfigRejected, RemovalReport
@@ -24,6 +24,8 @@ from staticfleet.kube import builders, faults
 from staticfleet.kube.claims import Claim
 from staticfleet.kube.kubeapi import KubeError
 from staticfleet.kube.scaling import (
+    CONFIRMING_REMOVAL,
+    DEFAULT_STEP_TIMEOUT,
     SHRINKING,
     FleetObservation,
     PreRegistration,
@@ -34,15 +36,19 @@ from staticfleet.kube.scaling import (
     parse_time,
     plan_scale,
     pre_registration_done,
+    removal_confirmed,
 )
 from staticfleet.kube.spec import GroupSpec, Manifest
 from staticfleet.kube.status import (
+    INVALID_SPEC,
+    NOT_FOUND,
     EventSpec,
     GroupObservation,
     StatusInputs,
     StatusResult,
     compute_status,
     conflict_status,
+    degraded_reason,
     invalid_spec_status,
 )
 
@@ -66,6 +72,8 @@ class Invalid:
     previous: Mapping[str, Any]
     why: str
     now: datetime
+    reason: str = INVALID_SPEC
+    """InvalidSpec, or why the operator refuses to act on it (limits.Refusal)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +86,7 @@ class Conflicting:
     previous: Mapping[str, Any]
     winner: Claim
     now: datetime
+    cluster_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +102,10 @@ class Observed:
     pod_ordinals: frozenset[int]
     group: GroupObservation
     now: datetime
+    step_timeout: timedelta = DEFAULT_STEP_TIMEOUT
+    """How long a scale-down phase may wait before it counts as blocked (operator flag)."""
+    cluster_id: str | None = None
+    """The id of the cluster the resource names (claims compare it), when known."""
 
     @property
     def scale_down(self) -> ScaleDownState | None:
@@ -102,14 +115,18 @@ class Observed:
     def pre_registration(self) -> PreRegistration | None:
         return PreRegistration.from_status(self.previous.get("preRegistration"))
 
-    def fleet(self) -> FleetObservation:
+    def fleet(self, group: GroupObservation | None = None) -> FleetObservation:
+        """What the scale rules look at (with `group`: as read again after the steps)."""
         sts = self.statefulset
         pre = self.pre_registration
+        group = group or self.group
         return FleetObservation(
             statefulset_replicas=int(sts["spec"].get("replicas", 1)) if sts else None,
             statefulset_observed_generation=int((sts or {}).get("status", {}).get("observedGeneration", 0)),
             pod_ordinals=self.pod_ordinals,
-            group_instance_ids=self.group.instance_ids,
+            group_instance_ids=group.instance_ids,
+            group_state=group.state,
+            group_not_found=group.state_text == NOT_FOUND,
             pre_registration_active=pre is not None and pre.accepted,
         )
 
@@ -259,7 +276,7 @@ class RemoveMembers:
                     EventSpec("Normal", "MembersRemoved", removal_message(report, "scale-down"))
                 )
         outcome.removal_error = error
-        outcome.scale_down = after_removal(record, error is None, error)
+        outcome.scale_down = after_removal(record, error is None, error, io.observed.now)
         outcome.acted_on_group = True
         faults.checkpoint("members-removed")
 
@@ -312,7 +329,7 @@ class ActionPlan:
 def plan_actions(obs: Observed) -> ActionPlan:
     """The steps that change the cluster or the group, in order. Pure."""
     spec = obs.spec
-    scale = plan_scale(spec, obs.scale_down, obs.fleet(), obs.now)
+    scale = plan_scale(spec, obs.scale_down, obs.fleet(), obs.now, obs.step_timeout)
     steps: list[Step] = []
     if scale.persist_first and scale.scale_down is not None:
         steps.append(PersistScaleDownRecord(scale.scale_down))
@@ -394,6 +411,23 @@ def plan_status(
                 "after the session timeout",
             )
         )
+    if scale.returned_instance_ids:
+        events.append(
+            EventSpec(
+                "Warning",
+                "MembersReturned",
+                f"{', '.join(scale.returned_instance_ids)} are members again after their removal (the "
+                "coordinator restarted before it persisted it); removing them again",
+            )
+        )
+    record = outcome.scale_down
+    if (
+        record is not None
+        and record.phase == CONFIRMING_REMOVAL
+        and outcome.acted_on_group
+        and removal_confirmed(record, obs.fleet(group))
+    ):
+        record = None  # the group read after the removal already shows it settled
     if pre is not None and not pre.accepted and last_scale and last_scale.get("completedAt"):
         pre = None  # a refused pre-registration is only news while its scale-up runs
     result: StatusResult = compute_status(
@@ -405,25 +439,30 @@ def plan_status(
             pods=pods,
             group=group,
             now=now,
-            scale_down=outcome.scale_down,
-            scale_waiting=scale.waiting if outcome.scale_down is not None else None,
+            scale_down=record,
+            scale_waiting=scale.waiting if record is not None else None,
             pre_registration=pre,
             last_scale=last_scale,
             removal_error=outcome.removal_error,
+            blocked=scale.blocked,
+            cluster_id=obs.cluster_id,
         )
     )
     return StatusPlan(WriteStatus(result.status, (*events, *result.events)), result.completed_scale)
 
 
 def plan_invalid(obs: Invalid) -> WriteStatus:
-    """Conditions say what to fix; the rest of the status (a scale-down in progress above all) is kept."""
-    return WriteStatus(
-        {**obs.previous, **invalid_spec_status(obs.previous, obs.generation, obs.why, obs.now)}
-    )
+    """Conditions say what to fix; the rest of the status (a scale-down in progress above all) is kept.
+    A refusal (not a schema matter, so nothing else told the author) is also an Event, once."""
+    status = invalid_spec_status(obs.previous, obs.generation, obs.why, obs.now, obs.reason)
+    events: tuple[EventSpec, ...] = ()
+    if obs.reason != INVALID_SPEC and degraded_reason(obs.previous) != obs.reason:
+        events = (EventSpec("Warning", obs.reason, obs.why),)
+    return WriteStatus({**obs.previous, **status}, events)
 
 
 def plan_conflict(obs: Conflicting) -> WriteStatus:
-    result = conflict_status(obs.spec, obs.generation, obs.previous, obs.winner.ref, obs.now)
+    result = conflict_status(obs.spec, obs.generation, obs.previous, obs.winner.ref, obs.now, obs.cluster_id)
     return WriteStatus({**obs.previous, **result.status}, result.events)
 
 

@@ -10,8 +10,10 @@ import pytest
 
 from staticfleet.admin import ConfigRejected, GroupAdmin, KafkaConnection
 from staticfleet.admin.model import GroupDescription, MemberDescription, MemberRemoval, Node, RemovalReport
+from staticfleet.kube.claims import Claim
 from staticfleet.kube.context import OperatorContext
 from staticfleet.kube.kubeapi import KubeApi, KubeError, prune
+from staticfleet.kube.limits import Limits
 from staticfleet.kube.metrics import OperatorMetrics
 from staticfleet.kube.reconcile import Retry, finalize, reconcile
 from staticfleet.kube.spec import OperatorDefaults
@@ -116,6 +118,9 @@ class FakeAdmin:
         results = tuple(MemberRemoval(i, 0 if i in self.members else 25) for i in ids)
         self.members -= set(ids)
         return RemovalReport(group_id, results)
+
+    def cluster_id(self) -> str:
+        return "cluster-1"
 
     def set_group_config(self, group_id: str, name: str, value: str | None) -> None:
         if not self.accepts_configs:
@@ -320,3 +325,38 @@ def test_a_status_another_writer_changed_starts_the_pass_again_from_a_fresh_read
     assert kube.calls.count("status(scaleDown)") == 1, "the record is written once, by the second attempt"
     assert kube.group["status"]["scaleDown"]["pendingInstanceIds"] == ["orders-1", "orders-2"]
     assert kube.objects["StatefulSet"]["spec"]["replicas"] == 1
+
+
+def test_a_refused_target_is_a_condition_and_an_event_and_nothing_is_built_or_sent() -> None:
+    kube, admin, ctx = steady(3)
+    kube.group["spec"]["replicas"] = 10_000_000
+    reconcile(ctx, "shop", "orders", {})
+    reconcile(ctx, "shop", "orders", {})
+    degraded = conditions(kube)["Degraded"]
+    assert degraded["reason"] == "ReplicasAboveLimit" and "10000000" in degraded["message"]
+    assert reasons(kube) == ["ReplicasAboveLimit"]  # once, not every pass
+    assert kube.calls == ["status", "status"] and admin.removals == [] and admin.configs == {}
+    assert kube.objects["StatefulSet"]["spec"]["replicas"] == 3
+
+
+def test_a_cluster_outside_the_allowed_hosts_gets_no_request() -> None:
+    kube = FakeKube(resource(kafka={"bootstrapServers": "evil.example:9092"}))
+    ctx = context(kube, FakeAdmin(set()))
+    ctx.limits = Limits.from_flags(1000, ["kafka"], [], None, None)
+    ctx.admins = None  # type: ignore[assignment]  # any request to a cluster would fail here
+    reconcile(ctx, "shop", "orders", {})
+    assert conditions(kube)["Degraded"]["reason"] == "ClusterNotAllowed"
+    assert kube.calls == ["status"] and "StatefulSet" not in kube.objects
+
+
+def test_a_later_resource_reaching_the_same_cluster_by_another_address_is_a_conflict() -> None:
+    kube = FakeKube(resource(kafka={"bootstrapServers": "kafka.shop.svc.cluster.local:9092"}))
+    kube.group["metadata"]["creationTimestamp"] = "2026-11-22T11:00:00Z"
+    ctx = context(kube, FakeAdmin(set()))
+    first = Claim("2026-11-22T10:00:00Z", "shop", "first", "cluster-1", "kafka:9092")
+    me = Claim("2026-11-22T11:00:00Z", "shop", "orders", None, "kafka.shop.svc.cluster.local:9092")
+    reconcile(ctx, "shop", "orders", {"shop.orders": [first, me]})
+    degraded = conditions(kube)["Degraded"]
+    assert degraded["reason"] == "GroupIdConflict" and "shop/first" in degraded["message"]
+    assert kube.group["status"]["clusterId"] == "cluster-1"
+    assert "StatefulSet" not in kube.objects

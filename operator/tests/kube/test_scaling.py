@@ -8,6 +8,7 @@ import pytest
 
 from staticfleet.coordinator import GroupState
 from staticfleet.kube.scaling import (
+    CONFIRMING_REMOVAL,
     REMOVING_MEMBERS,
     SHRINKING,
     WAITING_FOR_PODS,
@@ -150,13 +151,66 @@ def _with(state: ScaleDownState, **changes: Any) -> ScaleDownState:
     return ScaleDownState(**{**_fields(state), **changes})
 
 
-def test_removal_result_clears_or_keeps_the_state() -> None:
+def test_an_acknowledged_removal_is_kept_until_the_coordinator_reports_a_settled_group_without_it() -> None:
     removing = _with(waiting(), phase=REMOVING_MEMBERS)
-    assert after_removal(removing, ok=True, error=None) is None
-    kept = after_removal(removing, ok=False, error="coordinator unreachable")
-    assert (
-        kept is not None and kept.phase == REMOVING_MEMBERS and kept.last_error == "coordinator unreachable"
+    confirming = after_removal(removing, ok=True, error=None, now=NOW)
+    assert confirming.phase == CONFIRMING_REMOVAL
+    spec, rest = group_spec(replicas=1), frozenset({"orders-0"})
+    rebalancing = observe(1, {0}, group_instance_ids=rest, group_state=GroupState.PREPARING_REBALANCE)
+    assert plan_scale(spec, confirming, rebalancing, NOW).scale_down == confirming
+    unknown = observe(1, {0})  # the coordinator could not be asked
+    assert plan_scale(spec, confirming, unknown, NOW).scale_down == confirming
+    settled = observe(1, {0}, group_instance_ids=rest, group_state=GroupState.STABLE)
+    assert plan_scale(spec, confirming, settled, NOW).scale_down is None
+    kept = after_removal(removing, ok=False, error="coordinator unreachable", now=NOW)
+    assert kept.phase == REMOVING_MEMBERS and kept.last_error == "coordinator unreachable"
+
+
+def test_members_a_coordinator_restart_brought_back_are_removed_again() -> None:
+    confirming = after_removal(_with(waiting(), phase=REMOVING_MEMBERS), ok=True, error=None, now=NOW)
+    ghosts = frozenset({"orders-0", "orders-2"})
+    plan = plan_scale(
+        group_spec(replicas=1),
+        confirming,
+        observe(1, {0}, group_instance_ids=ghosts, group_state=GroupState.STABLE),
+        NOW,
     )
+    assert plan.remove_instance_ids == ("orders-1", "orders-2")
+    assert plan.returned_instance_ids == ("orders-2",)
+    assert plan.scale_down is not None and plan.scale_down.phase == REMOVING_MEMBERS
+
+
+def test_a_phase_that_waits_longer_than_the_step_timeout_is_blocked_with_the_reason() -> None:
+    spec, stuck = group_spec(replicas=1), observe(1, {0, 2}, observed_generation=7)
+    assert plan_scale(spec, waiting(), stuck, NOW + timedelta(minutes=4)).blocked is None
+    late = plan_scale(spec, waiting(), stuck, NOW + timedelta(minutes=6))
+    assert late.blocked is not None and late.blocked.reason == "PodsNotGone"
+    assert "orders-2" in late.blocked.message
+    assert late.statefulset_replicas == 1 and not late.remove_instance_ids  # still never removed early
+    failing = _with(waiting(), phase=REMOVING_MEMBERS, last_error="COORDINATOR_NOT_AVAILABLE")
+    removal = plan_scale(spec, failing, observe(1, {0}), NOW + timedelta(minutes=6), timedelta(seconds=30))
+    assert removal.blocked is not None and removal.blocked.reason == "RemovalFailing"
+    assert "COORDINATOR_NOT_AVAILABLE" in removal.blocked.message
+    assert removal.remove_instance_ids == ("orders-1", "orders-2")  # and it keeps trying
+
+
+def test_a_new_target_supersedes_a_blocked_scale_down_and_pends_only_the_ordinals_from_it_up() -> None:
+    blocked = _with(
+        waiting(),
+        phase=REMOVING_MEMBERS,
+        from_replicas=4,
+        pending_instance_ids=("orders-1", "orders-2", "orders-3"),
+    )
+    later = NOW + timedelta(minutes=6)
+    up_a_little = plan_scale(group_spec(replicas=2), blocked, observe(1, {0}), later)
+    assert up_a_little.scale_down is not None and up_a_little.persist_first
+    assert up_a_little.scale_down.pending_instance_ids == ("orders-2", "orders-3")
+    assert up_a_little.statefulset_replicas == 2 and up_a_little.blocked is not None
+    all_back = plan_scale(group_spec(replicas=4), blocked, observe(1, {0}), later)
+    assert all_back.scale_down is None and all_back.statefulset_replicas == 4
+    assert all_back.started is not None and all_back.started.direction == "Up"
+    not_blocked = plan_scale(group_spec(replicas=2), blocked, observe(1, {0}), NOW)
+    assert not_blocked.scale_down is not None and not_blocked.scale_down.to_replicas == 1
 
 
 def test_scale_down_state_survives_a_round_trip_through_status() -> None:
@@ -220,7 +274,13 @@ def operator_pass(cluster: FakeCluster, spec: GroupSpec, crash_at: str | None) -
     plan = plan_scale(
         spec,
         state,
-        observe(cluster.replicas, set(cluster.pods), observed_generation=cluster.observed_generation),
+        observe(
+            cluster.replicas,
+            set(cluster.pods),
+            observed_generation=cluster.observed_generation,
+            group_instance_ids=frozenset(cluster.group),
+            group_state=GroupState.STABLE,
+        ),
         NOW,
     )
     if plan.persist_first and plan.scale_down is not None:

@@ -9,7 +9,6 @@ from staticfleet.kube.spec import (
     REMOVE_MEMBERS,
     OperatorDefaults,
     SpecError,
-    claim_key,
     parse_group,
 )
 
@@ -70,8 +69,3 @@ def test_scale_down_mode_is_read() -> None:
     assert (
         group_spec(scaleDown={"removeMembers": AFTER_SESSION_TIMEOUT}).remove_members == AFTER_SESSION_TIMEOUT
     )
-
-
-def test_claim_keys_ignore_server_order_and_case() -> None:
-    assert claim_key("B:9092, a:9092", "g") == claim_key("a:9092,b:9092", "g")
-    assert claim_key("a:9092", "g") != claim_key("a:9092", "h")

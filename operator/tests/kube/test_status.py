@@ -5,7 +5,7 @@ from typing import Any
 
 from staticfleet.admin.coordinator_api import CoordinatorGroupView, RebalanceRecord
 from staticfleet.admin.model import GroupDescription, MemberDescription, Node
-from staticfleet.kube.scaling import PreRegistration, iso
+from staticfleet.kube.scaling import Blocked, PreRegistration, iso
 from staticfleet.kube.status import (
     MEMBER_LIST_CAP,
     GroupObservation,
@@ -269,3 +269,17 @@ def test_merge_patch_nulls_what_disappeared_and_keeps_what_did_not_change() -> N
     new = {"a": 1, "scaleDown": None, "group": {"state": "Stable"}, "l": [1, 2]}
     assert merge_patch(old, new) == {"scaleDown": None, "group": {"rebalanceInProgress": None}, "l": [1, 2]}
     assert merge_patch(new, new) == {}
+
+
+def test_a_blocked_scale_down_is_a_condition_and_one_event() -> None:
+    blocked = Blocked(
+        "RemovalFailing", "removing orders-2 has not succeeded after 300 s: COORDINATOR_NOT_AVAILABLE"
+    )
+    first = compute_status(inputs(blocked=blocked))
+    condition = conditions(first.status)["ScaleDownBlocked"]
+    assert (condition["status"], condition["reason"]) == ("True", "RemovalFailing")
+    assert [e.reason for e in first.events] == ["ScaleDownBlocked"]
+    again = compute_status(inputs(blocked=blocked, previous=first.status))
+    assert "ScaleDownBlocked" not in [e.reason for e in again.events]
+    cleared = compute_status(inputs(previous=first.status))
+    assert conditions(cleared.status)["ScaleDownBlocked"]["status"] == "False"
