@@ -95,7 +95,12 @@ def test_the_operator_cluster_role_grants_exactly_what_the_operator_does(helm: H
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": "sf-staticfleet-operator", "namespace": "staticfleet"}
         ]
-    assert not find(docs, "RoleBinding") and not find(docs, "Role")
+    # Namespaced: only the Lease of the leader election, in the release's namespace.
+    namespaced = [(d["kind"], d["metadata"]["name"]) for d in find(docs, "RoleBinding") + find(docs, "Role")]
+    assert namespaced == [
+        ("RoleBinding", "sf-staticfleet-operator-leader-election"),
+        ("Role", "sf-staticfleet-operator-leader-election"),
+    ]
 
 
 def test_no_role_uses_a_wildcard_and_none_touches_secrets_unless_asked(helm: Helm) -> None:
@@ -239,10 +244,30 @@ def test_probes_use_the_coordinator_health_endpoints_and_the_operator_liveness_p
     assert flag(operator["args"], "metrics-port") == "9090"
 
 
-def test_the_operator_is_one_replica_replaced_not_rolled(helm: Helm) -> None:
-    operator = one(helm.template(), "Deployment", "sf-staticfleet-operator")
-    assert operator["spec"]["replicas"] == 1
-    assert operator["spec"]["strategy"] == {"type": "Recreate"}
+def test_the_operator_runs_two_replicas_that_elect_a_leader_with_a_disruption_budget(helm: Helm) -> None:
+    docs = helm.template()
+    operator = one(docs, "Deployment", "sf-staticfleet-operator")
+    assert operator["spec"]["replicas"] == 2
+    assert operator["spec"]["strategy"] == {"type": "RollingUpdate"}
+    args = container(operator)["args"]
+    assert "--leader-election" in args and flag(args, "leader-election-name") == "sf-staticfleet-operator"
+    env = {e["name"]: e for e in container(operator)["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    role = one(docs, "Role", "sf-staticfleet-operator-leader-election")
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["sf-staticfleet-operator"],
+            "verbs": ["get", "update"],
+        },
+    ]
+    pdb = one(docs, "PodDisruptionBudget", "sf-staticfleet-operator")
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == operator["spec"]["selector"]["matchLabels"]
+    single = helm.template({"operator.replicas": 1})
+    assert not find(single, "PodDisruptionBudget", "sf-staticfleet-operator")
     assert operator["spec"]["template"]["spec"]["serviceAccountName"] == "sf-staticfleet-operator"
     assert container(operator)["command"] == ["staticfleet", "operator"]
     assert container(operator)["image"] == "staticfleet:0.1.0"

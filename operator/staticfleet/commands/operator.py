@@ -4,10 +4,15 @@ kubeconfig)."""
 from __future__ import annotations
 
 import argparse
+import http.server
 import logging
 import os
+import threading
+import urllib.parse
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from staticfleet.kube.limits import DEFAULT_MAX_REPLICAS
 
@@ -87,6 +92,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--metrics-port", type=int, default=9090, help="Prometheus metrics port (0: off)")
     p.add_argument("--metrics-host", default="0.0.0.0", help="Prometheus metrics bind address")
     p.add_argument("--admin-timeout", type=float, default=5.0, help="seconds for each Kafka admin request")
+    p.add_argument(
+        "--leader-election",
+        action="store_true",
+        help="run as one of several replicas: act only while holding a Lease (the others wait)",
+    )
+    p.add_argument(
+        "--leader-election-namespace",
+        default=os.environ.get("POD_NAMESPACE"),
+        help="namespace of the Lease (default: env POD_NAMESPACE)",
+    )
+    p.add_argument("--leader-election-name", default="staticfleet-operator", help="name of the Lease")
     p.add_argument("--log-level", default="INFO")
     p.set_defaults(run=run)
 
@@ -141,16 +157,69 @@ def run(args: argparse.Namespace) -> int:
     memo = handlers.OperatorMemo(ctx=ctx, interval_s=args.interval)
     namespaces = list(args.namespace)
 
-    try:
-        kopf.run(
-            registry=handlers.registry,
-            settings=handlers.settings(),
-            standalone=True,
-            clusterwide=not namespaces,
-            namespaces=namespaces,
-            liveness_endpoint=args.liveness,
-            memo=memo,
-        )
-    finally:
-        ctx.close()
-    return 0
+    def operate() -> int:
+        try:
+            kopf.run(
+                registry=handlers.registry,
+                settings=handlers.settings(),
+                standalone=True,
+                clusterwide=not namespaces,
+                namespaces=namespaces,
+                liveness_endpoint=args.liveness,
+                memo=memo,
+            )
+        finally:
+            ctx.close()
+        return 0
+
+    if not args.leader_election:
+        return operate()
+    return _elected(args, operate)
+
+
+def _elected(args: argparse.Namespace, operate: Callable[[], int]) -> int:
+    """Follow until this replica leads; meanwhile answer the liveness probe ourselves (kopf serves it
+    once it runs)."""
+    from kubernetes import config
+
+    from staticfleet.kube.leader import Election, run_as_leader
+
+    if args.kubeconfig is not None:
+        config.load_kube_config(config_file=str(args.kubeconfig))  # type: ignore[no-untyped-call]
+    else:
+        try:
+            config.load_incluster_config()  # type: ignore[no-untyped-call]
+        except config.ConfigException:
+            config.load_kube_config()  # type: ignore[no-untyped-call]
+    if not args.leader_election_namespace:
+        logging.error("--leader-election needs --leader-election-namespace (or env POD_NAMESPACE)")
+        return 2
+    election = Election(args.leader_election_name, args.leader_election_namespace)
+    probe = _follower_liveness(args.liveness)
+
+    def lead() -> int:
+        if probe is not None:
+            probe.shutdown()
+            probe.server_close()
+        return operate()
+
+    return run_as_leader(election, lead)
+
+
+def _follower_liveness(url: str | None) -> http.server.HTTPServer | None:
+    if not url:
+        return None
+    parsed = urllib.parse.urlsplit(url)
+
+    class Alive(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"following\n")
+
+        def log_message(self, format: str, *args: Any) -> None:  # one line per probe is noise
+            pass
+
+    server = http.server.HTTPServer((parsed.hostname or "0.0.0.0", parsed.port or 80), Alive)
+    threading.Thread(target=server.serve_forever, name="follower-liveness", daemon=True).start()
+    return server

@@ -1,0 +1,83 @@
+"""Two operator replicas elect a leader on a Lease; when the leader dies in the middle of a scale-down,
+the other takes over and finishes it: one removal, one rebalance."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from e2e.helpers import Cluster, wait_until
+
+from .harness import (
+    Coordinator,
+    OperatorRunner,
+    events,
+    fleet_manifest,
+    get_fleet,
+    ready_with,
+    stopwatch,
+    timing,
+    wait_fleet,
+)
+
+pytestmark = pytest.mark.localcluster
+
+NAME = "orders"
+LEASE = "staticfleet-operator"
+
+
+@pytest.fixture
+def second_operator(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[OperatorRunner]:
+    runner = OperatorRunner(cluster.kubeconfig, namespace, tmp_path / "second")
+    runner.workdir.mkdir()
+    try:
+        yield runner
+    finally:
+        runner.stop()
+
+
+def holder(cluster: Cluster, namespace: str) -> str | None:
+    lease = cluster.kubectl.get_or_none("lease", LEASE, namespace)
+    return None if lease is None else lease["spec"].get("holderIdentity")
+
+
+def test_the_other_replica_finishes_a_scale_down_when_the_leader_dies(
+    cluster: Cluster,
+    namespace: str,
+    coordinator: Coordinator,
+    operator: OperatorRunner,
+    second_operator: OperatorRunner,
+) -> None:
+    kubectl = cluster.kubectl
+    gid = f"{namespace}.{NAME}"
+    topic = f"{namespace}-orders"
+    coordinator.create_topic(topic)
+    election = ("--leader-election", "--leader-election-namespace", namespace)
+    operator.extra_args = election
+    second_operator.extra_args = election
+    # The first replica leads, and dies (exit 70, no cleanup) right after it shrank the StatefulSet.
+    operator.start({"STATICFLEET_OPERATOR_EXIT_AFTER": "statefulset-shrunk"})
+    first = wait_until(lambda: holder(cluster, namespace), timeout=60, what="a leader")
+    second_operator.start()
+    kubectl.apply(fleet_manifest(NAME, 3, coordinator, topic), namespace)
+    wait_fleet(kubectl, namespace, NAME, ready_with(3), timeout=120, what="Ready with 3")
+    assert holder(cluster, namespace) == first, "the first replica still leads"
+    assert "leading" not in second_operator.logs(), "the second replica only waits"
+    before = coordinator.group(gid)
+    assert before is not None
+
+    kubectl.run("scale", f"scg/{NAME}", "-n", namespace, "--replicas=1")
+    assert operator.wait_exit(timeout=60) == 70
+    elapsed = stopwatch()
+    wait_until(lambda: holder(cluster, namespace) not in (None, first), timeout=60, what="a new leader")
+    wait_until(lambda: coordinator.members(gid) == {"orders-0"}, timeout=90, what="the removal")
+    timing("leader died -> the other replica removed the departed members", elapsed())
+    body = wait_fleet(kubectl, namespace, NAME, ready_with(1), timeout=60, what="Ready with 1")
+    assert "scaleDown" not in body["status"]
+    after = coordinator.group(gid)
+    assert after is not None and after["rebalances"] == before["rebalances"] + 1
+    (event,) = events(kubectl, namespace, NAME, "MembersRemoved")
+    assert "orders-1, orders-2" in event["message"]
+    assert get_fleet(kubectl, namespace, NAME)["status"]["readyReplicas"] == 1
