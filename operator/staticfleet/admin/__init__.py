@@ -9,7 +9,16 @@ from staticfleet.admin.errors import (
     KafkaErrorResponse,
     error_name,
 )
-from staticfleet.admin.model import GroupDescription, MemberDescription, MemberRemoval, Node, RemovalReport
+from staticfleet.admin.model import (
+    GroupDescription,
+    LagSummary,
+    MemberDescription,
+    MemberRemoval,
+    Node,
+    PartitionOffsets,
+    RemovalReport,
+    lag_summary,
+)
 
 __all__ = [
     "AdminError",
@@ -20,10 +29,13 @@ __all__ = [
     "GroupNotFound",
     "KafkaConnection",
     "KafkaErrorResponse",
+    "LagSummary",
     "MemberDescription",
     "MemberRemoval",
     "Node",
+    "PartitionOffsets",
     "RemovalReport",
     "error_name",
+    "lag_summary",
     "natural_key",
 ]

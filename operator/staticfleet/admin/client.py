@@ -25,7 +25,14 @@ from staticfleet.admin.errors import (
     KafkaErrorResponse,
     error_name,
 )
-from staticfleet.admin.model import GroupDescription, MemberDescription, MemberRemoval, Node, RemovalReport
+from staticfleet.admin.model import (
+    GroupDescription,
+    MemberDescription,
+    MemberRemoval,
+    Node,
+    PartitionOffsets,
+    RemovalReport,
+)
 from staticfleet.coordinator.consumer_protocol import assignment_partitions
 
 T = TypeVar("T")
@@ -221,6 +228,45 @@ class GroupAdmin:
             return RemovalReport(group_id, tuple(results))
 
         return self._call(f"removing {', '.join(ids)} from group {group_id}", run)
+
+    # -- offsets ---------------------------------------------------------------------------------------------
+
+    def partition_offsets(self, group_id: str, topics: Iterable[str]) -> tuple[PartitionOffsets, ...]:
+        """Every partition of `topics` with the group's committed offset (OffsetFetch) and the log-end
+        offset (ListOffsets, latest). Topics that do not exist yet have no partitions."""
+        from kafka import TopicPartition
+        from kafka.admin import OffsetSpec
+
+        names = sorted(set(topics))
+        if not names:
+            return ()
+
+        def run(admin: Any) -> tuple[PartitionOffsets, ...]:
+            partitions = sorted(
+                TopicPartition(t["name"], p["partition_index"])
+                for t in admin.describe_topics(names)
+                if not t.get("error_code")
+                for p in t.get("partitions", [])
+            )
+            if not partitions:
+                return ()
+            committed = admin.list_group_offsets({group_id: partitions}).get(group_id, {})
+            ends = admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in partitions})
+            rows = []
+            for tp in partitions:
+                done = committed.get(tp)
+                end = ends.get(tp)
+                rows.append(
+                    PartitionOffsets(
+                        topic=tp.topic,
+                        partition=tp.partition,
+                        committed=done.offset if done is not None and done.offset >= 0 else None,
+                        log_end=end.offset if end is not None and end.offset >= 0 else None,
+                    )
+                )
+            return tuple(rows)
+
+        return self._call(f"reading the offsets of group {group_id}", run)
 
     # -- group configs -------------------------------------------------------------------------------------
 

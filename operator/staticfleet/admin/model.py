@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,3 +118,66 @@ class RemovalReport:
     @property
     def failed(self) -> tuple[MemberRemoval, ...]:
         return tuple(r for r in self.results if not r.ok)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOffsets:
+    """One partition of a group's topics: the group's committed offset and the log-end offset."""
+
+    topic: str
+    partition: int
+    committed: int | None
+    """None when the group never committed an offset for this partition."""
+    log_end: int | None
+
+    @property
+    def lag(self) -> int | None:
+        if self.committed is None or self.log_end is None:
+            return None
+        return max(0, self.log_end - self.committed)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "committed": self.committed,
+            "logEnd": self.log_end,
+            "lag": self.lag,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LagSummary:
+    """A group's lag at a glance: the total over partitions with a committed offset, and the worst one."""
+
+    total: int
+    worst: PartitionOffsets | None
+    partitions: int
+    uncommitted: int
+    """Partitions without a committed offset (their lag is unknown, not counted in the total)."""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "total": self.total,
+            "partitions": self.partitions,
+            "uncommittedPartitions": self.uncommitted,
+        }
+        if self.worst is not None:
+            out["worstPartition"] = {
+                "topic": self.worst.topic,
+                "partition": self.worst.partition,
+                "lag": self.worst.lag,
+            }
+        return out
+
+
+def lag_summary(offsets: Iterable[PartitionOffsets]) -> LagSummary:
+    rows = list(offsets)
+    known = [r for r in rows if r.lag is not None]
+    worst = max(known, key=lambda r: (r.lag or 0, r.topic, -r.partition), default=None)
+    return LagSummary(
+        total=sum(r.lag or 0 for r in known),
+        worst=worst,
+        partitions=len(rows),
+        uncommitted=len(rows) - len(known),
+    )

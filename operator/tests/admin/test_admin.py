@@ -19,6 +19,7 @@ from staticfleet.admin import (
     GroupDescription,
     GroupNotFound,
     KafkaConnection,
+    lag_summary,
 )
 from staticfleet.coordinator import EXPECTED_INSTANCE_IDS
 
@@ -185,3 +186,41 @@ def test_commands_exit_non_zero_with_a_clear_message_when_the_group_is_unknown(
     )
     assert done.returncode == 1
     assert "group nobody-here does not exist" in done.stderr
+
+
+def test_partition_offsets_report_committed_and_log_end_offsets_and_the_lag(cluster: Backend) -> None:
+    from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    group, topic = unique("lag-group"), unique("lag-topic")
+    create_topic(cluster.bootstrap, topic)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap)
+    try:
+        for partition, count in ((0, 5), (1, 3), (2, 8)):
+            for i in range(count):
+                producer.send(topic, value=f"m{i}".encode(), partition=partition)
+        producer.flush()
+    finally:
+        producer.close()
+    committer = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        committer.alter_group_offsets(
+            group,
+            {
+                TopicPartition(topic, 0): OffsetAndMetadata(5, "", -1),
+                TopicPartition(topic, 2): OffsetAndMetadata(2, "", -1),
+            },
+        )
+    finally:
+        committer.close()
+    with GroupAdmin(KafkaConnection(cluster.bootstrap)) as admin:
+        rows = admin.partition_offsets(group, [topic])
+    assert [(r.partition, r.committed, r.log_end, r.lag) for r in rows] == [
+        (0, 5, 5, 0),
+        (1, None, 3, None),
+        (2, 2, 8, 6),
+        (3, None, 0, None),
+    ]
+    summary = lag_summary(rows)
+    assert (summary.total, summary.uncommitted) == (6, 2)
+    assert summary.worst is not None and summary.worst.partition == 2
