@@ -1,0 +1,1 @@
+"""The read-only fleet dashboard the operator serves (`staticfleet operator --ui HOST:PORT`)."""

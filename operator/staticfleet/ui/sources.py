@@ -1,0 +1,269 @@
+"""Where the dashboard reads from, behind one small interface (`FleetSource`):
+
+- the Kubernetes API: the StaticConsumerGroups, their pods, Events and the StatefulSet's revisions;
+- the admin path (any Kafka cluster): DescribeGroups, committed offsets, log-end offsets;
+- the embedded coordinator's HTTP API, where the fleet has one: generation and rebalance history.
+
+Each source that fails is reported in the inputs (`group_error`, `coordinator_error`, ...), never raised:
+a coordinator that is down is something to show, not a reason for the page to fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import aiohttp
+
+from staticfleet.admin import AdminError, GroupAdmin, GroupNotFound, KafkaConnection
+from staticfleet.admin.model import GroupDescription, PartitionOffsets
+from staticfleet.kube.builders import selector_string
+from staticfleet.kube.kubeapi import KubeApi, KubeError, group_path
+from staticfleet.kube.spec import GROUP, PLURAL, VERSION, GroupSpec, OperatorDefaults, SpecError, parse_group
+from staticfleet.ui.history import AssignmentTracker
+from staticfleet.ui.views import CoordinatorView, FleetInputs, Manifest, Rebalance
+
+log = logging.getLogger(__name__)
+
+COORDINATOR_API_TIMEOUT_S = 2.0
+
+
+class FleetSource(Protocol):
+    """What the server needs; tests give it a fake."""
+
+    @property
+    def namespaces(self) -> Sequence[str]:
+        """The namespaces the operator watches (empty: all)."""
+        ...
+
+    async def list_fleets(self) -> list[Manifest]: ...
+
+    async def get_fleet(self, namespace: str, name: str) -> Manifest | None: ...
+
+    async def read(self, body: Manifest, *, detail: bool) -> FleetInputs: ...
+
+    async def close(self) -> None: ...
+
+
+def parse_coordinator_view(data: Mapping[str, Any]) -> CoordinatorView:
+    """The fields of the coordinator's `/api/groups/{id}` the dashboard uses."""
+    in_progress = data.get("rebalanceInProgress") or None
+    history = tuple(
+        Rebalance(
+            started_ms=_int_or_none(r.get("startedMs")),
+            completed_ms=_int_or_none(r.get("completedMs")),
+            reason=str(r.get("reason") or ""),
+            generation=_int_or_none(r.get("generation")),
+            members=_int_or_none(r.get("members")),
+        )
+        for r in data.get("recentRebalances") or []
+    )
+    return CoordinatorView(
+        state=str(data.get("state") or ""),
+        generation=int(data.get("generation", 0) or 0),
+        leader_instance_id=data.get("leaderInstanceId"),
+        rebalances=int(data.get("rebalances", 0) or 0),
+        rebalance_in_progress=str(in_progress.get("reason") or "rebalancing") if in_progress else None,
+        history=history,
+    )
+
+
+def _int_or_none(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | float) else None
+
+
+class LiveSource:
+    """The real sources. Kubernetes and Kafka clients are synchronous: their calls run in threads."""
+
+    def __init__(
+        self,
+        kube: KubeApi,
+        *,
+        namespaces: Sequence[str] = (),
+        defaults: OperatorDefaults | None = None,
+        connect: Callable[[GroupSpec], KafkaConnection] | None = None,
+        admin_timeout_s: float = 5.0,
+        tracker: AssignmentTracker | None = None,
+    ) -> None:
+        self.kube = kube
+        self.namespaces = list(namespaces)
+        self.defaults = defaults or OperatorDefaults()
+        self.connect = connect or _plain_connection
+        self.admin_timeout_s = admin_timeout_s
+        self.tracker = tracker or AssignmentTracker()
+        self._admins: dict[KafkaConnection, GroupAdmin] = {}
+        self._guard = threading.Lock()
+        self._http: aiohttp.ClientSession | None = None
+
+    # -- Kubernetes ----------------------------------------------------------------------------------------
+
+    async def list_fleets(self) -> list[Manifest]:
+        paths = (
+            [group_path(ns) for ns in self.namespaces]
+            if self.namespaces
+            else [f"/apis/{GROUP}/{VERSION}/{PLURAL}"]
+        )
+        found: list[Manifest] = []
+        for path in paths:
+            found.extend(await asyncio.to_thread(self.kube.list_items, path))
+        return found
+
+    async def get_fleet(self, namespace: str, name: str) -> Manifest | None:
+        if self.namespaces and namespace not in self.namespaces:
+            return None
+        return await asyncio.to_thread(self.kube.get, group_path(namespace, name))
+
+    def _events(self, namespace: str, name: str) -> list[Manifest]:
+        selector = f"involvedObject.kind=StaticConsumerGroup,involvedObject.name={name}"
+        return list(
+            self.kube.request(
+                "GET", f"/api/v1/namespaces/{namespace}/events", query={"fieldSelector": selector}
+            ).get("items", [])
+        )
+
+    def _revisions(self, spec: GroupSpec) -> list[Manifest]:
+        items = self.kube.list_items(
+            f"/apis/apps/v1/namespaces/{spec.namespace}/controllerrevisions", selector_string(spec)
+        )
+        return [
+            r
+            for r in items
+            if any(o.get("name") == spec.name for o in r.get("metadata", {}).get("ownerReferences") or [])
+        ]
+
+    async def _kube_detail(
+        self, spec: GroupSpec
+    ) -> tuple[list[Manifest], list[Manifest], list[Manifest], str | None]:
+        def read() -> tuple[list[Manifest], list[Manifest], list[Manifest]]:
+            pods = self.kube.list_pods(spec.namespace, selector_string(spec))
+            return pods, self._events(spec.namespace, spec.name), self._revisions(spec)
+
+        try:
+            pods, events, revisions = await asyncio.to_thread(read)
+        except (KubeError, OSError) as exc:
+            return [], [], [], str(exc)
+        return pods, events, revisions, None
+
+    # -- Kafka (admin path) ----------------------------------------------------------------------------------
+
+    def _admin(self, connection: KafkaConnection) -> GroupAdmin:
+        with self._guard:
+            admin = self._admins.get(connection)
+            if admin is None:
+                admin = self._admins[connection] = GroupAdmin(connection, timeout_s=self.admin_timeout_s)
+            return admin
+
+    def _kafka(
+        self, spec: GroupSpec
+    ) -> tuple[GroupDescription | None, bool, str | None, tuple[PartitionOffsets, ...], str | None]:
+        """(description, missing, error, offsets, offsets error): one thread, one connection."""
+        try:
+            admin = self._admin(self.connect(spec))
+        except (SpecError, KubeError) as exc:
+            return None, False, str(exc), (), str(exc)
+        description, missing, error = None, False, None
+        try:
+            description = admin.describe_group(spec.group_id)
+        except GroupNotFound:
+            missing = True
+        except AdminError as exc:
+            return None, False, str(exc), (), "the cluster did not answer"
+        try:
+            offsets = admin.partition_offsets(spec.group_id, spec.topics)
+        except AdminError as exc:
+            return description, missing, error, (), str(exc)
+        return description, missing, error, offsets, None
+
+    # -- the coordinator's HTTP API --------------------------------------------------------------------------
+
+    async def _coordinator(self, base: str, group_id: str) -> tuple[CoordinatorView | None, str | None]:
+        if self._http is None:
+            self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=COORDINATOR_API_TIMEOUT_S))
+        url = f"{base.rstrip('/')}/api/groups/{urllib.parse.quote(group_id, safe='')}"
+        try:
+            async with self._http.get(url) as response:
+                if response.status == 404:
+                    return None, None
+                if response.status != 200:
+                    return None, f"coordinator API {url} answered HTTP {response.status}"
+                data = await response.json()
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            return None, f"coordinator API {url} unreachable: {exc or type(exc).__name__}"
+        return parse_coordinator_view(data), None
+
+    # -- one fleet -------------------------------------------------------------------------------------------
+
+    async def read(self, body: Manifest, *, detail: bool) -> FleetInputs:
+        now_ms = int(time.time() * 1000)
+        try:
+            spec = parse_group(body, self.defaults)
+        except (SpecError, KeyError, ValueError, TypeError) as exc:
+            return FleetInputs(body=body, now_ms=now_ms, group_error=f"invalid resource: {exc}")
+        if not spec.bootstrap_servers:
+            return FleetInputs(body=body, now_ms=now_ms, group_error="no bootstrap servers")
+        kafka = asyncio.to_thread(self._kafka, spec)
+        coordinator = (
+            self._coordinator(spec.coordinator_api, spec.group_id) if spec.coordinator_api else _none_pair()
+        )
+        kube = self._kube_detail(spec) if detail else _no_detail()
+        (
+            (description, missing, error, offsets, offsets_error),
+            (view, api_error),
+            (
+                pods,
+                events,
+                revisions,
+                kube_error,
+            ),
+        ) = await asyncio.gather(kafka, coordinator, kube)
+        if kube_error:
+            log.info("%s/%s: %s", spec.namespace, spec.name, kube_error)
+        key = (spec.namespace, spec.name)
+        self.tracker.observe(key, description, view.generation if view else None, now_ms)
+        return FleetInputs(
+            body=body,
+            now_ms=now_ms,
+            pods=pods,
+            events=events,
+            revisions=revisions,
+            group=description,
+            group_missing=missing,
+            group_error=error,
+            offsets=offsets,
+            offsets_error=offsets_error,
+            coordinator=view,
+            coordinator_api=spec.coordinator_api,
+            coordinator_error=api_error,
+            observed=self.tracker.observed(key),
+            moved_by_generation=self.tracker.moved_by_generation(key),
+        )
+
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.close()
+        with self._guard:
+            admins, self._admins = list(self._admins.values()), {}
+        for admin in admins:
+            with contextlib.suppress(Exception):
+                admin.close()
+
+
+async def _none_pair() -> tuple[None, None]:
+    return None, None
+
+
+async def _no_detail() -> tuple[list[Manifest], list[Manifest], list[Manifest], None]:
+    return [], [], [], None
+
+
+def _plain_connection(spec: GroupSpec) -> KafkaConnection:
+    assert spec.bootstrap_servers is not None
+    return KafkaConnection(
+        spec.bootstrap_servers, security_protocol=spec.security_protocol, client_id="staticfleet-ui"
+    )

@@ -1,0 +1,38 @@
+// The overview: one row per StaticConsumerGroup, kept up to date by the stream.
+"use strict";
+
+function overviewRow(f) {
+  const g = f.group || {};
+  const href = `/fleets/${encodeURIComponent(f.namespace)}/${encodeURIComponent(f.name)}`;
+  const hour = g.rebalancesLastHour === null || g.rebalancesLastHour === undefined
+    ? "—" : `${g.rebalancesLastHour}${g.rebalancesLastHourAtLeast ? "+" : ""}`;
+  const lag = f.lag ? fmtNum(f.lag.total) : "—";
+  return el("tr", { "data-fleet": `${f.namespace}/${f.name}` },
+    el("th", { scope: "row" }, el("a", { href: href, text: f.name }), f.deleting ? " (deleting)" : ""),
+    el("td", { text: f.namespace }),
+    el("td", { class: "num replicas", text: f.replicas }),
+    el("td", { class: "num ready", text: f.readyReplicas }),
+    el("td", { class: "state" }, g.state ? stateNode(g.state, groupStateLevel(g.state)) : stateNode("unknown", "bad")),
+    el("td", { class: "num generation", text: g.generation ?? "—" }),
+    el("td", { class: "num rebalances", text: hour }),
+    el("td", { class: "num lag", text: lag }),
+    el("td", {}, conditionList(f.conditions)),
+    el("td", { class: "coordinator" }, coordinatorNode(f.coordinator)));
+}
+
+function renderOverview(snapshot) {
+  showError(snapshot.error || "");
+  const body = document.querySelector("#fleets tbody");
+  body.replaceChildren(...(snapshot.fleets || []).map(overviewRow));
+  document.getElementById("empty").hidden = (snapshot.fleets || []).length > 0;
+}
+
+(function start() {
+  const match = location.pathname.match(/^\/namespaces\/([^/]+)/);
+  const namespace = match ? decodeURIComponent(match[1]) : "";
+  if (namespace) {
+    document.getElementById("fleets-caption").textContent = `StaticConsumerGroups in ${namespace}`;
+    document.title = `staticfleet: ${namespace}`;
+  }
+  liveStream(`/api/stream${namespace ? `?namespace=${encodeURIComponent(namespace)}` : ""}`, renderOverview);
+})();

@@ -1,0 +1,148 @@
+"""The dashboard's pure views: pods beside members, lag, the timeline and what each operation cost."""
+
+from __future__ import annotations
+
+from staticfleet.admin.model import PartitionOffsets, lag_summary
+from staticfleet.ui.views import (
+    CoordinatorView,
+    FleetInputs,
+    Rebalance,
+    alerts,
+    fleet_detail,
+    fleet_summary,
+    members_beside_pods,
+    operations,
+    partitions_moved,
+)
+
+from .fixtures import T0, event, fleet, group, iso, member, offsets, pod
+
+
+def test_lag_counts_only_committed_partitions_and_names_the_worst() -> None:
+    summary = lag_summary(offsets(("orders", 0, 10, 15), ("orders", 1, 3, 30), ("orders", 2, None, 7)))
+    assert summary.total == 5 + 27
+    assert summary.worst is not None and (summary.worst.topic, summary.worst.partition) == ("orders", 1)
+    assert summary.uncommitted == 1
+    assert summary.to_json()["worstPartition"] == {"topic": "orders", "partition": 1, "lag": 27}
+
+
+def test_a_committed_offset_beyond_the_log_end_is_no_negative_lag() -> None:
+    assert PartitionOffsets("t", 0, 12, 10).lag == 0
+
+
+def test_each_pod_sits_beside_the_member_with_its_instance_id() -> None:
+    described = group(
+        member("orders-1", "10.0.0.2", {"orders": [2, 3]}), member("orders-0", "10.0.0.1", {"orders": [0, 1]})
+    )
+    rows = members_beside_pods(
+        "orders", [pod("orders", 1, ip="10.0.0.2", restarts=2), pod("orders", 0)], described
+    )
+    assert [(r["ordinal"], r["pod"], r["instanceId"], r["partitions"]) for r in rows] == [
+        (0, "orders-0", "orders-0", ["orders-0", "orders-1"]),
+        (1, "orders-1", "orders-1", ["orders-2", "orders-3"]),
+    ]
+    assert rows[1]["restarts"] == 2 and rows[1]["host"] == "10.0.0.2" and rows[1]["memberId"] == "orders-1-m"
+
+
+def test_a_member_without_a_pod_and_a_pod_without_a_member_are_both_shown() -> None:
+    rows = members_beside_pods("orders", [pod("orders", 0)], group(member("orders-7", "10.9.9.9", {})))
+    assert [(r["pod"], r["instanceId"]) for r in rows] == [("orders-0", None), (None, "orders-7")]
+    assert [a["kind"] for a in alerts("orders", rows, fleet())] == ["unknown-member"]
+
+
+def test_a_member_held_from_another_address_than_its_pod_is_a_duplicate_instance_alert() -> None:
+    rows = members_beside_pods(
+        "orders", [pod("orders", 0, ip="10.0.0.1")], group(member("orders-0", "10.0.0.66", {"orders": [0]}))
+    )
+    (found,) = alerts("orders", rows, fleet())
+    assert found["kind"] == "duplicate-instance" and "10.0.0.66" in found["message"]
+
+
+def test_a_pod_that_exited_fenced_is_an_alert() -> None:
+    rows = members_beside_pods("orders", [pod("orders", 0, exit_code=82)], group())
+    assert [a["kind"] for a in alerts("orders", rows, fleet())] == ["fenced"]
+
+
+def test_partitions_moved_counts_owned_partitions_whose_owner_changed() -> None:
+    before = {("t", 0): "a", ("t", 1): "a", ("t", 2): "b"}
+    after = {("t", 0): "a", ("t", 1): "b", ("t", 2): "b", ("t", 3): "b"}
+    assert partitions_moved(before, after) == 1
+    assert partitions_moved({}, after) == 0, "a first assignment moves nothing"
+
+
+def test_operations_come_from_scaled_events_revisions_and_deletion_in_time_order() -> None:
+    body = fleet()
+    body["metadata"]["deletionTimestamp"] = iso(T0 + 90_000)
+    events = [
+        event("Scaled", "scaling down from 3 to 2", T0 + 60_000),
+        event(
+            "Scaled", "scaling up from 0 to 3; new instances pre-registered with the coordinator", T0 + 1_000
+        ),
+        event("MembersRemoved", "scale-down: removed orders-2", T0 + 62_000),
+    ]
+    revisions = [
+        {"revision": 2, "metadata": {"creationTimestamp": iso(T0 + 30_000)}},
+        {"revision": 1, "metadata": {"creationTimestamp": iso(T0)}},
+    ]
+    ops = operations(body, events, revisions)
+    assert [(o["kind"], o.get("from"), o.get("to")) for o in ops] == [
+        ("create", 0, 3),
+        ("rollout", None, None),
+        ("scale down", 3, 2),
+        ("delete", None, None),
+    ]
+
+
+def test_each_rebalance_is_charged_to_the_operation_before_it() -> None:
+    body = fleet(lastScale={"startedAt": iso(T0 + 60_000), "completedAt": iso(T0 + 64_000)})
+    history = (
+        Rebalance(T0 + 1_500, T0 + 2_000, "initial join", 1, 3),
+        Rebalance(T0 + 62_000, T0 + 62_850, "removed orders-2 by admin request", 2, 2),
+    )
+    inputs = FleetInputs(
+        body=body,
+        now_ms=T0 + 70_000,
+        events=[
+            event("Scaled", "scaling up from 0 to 3", T0 + 1_000),
+            event("Scaled", "scaling down from 3 to 2", T0 + 60_000),
+        ],
+        coordinator=CoordinatorView("Stable", 2, "orders-0", 2, None, history),
+        coordinator_api="http://coordinator:8080",
+        moved_by_generation={2: 2},
+    )
+    detail = fleet_detail(inputs)
+    create, scale_down = detail["operations"]
+    assert (create["rebalances"], create["rebalanceMs"], create["generations"]) == (1, 500, [1])
+    assert (scale_down["rebalances"], scale_down["rebalanceMs"], scale_down["partitionsMoved"]) == (1, 850, 2)
+    assert scale_down["completedMs"] == T0 + 64_000
+    assert [r["reason"] for r in detail["rebalances"]] == [
+        "initial join",
+        "removed orders-2 by admin request",
+    ]
+    assert detail["rebalances"][1]["durationMs"] == 850
+    assert detail["group"]["rebalancesLastHour"] == 2 and detail["group"]["generation"] == 2
+
+
+def test_a_coordinator_that_does_not_answer_is_shown_as_down_with_why() -> None:
+    inputs = FleetInputs(
+        body=fleet(),
+        now_ms=T0,
+        group_error="coordinator at kafka:9092 unreachable",
+        offsets_error="the cluster did not answer",
+        coordinator_api="http://coordinator:8080",
+        coordinator_error="coordinator API unreachable",
+    )
+    summary = fleet_summary(inputs)
+    assert summary["coordinator"] == {
+        "up": False,
+        "error": "coordinator at kafka:9092 unreachable",
+        "api": {"url": "http://coordinator:8080", "up": False, "error": "coordinator API unreachable"},
+    }
+    assert summary["group"]["state"] is None and summary["lag"] is None
+
+
+def test_without_the_coordinator_history_the_observed_rebalances_are_shown() -> None:
+    observed = (Rebalance(None, T0 + 5_000, "observed", None, 2, 3, source="observed"),)
+    detail = fleet_detail(FleetInputs(body=fleet(), now_ms=T0 + 6_000, observed=observed))
+    assert detail["group"]["rebalancesSource"] == "observed"
+    assert detail["rebalances"][0]["partitionsMoved"] == 3 and detail["rebalances"][0]["durationMs"] is None
