@@ -12,9 +12,14 @@ import urllib.parse
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from staticfleet.kube.limits import DEFAULT_MAX_REPLICAS
+
+if TYPE_CHECKING:
+    from staticfleet.kube.context import OperatorContext
+    from staticfleet.kube.spec import GroupSpec
+    from staticfleet.ui.server import DashboardThread
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -91,6 +96,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument("--metrics-port", type=int, default=9090, help="Prometheus metrics port (0: off)")
     p.add_argument("--metrics-host", default="0.0.0.0", help="Prometheus metrics bind address")
+    p.add_argument(
+        "--ui",
+        metavar="HOST:PORT",
+        help="serve the read-only dashboard here, e.g. 127.0.0.1:8000 (default: off)",
+    )
+    p.add_argument(
+        "--ui-token-file",
+        type=Path,
+        help="require the bearer token in this file for the dashboard (default: no token)",
+    )
     p.add_argument("--admin-timeout", type=float, default=5.0, help="seconds for each Kafka admin request")
     p.add_argument(
         "--leader-election",
@@ -156,6 +171,8 @@ def run(args: argparse.Namespace) -> int:
     )
     memo = handlers.OperatorMemo(ctx=ctx, interval_s=args.interval)
     namespaces = list(args.namespace)
+    # Every replica serves the dashboard, the followers of a leader election too: it only reads.
+    dashboard = _dashboard(args, namespaces, ctx) if args.ui else None
 
     def operate() -> int:
         try:
@@ -172,9 +189,30 @@ def run(args: argparse.Namespace) -> int:
             ctx.close()
         return 0
 
-    if not args.leader_election:
-        return operate()
-    return _elected(args, operate)
+    try:
+        if not args.leader_election:
+            return operate()
+        return _elected(args, operate)
+    finally:
+        if dashboard is not None:
+            dashboard.stop()
+
+
+def _dashboard(args: argparse.Namespace, namespaces: list[str], ctx: OperatorContext) -> DashboardThread:
+    from staticfleet.kube.secrets import connection
+    from staticfleet.ui.run import start_dashboard
+
+    def refusal(spec: GroupSpec) -> str | None:
+        refused = ctx.limits.refusal(spec)
+        return refused.message if refused is not None else None
+
+    return start_dashboard(
+        args,
+        namespaces,
+        ctx.defaults,
+        lambda spec: connection(ctx.api, ctx.secret_files, spec),
+        refusal,
+    )
 
 
 def _elected(args: argparse.Namespace, operate: Callable[[], int]) -> int:

@@ -29,9 +29,11 @@ def start_dashboard(
     namespaces: Sequence[str],
     defaults: OperatorDefaults,
     connect: Callable[[GroupSpec], KafkaConnection],
+    refusal: Callable[[GroupSpec], str | None] | None = None,
 ) -> DashboardThread:
     """The dashboard reads through its own Kubernetes and Kafka connections (`connect` builds the
-    operator's, with the resource's TLS/SASL settings), so a slow page never holds up a reconcile."""
+    operator's, with the resource's TLS/SASL settings), so a slow page never holds up a reconcile. It
+    contacts no cluster the operator refuses (`refusal` says why, from the operator's limits)."""
     host, port = parse_listen(args.ui)
     token = read_token(args)
 
@@ -41,6 +43,7 @@ def start_dashboard(
             namespaces=namespaces,
             defaults=defaults,
             connect=connect,
+            refusal=refusal,
             admin_timeout_s=args.admin_timeout,
         )
 

@@ -88,6 +88,7 @@ class LiveSource:
         namespaces: Sequence[str] = (),
         defaults: OperatorDefaults | None = None,
         connect: Callable[[GroupSpec], KafkaConnection] | None = None,
+        refusal: Callable[[GroupSpec], str | None] | None = None,
         admin_timeout_s: float = 5.0,
         tracker: AssignmentTracker | None = None,
     ) -> None:
@@ -95,6 +96,7 @@ class LiveSource:
         self.namespaces = list(namespaces)
         self.defaults = defaults or OperatorDefaults()
         self.connect = connect or _plain_connection
+        self.refusal = refusal or (lambda spec: None)
         self.admin_timeout_s = admin_timeout_s
         self.tracker = tracker or AssignmentTracker()
         self._admins: dict[KafkaConnection, GroupAdmin] = {}
@@ -207,6 +209,9 @@ class LiveSource:
             return FleetInputs(body=body, now_ms=now_ms, group_error=f"invalid resource: {exc}")
         if not spec.bootstrap_servers:
             return FleetInputs(body=body, now_ms=now_ms, group_error="no bootstrap servers")
+        refused = self.refusal(spec)
+        if refused is not None:  # the operator does not contact this cluster, nor does its dashboard
+            return FleetInputs(body=body, now_ms=now_ms, group_error=refused)
         kafka = asyncio.to_thread(self._kafka, spec)
         coordinator = (
             self._coordinator(spec.coordinator_api, spec.group_id) if spec.coordinator_api else _none_pair()
