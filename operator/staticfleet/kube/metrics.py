@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+import contextlib
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
 class OperatorMetrics:
@@ -38,3 +40,25 @@ class OperatorMetrics:
             buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800),
             registry=self.registry,
         )
+        self.lag = Gauge(
+            "staticfleet_operator_consumer_lag",
+            "Messages a fleet's group has not committed yet, summed over its partitions",
+            ["namespace", "name"],
+            registry=self.registry,
+        )
+        self.lag_max = Gauge(
+            "staticfleet_operator_consumer_lag_max",
+            "The lag of a fleet's partition furthest behind",
+            ["namespace", "name"],
+            registry=self.registry,
+        )
+
+    def set_lag(self, namespace: str, name: str, total: int, worst: int) -> None:
+        self.lag.labels(namespace, name).set(total)
+        self.lag_max.labels(namespace, name).set(worst)
+
+    def forget(self, namespace: str, name: str) -> None:
+        """A deleted fleet's series end with it."""
+        for gauge in (self.lag, self.lag_max):
+            with contextlib.suppress(KeyError):  # never set: no lag was read
+                gauge.remove(namespace, name)

@@ -15,7 +15,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from staticfleet.admin import AdminError, CoordinatorUnreachable, GroupAdmin, GroupNotFound
+from staticfleet.admin import (
+    AdminError,
+    CoordinatorUnreachable,
+    GroupAdmin,
+    GroupNotFound,
+    LagSummary,
+    lag_summary,
+)
 from staticfleet.admin.coordinator_api import CoordinatorApiUnavailable, fetch_group_view
 from staticfleet.coordinator import EXPECTED_INSTANCE_IDS as PRE_REGISTRATION_CONFIG
 from staticfleet.kube import builders, secrets
@@ -81,6 +88,15 @@ def observe_group(admin: GroupAdmin, spec: GroupSpec) -> GroupObservation:
         except CoordinatorApiUnavailable as exc:
             log.info("%s/%s: %s; rebalances are inferred instead", spec.namespace, spec.name, exc)
     return GroupObservation(description=description, view=view, not_found=not_found and view is None)
+
+
+def observe_lag(admin: GroupAdmin, spec: GroupSpec) -> LagSummary | None:
+    """The group's lag over its topics; None when the offsets cannot be read this time."""
+    try:
+        return lag_summary(admin.partition_offsets(spec.group_id, spec.topics))
+    except AdminError as exc:
+        log.info("%s/%s: lag unknown: %s", spec.namespace, spec.name, exc)
+        return None
 
 
 def claim_of(body: Mapping[str, Any], defaults: OperatorDefaults) -> tuple[str, Claim] | None:
@@ -159,6 +175,7 @@ def observe(
             now,
             ctx.step_timeout,
             cluster_id,
+            lag=observe_lag(admin, spec) if group.reachable else None,
         ),
         admin,
     )
@@ -270,6 +287,9 @@ def _reconcile(ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequen
         return
     assert admin is not None
     obs = observation
+    if obs.lag is not None:
+        worst = obs.lag.worst.lag if obs.lag.worst is not None else None
+        ctx.metrics.set_lag(obs.spec.namespace, obs.spec.name, obs.lag.total, worst or 0)
     plan = plan_actions(obs)
     outcome = Outcome(
         status=dict(obs.previous),
@@ -316,6 +336,7 @@ def finalize(ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequence
     with ctx.locks(namespace, name):
         message = _finalize(ctx, body, claims)
     ctx.forget(namespace, name)
+    ctx.metrics.forget(namespace, name)
     return message
 
 

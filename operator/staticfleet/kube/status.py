@@ -15,7 +15,7 @@ from typing import Any
 
 from staticfleet.admin.client import natural_key
 from staticfleet.admin.coordinator_api import CoordinatorGroupView
-from staticfleet.admin.model import GroupDescription
+from staticfleet.admin.model import GroupDescription, LagSummary
 from staticfleet.coordinator import GroupState
 from staticfleet.kube.builders import pod_ordinal, selector_string
 from staticfleet.kube.scaling import Blocked, PreRegistration, ScaleDownState, iso, parse_time
@@ -107,6 +107,8 @@ class StatusInputs:
     removal_error: str | None = None
     blocked: Blocked | None = None
     cluster_id: str | None = None
+    lag: LagSummary | None = None
+    """None when the offsets could not be read: the previous lag is kept while the coordinator is away."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -447,6 +449,7 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
         "scaleDown": inputs.scale_down.to_status() if inputs.scale_down else None,
         "preRegistration": pre.to_status() if pre else None,
         "lastScale": last_scale,
+        "lag": inputs.lag.to_json() if inputs.lag is not None else inputs.previous.get("lag"),
         "conditions": conditions,
     }
     return StatusResult(status, tuple(events), completed_scale)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from staticfleet.admin import AdminError, ConfigRejected, RemovalReport
+from staticfleet.admin import AdminError, ConfigRejected, LagSummary, RemovalReport
 from staticfleet.coordinator import EXPECTED_INSTANCE_IDS as PRE_REGISTRATION_CONFIG
 from staticfleet.kube import builders, faults
 from staticfleet.kube.claims import Claim
@@ -106,6 +106,8 @@ class Observed:
     """How long a scale-down phase may wait before it counts as blocked (operator flag)."""
     cluster_id: str | None = None
     """The id of the cluster the resource names (claims compare it), when known."""
+    lag: LagSummary | None = None
+    """The group's lag; None when the offsets could not be read this time."""
 
     @property
     def scale_down(self) -> ScaleDownState | None:
@@ -446,6 +448,7 @@ def plan_status(
             removal_error=outcome.removal_error,
             blocked=scale.blocked,
             cluster_id=obs.cluster_id,
+            lag=obs.lag,
         )
     )
     return StatusPlan(WriteStatus(result.status, (*events, *result.events)), result.completed_scale)

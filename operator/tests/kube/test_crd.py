@@ -92,6 +92,7 @@ def test_printer_columns_show_replicas_ready_state_generation_rebalances_age() -
         "State": ".status.group.state",
         "Generation": ".status.group.generation",
         "Rebalances": ".status.group.rebalances",
+        "Lag": ".status.lag.total",
         "Age": ".metadata.creationTimestamp",
     }
 

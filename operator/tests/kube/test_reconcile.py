@@ -8,8 +8,15 @@ from typing import Any, cast
 
 import pytest
 
-from staticfleet.admin import ConfigRejected, GroupAdmin, KafkaConnection
-from staticfleet.admin.model import GroupDescription, MemberDescription, MemberRemoval, Node, RemovalReport
+from staticfleet.admin import ConfigRejected, CoordinatorUnreachable, GroupAdmin, KafkaConnection
+from staticfleet.admin.model import (
+    GroupDescription,
+    MemberDescription,
+    MemberRemoval,
+    Node,
+    PartitionOffsets,
+    RemovalReport,
+)
 from staticfleet.kube.claims import Claim
 from staticfleet.kube.context import OperatorContext
 from staticfleet.kube.kubeapi import KubeApi, KubeError, prune
@@ -98,6 +105,8 @@ class FakeAdmin:
         self.accepts_configs = accepts_configs
         self.configs: dict[str, str] = {}
         self.removals: list[list[str]] = []
+        self.offsets: tuple[PartitionOffsets, ...] = ()
+        self.offsets_fail = False
 
     def describe_group(self, group_id: str) -> GroupDescription:
         return GroupDescription(
@@ -111,6 +120,11 @@ class FakeAdmin:
             ),
             Node(1, "h", 9092),
         )
+
+    def partition_offsets(self, group_id: str, topics: Any) -> tuple[PartitionOffsets, ...]:
+        if self.offsets_fail:
+            raise CoordinatorUnreachable("offsets unavailable")
+        return self.offsets
 
     def remove_members(self, group_id: str, ids: Any, reason: str | None = None) -> RemovalReport:
         ids = list(ids)
@@ -193,6 +207,26 @@ def steady(replicas: int) -> tuple[FakeKube, FakeAdmin, Context]:
     kube.calls.clear()
     kube.events.clear()
     return kube, admin, ctx
+
+
+def test_lag_is_written_to_status_and_exported_per_fleet_and_kept_while_unreadable() -> None:
+    kube, admin, ctx = steady(2)
+    admin.offsets = (PartitionOffsets("orders", 0, 10, 14), PartitionOffsets("orders", 1, 3, 12))
+    reconcile(ctx, "shop", "orders", {})
+    lag = kube.group["status"]["lag"]
+    assert lag == {
+        "total": 13,
+        "partitions": 2,
+        "uncommittedPartitions": 0,
+        "worstPartition": {"topic": "orders", "partition": 1, "lag": 9},
+    }
+    registry = ctx.metrics.registry
+    labels = {"namespace": "shop", "name": "orders"}
+    assert registry.get_sample_value("staticfleet_operator_consumer_lag", labels) == 13
+    assert registry.get_sample_value("staticfleet_operator_consumer_lag_max", labels) == 9
+    admin.offsets_fail = True
+    reconcile(ctx, "shop", "orders", {})
+    assert kube.group["status"]["lag"] == lag
 
 
 def test_scale_down_records_first_shrinks_then_removes_only_after_the_pods_are_gone() -> None:
