@@ -34,6 +34,8 @@ OPERATOR_NEEDS = [
     ("list", "pods", ""),
     ("watch", "pods", ""),
     ("create", "events", ""),
+    ("list", "events", ""),
+    ("list", "controllerrevisions.apps", ""),
 ]
 # Things a compromised operator must not be able to do anywhere.
 OPERATOR_MUST_NOT = [

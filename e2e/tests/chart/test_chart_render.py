@@ -24,6 +24,12 @@ OPERATOR_RULES: Rules = {
     ("", "services"): {"create", "patch"},
     ("policy", "poddisruptionbudgets"): {"create", "patch"},
     ("", "pods"): {"list", "watch"},
+    ("", "events"): {"create", "list"},
+    ("apps", "controllerrevisions"): {"list"},
+}
+# Without the dashboard the operator neither lists Events nor reads the StatefulSets' revisions.
+NO_DASHBOARD_RULES: Rules = {
+    **{k: v for k, v in OPERATOR_RULES.items() if k != ("apps", "controllerrevisions")},
     ("", "events"): {"create"},
 }
 DISCOVERY_RULES: Rules = {("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"}}
@@ -101,6 +107,31 @@ def test_the_operator_cluster_role_grants_exactly_what_the_operator_does(helm: H
         ("RoleBinding", "sf-staticfleet-operator-leader-election"),
         ("Role", "sf-staticfleet-operator-leader-election"),
     ]
+
+
+def test_the_dashboard_is_a_service_on_the_operator_with_its_token_from_a_secret(helm: Helm) -> None:
+    docs = helm.template({"dashboard.tokenSecret": "dashboard-token", "dashboard.port": 8123})
+    service = one(docs, "Service", "sf-staticfleet-dashboard")
+    assert service["spec"]["type"] == "ClusterIP"
+    assert service["spec"]["ports"] == [{"name": "dashboard", "port": 8123, "targetPort": "dashboard"}]
+    assert service["spec"]["selector"]["app.kubernetes.io/component"] == "operator"
+    deployment = one(docs, "Deployment", "sf-staticfleet-operator")
+    operator = container(deployment)
+    assert flag(operator["args"], "ui") == "0.0.0.0:8123"
+    assert flag(operator["args"], "ui-token-file") == "/etc/staticfleet/dashboard/token"
+    assert {"name": "dashboard", "containerPort": 8123} in operator["ports"]
+    (volume,) = [
+        v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == "dashboard-token"
+    ]
+    assert volume["secret"] == {"secretName": "dashboard-token", "items": [{"key": "token", "path": "token"}]}
+
+    plain = container(one(helm.template({"bindAddress": "::"}), "Deployment", "sf-staticfleet-operator"))
+    assert flag(plain["args"], "ui") == "[::]:8000" and flag(plain["args"], "ui-token-file") is None
+
+    off = helm.template({"dashboard.enabled": False})
+    assert not find(off, "Service", "sf-staticfleet-dashboard")
+    assert flag(container(one(off, "Deployment", "sf-staticfleet-operator"))["args"], "ui") is None
+    assert rules(one(off, "ClusterRole", "sf-staticfleet-operator")) == NO_DASHBOARD_RULES
 
 
 def test_no_role_uses_a_wildcard_and_none_touches_secrets_unless_asked(helm: Helm) -> None:
