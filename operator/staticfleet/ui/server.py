@@ -41,6 +41,7 @@ KEEPALIVE_S = 15.0
 RECONNECT_MS = 1000
 COOKIE = "staticfleet_ui_token"
 MAX_PARALLEL_READS = 8
+OVERVIEW_BUDGET_S = 0.8
 
 Snapshot = dict[str, Any]
 FeedKey = tuple[str, ...]
@@ -54,19 +55,77 @@ def _static_text(name: str) -> str:
 # -- snapshots ----------------------------------------------------------------------------------------------
 
 
+class Overview:
+    """The overview's rows. A fleet whose cluster answers slowly (one that is down takes the admin
+    timeout) keeps its last row until its read finishes, so it never holds up the others."""
+
+    def __init__(self, source: FleetSource, budget_s: float | None = OVERVIEW_BUDGET_S) -> None:
+        self.source = source
+        self.budget_s = budget_s
+        self._reads: dict[tuple[str, str], asyncio.Task[dict[str, Any]]] = {}
+        self._rows: dict[tuple[str, str], dict[str, Any]] = {}
+        self._limit = asyncio.Semaphore(MAX_PARALLEL_READS)
+
+    async def _read(self, body: dict[str, Any]) -> dict[str, Any]:
+        async with self._limit:
+            return fleet_summary(await self.source.read(body, detail=False))
+
+    async def snapshot(self, namespace: str | None) -> Snapshot:
+        bodies = await self.source.list_fleets()
+        if namespace is not None:
+            bodies = [b for b in bodies if b.get("metadata", {}).get("namespace") == namespace]
+        keys = []
+        for body in bodies:
+            key = (str(body["metadata"].get("namespace")), str(body["metadata"].get("name")))
+            keys.append(key)
+            if key not in self._reads:
+                self._reads[key] = asyncio.create_task(self._read(body))
+        pending = [self._reads[k] for k in keys]
+        if pending:
+            await asyncio.wait(pending, timeout=self.budget_s)
+        for key in keys:
+            task = self._reads[key]
+            if task.done():
+                del self._reads[key]
+                error = task.exception()
+                if error is None:
+                    self._rows[key] = task.result()
+                else:
+                    log.warning("dashboard: reading %s/%s failed: %s", *key, error)
+        for gone in set(self._rows) - set(keys):
+            del self._rows[gone]
+        rows = [self._rows.get(k) or placeholder_row(*k) for k in keys]
+        rows.sort(key=lambda r: (r["namespace"], r["name"]))
+        return {"namespace": namespace, "fleets": rows, "generatedMs": int(time.time() * 1000)}
+
+    def close(self) -> None:
+        for task in self._reads.values():
+            task.cancel()
+        self._reads.clear()
+
+
+def placeholder_row(namespace: str, name: str) -> dict[str, Any]:
+    """A fleet whose first read has not finished yet."""
+    return {
+        "namespace": namespace,
+        "name": name,
+        "replicas": None,
+        "readyReplicas": None,
+        "group": {},
+        "lag": None,
+        "conditions": [],
+        "coordinator": None,
+        "reading": True,
+    }
+
+
 async def overview_snapshot(source: FleetSource, namespace: str | None) -> Snapshot:
-    bodies = await source.list_fleets()
-    if namespace is not None:
-        bodies = [b for b in bodies if b.get("metadata", {}).get("namespace") == namespace]
-    limit = asyncio.Semaphore(MAX_PARALLEL_READS)
-
-    async def one(body: dict[str, Any]) -> dict[str, Any]:
-        async with limit:
-            return fleet_summary(await source.read(body, detail=False))
-
-    rows = await asyncio.gather(*(one(b) for b in bodies))
-    rows.sort(key=lambda r: (r["namespace"], r["name"]))
-    return {"namespace": namespace, "fleets": rows, "generatedMs": int(time.time() * 1000)}
+    """One overview, waiting for every fleet (the JSON API)."""
+    overview = Overview(source, budget_s=None)
+    try:
+        return await overview.snapshot(namespace)
+    finally:
+        overview.close()
 
 
 async def fleet_snapshot(source: FleetSource, namespace: str, name: str) -> Snapshot | None:
@@ -109,7 +168,8 @@ class Hub:
 
             return fleet
         namespace_or_none = key[1] or None
-        return lambda: overview_snapshot(self.source, namespace_or_none)
+        overview = Overview(self.source)
+        return lambda: overview.snapshot(namespace_or_none)
 
     async def subscribe(self, key: FeedKey) -> AsyncGenerator[Snapshot, None]:
         feed = self._feeds.get(key)

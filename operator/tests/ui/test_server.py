@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
 
-from staticfleet.ui.server import build_app, parse_listen
+from staticfleet.ui.server import Overview, build_app, parse_listen
 from staticfleet.ui.views import FleetInputs, Manifest
 
 from .fixtures import T0, fleet, group, member, offsets, pod
@@ -188,3 +189,23 @@ def test_listen_addresses_are_host_and_port() -> None:
     assert parse_listen("127.0.0.1:8000") == ("127.0.0.1", 8000)
     assert parse_listen("[::1]:0") == ("::1", 0)
     assert parse_listen(":9000") == ("0.0.0.0", 9000)
+
+
+def test_a_fleet_whose_cluster_answers_slowly_does_not_hold_up_the_overview() -> None:
+    class Slow(FakeSource):
+        async def read(self, body: Manifest, *, detail: bool) -> FleetInputs:
+            if body["metadata"]["name"] == "slow":
+                await asyncio.sleep(30)
+            return await super().read(body, detail=detail)
+
+    async def main() -> None:
+        overview = Overview(Slow([fleet(), fleet(name="slow")]), budget_s=0.2)
+        started = time.monotonic()
+        snapshot = await overview.snapshot(None)
+        assert time.monotonic() - started < 5
+        rows = {r["name"]: r for r in snapshot["fleets"]}
+        assert rows["orders"]["group"]["state"] == "Stable"
+        assert rows["slow"].get("reading") is True
+        overview.close()
+
+    asyncio.run(main())

@@ -142,6 +142,7 @@ function drawChart(f, items) {
       const mark = svg("path", { d: `M${cx} 22 l7 9 l-7 9 l-7 -9 z`, class: "op" });
       mark.append(svg("title", {}, `${fmtTime(item.at)} ${opText(item.op).what}: ${opText(item.op).cost}`));
       chart.append(mark);
+      chart.append(svg("text", { x: cx + 10, y: 20, class: "tick" }, opText(item.op).what));
     } else {
       const s = item.r.startedMs || item.r.completedMs, e = item.r.completedMs || s;
       const bar = svg("rect", { x: x(s), y: 72, width: Math.max(3, x(e) - x(s)), height: 18, class: "rb" });
@@ -172,6 +173,7 @@ function renderEvents(f) {
 }
 
 function renderFleet(f) {
+  document.body.dataset.generated = f.generatedMs || "";
   if (f.gone) {
     showError(`The StaticConsumerGroup ${f.namespace}/${f.name} no longer exists.`);
     return;

@@ -12,7 +12,8 @@ function overviewRow(f) {
     el("td", { text: f.namespace }),
     el("td", { class: "num replicas", text: f.replicas }),
     el("td", { class: "num ready", text: f.readyReplicas }),
-    el("td", { class: "state" }, g.state ? stateNode(g.state, groupStateLevel(g.state)) : stateNode("unknown", "bad")),
+    el("td", { class: "state" }, f.reading ? "reading…"
+      : g.state ? stateNode(g.state, groupStateLevel(g.state)) : stateNode("unknown", "bad")),
     el("td", { class: "num generation", text: g.generation ?? "—" }),
     el("td", { class: "num rebalances", text: hour }),
     el("td", { class: "num lag", text: lag }),
@@ -21,6 +22,7 @@ function overviewRow(f) {
 }
 
 function renderOverview(snapshot) {
+  document.body.dataset.generated = snapshot.generatedMs || "";
   showError(snapshot.error || "");
   const body = document.querySelector("#fleets tbody");
   body.replaceChildren(...(snapshot.fleets || []).map(overviewRow));
