@@ -74,6 +74,7 @@ class State:
     cluster_home: str | None = None  # a local cluster this demo started
     bootstrap_servers: str = ""
     coordinator_api: str | None = None
+    dashboard: str | None = None  # the operator's dashboard, when this machine reaches it directly
     report: str | None = None
     started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
@@ -301,7 +302,7 @@ def install(state: State, settings: Settings) -> None:
     """The chart, as users install it; on the local pod runner every server binds 127.0.0.1 on free ports."""
     values: dict[str, Any] = {"coordinator.defaultPartitions": fleet.PARTITIONS}
     if state.local:
-        http = free_port()
+        http, dashboard = free_port(), free_port()
         values |= {
             "bindAddress": "127.0.0.1",
             "coordinator.advertisedHost": "127.0.0.1",
@@ -310,8 +311,10 @@ def install(state: State, settings: Settings) -> None:
             "operator.ports.metrics": free_port(),
             "operator.ports.health": free_port(),
             "operator.replicas": 1,  # pods share this host's network: a second replica's ports would clash
+            "dashboard.port": dashboard,
         }
         state.coordinator_api = f"http://127.0.0.1:{http}"
+        state.dashboard = f"http://127.0.0.1:{dashboard}/"
     else:
         repository, _, tag = settings.image.rpartition(":")
         values |= {"image.repository": repository or settings.image, "image.tag": tag if repository else ""}
@@ -452,8 +455,17 @@ def summarize(state: State, workdir: Path, operations_log: Path) -> tuple[list[A
 
 def instructions(state: State) -> str:
     ns = state.namespace
+    if state.dashboard:
+        dashboard = [f"  the dashboard: {state.dashboard}fleets/{ns}/{fleet.FLEET}"]
+    else:
+        service = f"{_fullname(state.release)}-dashboard"
+        dashboard = [
+            f"  kubectl -n {ns} port-forward svc/{service} 8000:8000 &",
+            f"  the dashboard: http://127.0.0.1:8000/fleets/{ns}/{fleet.FLEET}",
+        ]
     lines = [
         "The demo keeps running. Look at it:",
+        *dashboard,
         f"  export KUBECONFIG={state.kubeconfig}",
         f"  alias kubectl={state.kubectl}",
         f"  kubectl -n {ns} get scg,statefulsets,pods",

@@ -90,6 +90,13 @@ def test_the_demo_installs_the_chart_and_each_operation_costs_at_most_one_rebala
         assert consumed > 0
         assert "rebalances  time to stable" in done.stdout
         assert "The demo keeps running" in done.stdout
+        # The printed dashboard URL answers with the fleet's page, and its JSON shows the 4 members.
+        page = f"{state['dashboard']}fleets/{namespace}/orders"
+        assert f"the dashboard: {page}" in done.stdout
+        with urllib.request.urlopen(page, timeout=10) as response:
+            assert "Pods and members" in response.read().decode()
+        with urllib.request.urlopen(f"{state['dashboard']}api/fleets/{namespace}/orders", timeout=10) as got:
+            assert len(json.loads(got.read())["members"]) == 4
     finally:
         down = [*argv[:3], "down", *argv[4:6], "--keep-namespace"]
         stopped = subprocess.run(
