@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 CACHE ?= $(HOME)/.cache/staticfleet
 export STATICFLEET_CACHE := $(CACHE)
 
-.PHONY: help venv test lint typecheck unit clean
+.PHONY: help venv test lint typecheck unit clean browser dashboard-screenshots
 
 help:
 	@echo "make demo       the whole system on a local Kubernetes cluster: chart, fleet, rollout, scaling, summary"
@@ -39,8 +39,19 @@ unit: venv
 
 # The heavy, cached prerequisites come first so their progress is visible: Kafka from Maven Central,
 # Kubernetes binaries and helm from the Go module proxy.
-test: lint typecheck kafka-jars cluster-binaries helm
+test: lint typecheck kafka-jars cluster-binaries helm browser
 	$(VENV)/bin/pytest
+
+# The dashboard's browser tests drive Debian's chromium through its chromium-driver: system packages,
+# which this only checks for (.ci/run installs them).
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  echo "missing: chromium and chromedriver, for the dashboard's browser tests." >&2; \
+	  echo "  install them with: apt-get install -y chromium chromium-driver" >&2; exit 1; }
+
+# The dashboard's browser tests, writing their screenshots to docs/images (shown in docs/dashboard.md).
+dashboard-screenshots: venv cluster-binaries kafka-jars browser
+	STATICFLEET_DASHBOARD_SCREENSHOTS=docs/images $(VENV)/bin/pytest e2e/tests/operator/test_dashboard.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -164,6 +164,7 @@ class OperatorRunner:
             "--allowed-coordinator-apis", "127.0.0.1,localhost",
             *self.extra_args,
             "--metrics-host", "127.0.0.1", "--metrics-port", str(self.metrics_port),
+            *self.extra_args,
         ]  # fmt: skip
         env = {**os.environ, **(extra_env or {})}
         with self.log_path.open("ab") as log:
