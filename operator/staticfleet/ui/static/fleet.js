@@ -17,8 +17,9 @@ function card(label, value, id) {
 function renderSummary(f) {
   const g = f.group || {};
   const lag = f.lag;
-  const worst = lag && lag.worstPartition
-    ? `${lag.worstPartition.topic}-${lag.worstPartition.partition}: ${fmtNum(lag.worstPartition.lag)}` : "—";
+  const worst = !lag || !lag.worstPartition ? "—"
+    : lag.worstPartition.lag === 0 ? "none behind"
+    : `${lag.worstPartition.topic}-${lag.worstPartition.partition}: ${fmtNum(lag.worstPartition.lag)}`;
   document.getElementById("summary").replaceChildren(
     card("Replicas (ready)", `${f.replicas} (${f.readyReplicas} ready)`, "card-replicas"),
     card("Group state", g.state ? stateNode(g.state, groupStateLevel(g.state)) : stateNode("unknown", "bad"), "card-state"),
