@@ -125,8 +125,9 @@ def test_the_dashboard_is_a_service_on_the_operator_with_its_token_from_a_secret
     ]
     assert volume["secret"] == {"secretName": "dashboard-token", "items": [{"key": "token", "path": "token"}]}
 
-    plain = container(one(helm.template({"bindAddress": "::"}), "Deployment", "sf-staticfleet-operator"))
-    assert flag(plain["args"], "ui") == "[::]:8000" and flag(plain["args"], "ui-token-file") is None
+    local = helm.template({"bindAddress": "127.0.0.1"})
+    plain = container(one(local, "Deployment", "sf-staticfleet-operator"))
+    assert flag(plain["args"], "ui") == "127.0.0.1:8000" and flag(plain["args"], "ui-token-file") is None
 
     off = helm.template({"dashboard.enabled": False})
     assert not find(off, "Service", "sf-staticfleet-dashboard")
@@ -269,7 +270,7 @@ def test_probes_use_the_coordinator_health_endpoints_and_the_operator_liveness_p
 
     operator = container(one(docs, "Deployment", "sf-staticfleet-operator"))
     ports = {p["name"]: p["containerPort"] for p in operator["ports"]}
-    assert ports == {"metrics": 9090, "health": 8081}
+    assert ports == {"metrics": 9090, "health": 8081, "dashboard": 8000}
     assert operator["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert flag(operator["args"], "liveness") == "http://0.0.0.0:8081/healthz"
     assert flag(operator["args"], "metrics-port") == "9090"
@@ -351,7 +352,8 @@ def test_an_advertised_host_and_ports_reach_every_place_that_names_them(helm: He
 
 def test_an_external_kafka_renders_no_coordinator_and_becomes_the_operator_default(helm: Helm) -> None:
     docs = helm.template(EXTERNAL)
-    assert not find(docs, "StatefulSet") and not find(docs, "Service")
+    assert not find(docs, "StatefulSet")
+    assert [s["metadata"]["name"] for s in find(docs, "Service")] == ["sf-staticfleet-dashboard"]
     assert not any("coordinator" in d["metadata"]["name"] for d in docs)
     args = container(one(docs, "Deployment", "sf-staticfleet-operator"))["args"]
     assert flag(args, "default-bootstrap-servers") == "kafka-0.kafka:9093,kafka-1.kafka:9093"
