@@ -17,6 +17,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import aiohttp
@@ -76,6 +77,17 @@ def parse_coordinator_view(data: Mapping[str, Any]) -> CoordinatorView:
 
 def _int_or_none(value: Any) -> int | None:
     return int(value) if isinstance(value, int | float) else None
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaView:
+    """What the admin path said about one group (an `*error` says why it could not)."""
+
+    description: GroupDescription | None = None
+    missing: bool = False
+    error: str | None = None
+    offsets: tuple[PartitionOffsets, ...] = ()
+    offsets_error: str | None = None
 
 
 class LiveSource:
@@ -161,26 +173,23 @@ class LiveSource:
                 admin = self._admins[connection] = GroupAdmin(connection, timeout_s=self.admin_timeout_s)
             return admin
 
-    def _kafka(
-        self, spec: GroupSpec
-    ) -> tuple[GroupDescription | None, bool, str | None, tuple[PartitionOffsets, ...], str | None]:
-        """(description, missing, error, offsets, offsets error): one thread, one connection."""
+    def _kafka(self, spec: GroupSpec) -> KafkaView:
+        """DescribeGroups, then the offsets: one thread, one connection."""
         try:
             admin = self._admin(self.connect(spec))
         except (SpecError, KubeError) as exc:
-            return None, False, str(exc), (), str(exc)
-        description, missing, error = None, False, None
+            return KafkaView(error=str(exc), offsets_error=str(exc))
         try:
             description = admin.describe_group(spec.group_id)
         except GroupNotFound:
-            missing = True
+            description = None
         except AdminError as exc:
-            return None, False, str(exc), (), "the cluster did not answer"
+            return KafkaView(error=str(exc), offsets_error="the cluster did not answer")
         try:
             offsets = admin.partition_offsets(spec.group_id, spec.topics)
         except AdminError as exc:
-            return description, missing, error, (), str(exc)
-        return description, missing, error, offsets, None
+            return KafkaView(description, missing=description is None, offsets_error=str(exc))
+        return KafkaView(description, missing=description is None, offsets=offsets)
 
     # -- the coordinator's HTTP API --------------------------------------------------------------------------
 
@@ -217,31 +226,24 @@ class LiveSource:
             self._coordinator(spec.coordinator_api, spec.group_id) if spec.coordinator_api else _none_pair()
         )
         kube = self._kube_detail(spec) if detail else _no_detail()
-        (
-            (description, missing, error, offsets, offsets_error),
-            (view, api_error),
-            (
-                pods,
-                events,
-                revisions,
-                kube_error,
-            ),
-        ) = await asyncio.gather(kafka, coordinator, kube)
+        cluster, (view, api_error), (pods, events, revisions, kube_error) = await asyncio.gather(
+            kafka, coordinator, kube
+        )
         if kube_error:
             log.info("%s/%s: %s", spec.namespace, spec.name, kube_error)
         key = (spec.namespace, spec.name)
-        self.tracker.observe(key, description, view.generation if view else None, now_ms)
+        self.tracker.observe(key, cluster.description, view.generation if view else None, now_ms)
         return FleetInputs(
             body=body,
             now_ms=now_ms,
             pods=pods,
             events=events,
             revisions=revisions,
-            group=description,
-            group_missing=missing,
-            group_error=error,
-            offsets=offsets,
-            offsets_error=offsets_error,
+            group=cluster.description,
+            group_missing=cluster.missing,
+            group_error=cluster.error,
+            offsets=cluster.offsets,
+            offsets_error=cluster.offsets_error,
             coordinator=view,
             coordinator_api=spec.coordinator_api,
             coordinator_error=api_error,

@@ -337,7 +337,7 @@ def members_beside_pods(
     return rows
 
 
-def alerts(fleet: str, rows: Sequence[Mapping[str, Any]], body: Mapping[str, Any]) -> list[dict[str, str]]:
+def alerts(rows: Sequence[Mapping[str, Any]], body: Mapping[str, Any]) -> list[dict[str, str]]:
     """Fencing and duplicate instance ids: what an operator must act on, each said in words."""
     found: list[dict[str, str]] = []
     fenced = [str(r["pod"]) for r in rows if r.get("fenced")]
@@ -381,11 +381,10 @@ def alerts(fleet: str, rows: Sequence[Mapping[str, Any]], body: Mapping[str, Any
 # -- the pages' JSON ---------------------------------------------------------------------------------------
 
 
-def _spec_bits(body: Mapping[str, Any]) -> tuple[str, str, int]:
-    meta, spec, status = body.get("metadata") or {}, body.get("spec") or {}, body.get("status") or {}
-    namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
-    group_id = str(spec.get("groupId") or status.get("groupId") or f"{namespace}.{name}")
-    return namespace, name, int(spec.get("replicas", 0) or 0) if group_id else 0
+def _identity(body: Mapping[str, Any]) -> tuple[str, str, int]:
+    """namespace, name and desired replicas."""
+    meta, spec = body.get("metadata") or {}, body.get("spec") or {}
+    return str(meta.get("namespace", "")), str(meta.get("name", "")), int(spec.get("replicas", 0) or 0)
 
 
 def coordinator_state(inputs: FleetInputs) -> dict[str, Any]:
@@ -437,7 +436,7 @@ def lag_json(inputs: FleetInputs) -> dict[str, Any] | None:
 def fleet_summary(inputs: FleetInputs) -> dict[str, Any]:
     """One row of the overview."""
     body = inputs.body
-    namespace, name, replicas = _spec_bits(body)
+    namespace, name, replicas = _identity(body)
     status = body.get("status") or {}
     rebalances = rebalances_of(inputs)
     return {
@@ -457,7 +456,7 @@ def fleet_summary(inputs: FleetInputs) -> dict[str, Any]:
 def fleet_detail(inputs: FleetInputs) -> dict[str, Any]:
     """The fleet page."""
     body = inputs.body
-    _, name, _ = _spec_bits(body)
+    _, name, _ = _identity(body)
     summary = fleet_summary(inputs)
     rows = members_beside_pods(name, inputs.pods, inputs.group)
     owners = assignment_owners(inputs.group) if inputs.group else {}
@@ -493,6 +492,6 @@ def fleet_detail(inputs: FleetInputs) -> dict[str, Any]:
             }
             for e in recent
         ],
-        "alerts": alerts(name, rows, body),
+        "alerts": alerts(rows, body),
         "scaleDown": status.get("scaleDown"),
     }

@@ -47,20 +47,20 @@ def test_each_pod_sits_beside_the_member_with_its_instance_id() -> None:
 def test_a_member_without_a_pod_and_a_pod_without_a_member_are_both_shown() -> None:
     rows = members_beside_pods("orders", [pod("orders", 0)], group(member("orders-7", "10.9.9.9", {})))
     assert [(r["pod"], r["instanceId"]) for r in rows] == [("orders-0", None), (None, "orders-7")]
-    assert [a["kind"] for a in alerts("orders", rows, fleet())] == ["unknown-member"]
+    assert [a["kind"] for a in alerts(rows, fleet())] == ["unknown-member"]
 
 
 def test_a_member_held_from_another_address_than_its_pod_is_a_duplicate_instance_alert() -> None:
     rows = members_beside_pods(
         "orders", [pod("orders", 0, ip="10.0.0.1")], group(member("orders-0", "10.0.0.66", {"orders": [0]}))
     )
-    (found,) = alerts("orders", rows, fleet())
+    (found,) = alerts(rows, fleet())
     assert found["kind"] == "duplicate-instance" and "10.0.0.66" in found["message"]
 
 
 def test_a_pod_that_exited_fenced_is_an_alert() -> None:
     rows = members_beside_pods("orders", [pod("orders", 0, exit_code=82)], group())
-    assert [a["kind"] for a in alerts("orders", rows, fleet())] == ["fenced"]
+    assert [a["kind"] for a in alerts(rows, fleet())] == ["fenced"]
 
 
 def test_partitions_moved_counts_owned_partitions_whose_owner_changed() -> None:
