@@ -90,8 +90,9 @@ def test_a_fleet_of_three_is_a_stable_group_of_its_pods(
     assert kubectl.get("poddisruptionbudget", NAME, namespace)["spec"]["maxUnavailable"] == 1
     table = kubectl.run("get", "scg", NAME, "-n", namespace).stdout
     header, row = table.splitlines()[:2]
-    assert header.split() == ["NAME", "REPLICAS", "READY", "STATE", "GENERATION", "REBALANCES", "AGE"]
-    assert row.split()[:6] == ["orders", "3", "3", "Stable", "1", "1"]
+    assert header.split() == ["NAME", "REPLICAS", "READY", "STATE", "GENERATION", "REBALANCES", "LAG", "AGE"]
+    assert row.split()[:7] == ["orders", "3", "3", "Stable", "1", "1", "0"]
+    assert status["lag"]["partitions"] == PARTITIONS
     scale_path = f"/apis/staticfleet.io/v1alpha1/namespaces/{namespace}/staticconsumergroups/{NAME}/scale"
     scale = json.loads(kubectl.run("get", "--raw", scale_path).stdout)
     assert scale["status"]["replicas"] == 3 and scale["status"]["selector"] == status["selector"]
