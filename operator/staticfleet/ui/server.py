@@ -36,7 +36,10 @@ from staticfleet.ui.views import fleet_detail, fleet_summary
 
 log = logging.getLogger(__name__)
 
-REFRESH_S = 1.0
+# A fleet page is read twice a second, so that a change shows within 2 s even when one read takes most
+# of a second; the overview, which reads every fleet, once a second.
+REFRESH_S = 0.5
+OVERVIEW_REFRESH_S = 1.0
 KEEPALIVE_S = 15.0
 RECONNECT_MS = 1000
 COOKIE = "staticfleet_ui_token"
@@ -153,9 +156,15 @@ class _Feed:
 class Hub:
     """One refresh loop per page shown, shared by every stream of that page; it stops with the last one."""
 
-    def __init__(self, source: FleetSource, refresh_s: float = REFRESH_S) -> None:
+    def __init__(
+        self,
+        source: FleetSource,
+        refresh_s: float = REFRESH_S,
+        overview_refresh_s: float = OVERVIEW_REFRESH_S,
+    ) -> None:
         self.source = source
         self.refresh_s = refresh_s
+        self.overview_refresh_s = overview_refresh_s
         self._feeds: dict[FeedKey, _Feed] = {}
 
     def _compute(self, key: FeedKey) -> Callable[[], Awaitable[Snapshot]]:
@@ -207,7 +216,8 @@ class Hub:
                     if queue.full():
                         queue.get_nowait()  # a slow reader gets the newest snapshot, not a backlog
                     queue.put_nowait(snapshot)
-            await asyncio.sleep(max(0.0, self.refresh_s - (time.monotonic() - started)))
+            interval = self.refresh_s if key[0] == "fleet" else self.overview_refresh_s
+            await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
 
     async def close(self) -> None:
         for feed in list(self._feeds.values()):
@@ -288,9 +298,13 @@ async def _errors(
 
 
 def build_app(
-    source: FleetSource, *, token: str | None = None, refresh_s: float = REFRESH_S
+    source: FleetSource,
+    *,
+    token: str | None = None,
+    refresh_s: float = REFRESH_S,
+    overview_refresh_s: float = OVERVIEW_REFRESH_S,
 ) -> web.Application:
-    hub = Hub(source, refresh_s)
+    hub = Hub(source, refresh_s, overview_refresh_s)
     app = web.Application(middlewares=[_errors, _token_middleware(token)])
 
     def watched(namespace: str) -> bool:
