@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from staticfleet.ui.server import Overview, build_app, parse_listen
+from staticfleet.ui.run import read_token
+from staticfleet.ui.server import DashboardThread, Overview, build_app, parse_listen
 from staticfleet.ui.views import FleetInputs, Manifest
 
 from .fixtures import T0, fleet, group, member, offsets, pod
@@ -209,3 +214,31 @@ def test_a_fleet_whose_cluster_answers_slowly_does_not_hold_up_the_overview() ->
         overview.close()
 
     asyncio.run(main())
+
+
+def test_the_dashboard_thread_serves_beside_another_event_loop_and_stops(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret\n")
+    args = argparse.Namespace(ui_token_file=token_file)
+    dashboard = DashboardThread(lambda: FakeSource([fleet()]), "127.0.0.1", 0, read_token(args))
+    dashboard.start()
+    try:
+        assert dashboard.port != 0 and dashboard.url == f"http://127.0.0.1:{dashboard.port}/"
+        with urllib.request.urlopen(f"{dashboard.url}healthz", timeout=5) as response:
+            assert response.status == 200
+        request = urllib.request.Request(
+            f"{dashboard.url}api/fleets", headers={"Authorization": "Bearer s3cret"}
+        )
+        with urllib.request.urlopen(request, timeout=5) as response:
+            assert json.loads(response.read())["fleets"][0]["name"] == "orders"
+    finally:
+        dashboard.stop()
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"{dashboard.url}healthz", timeout=2)
+
+
+def test_an_empty_token_file_is_refused() -> None:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w") as empty, pytest.raises(SystemExit, match="is empty"):
+        read_token(argparse.Namespace(ui_token_file=Path(empty.name)))
