@@ -147,6 +147,7 @@ def _comparable(snapshot: Snapshot) -> str:
 @dataclass
 class _Feed:
     compute: Callable[[], Awaitable[Snapshot]]
+    close: Callable[[], None] = lambda: None
     queues: set[asyncio.Queue[Snapshot]] = field(default_factory=set)
     last: Snapshot | None = None
     last_key: str = ""
@@ -167,7 +168,7 @@ class Hub:
         self.overview_refresh_s = overview_refresh_s
         self._feeds: dict[FeedKey, _Feed] = {}
 
-    def _compute(self, key: FeedKey) -> Callable[[], Awaitable[Snapshot]]:
+    def _feed(self, key: FeedKey) -> _Feed:
         if key[0] == "fleet":
             namespace, name = key[1], key[2]
 
@@ -175,15 +176,15 @@ class Hub:
                 found = await fleet_snapshot(self.source, namespace, name)
                 return found if found is not None else {"gone": True, "namespace": namespace, "name": name}
 
-            return fleet
+            return _Feed(fleet)
         namespace_or_none = key[1] or None
         overview = Overview(self.source)
-        return lambda: overview.snapshot(namespace_or_none)
+        return _Feed(lambda: overview.snapshot(namespace_or_none), overview.close)
 
     async def subscribe(self, key: FeedKey) -> AsyncGenerator[Snapshot, None]:
         feed = self._feeds.get(key)
         if feed is None:
-            feed = self._feeds[key] = _Feed(self._compute(key))
+            feed = self._feeds[key] = self._feed(key)
         queue: asyncio.Queue[Snapshot] = asyncio.Queue(maxsize=1)
         feed.queues.add(queue)
         if feed.last is not None:
@@ -197,6 +198,7 @@ class Hub:
             feed.queues.discard(queue)
             if not feed.queues and feed.task is not None:
                 feed.task.cancel()
+                feed.close()
                 self._feeds.pop(key, None)
 
     async def _run(self, key: FeedKey, feed: _Feed) -> None:
@@ -223,6 +225,7 @@ class Hub:
         for feed in list(self._feeds.values()):
             if feed.task is not None:
                 feed.task.cancel()
+            feed.close()
         self._feeds.clear()
 
 
