@@ -90,9 +90,29 @@ def wait_in_page(driver: Any, probe: Callable[[Any], Any], *, timeout: float, wh
 
 
 def texts(driver: Any, css: str) -> list[str]:
-    from selenium.webdriver.common.by import By
+    """The visible text of every element matching css, read in one go inside the page (the page
+    re-renders as snapshots arrive, so elements found first and read later may be gone)."""
+    found = driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0])).map((e) => e.innerText.trim())", css
+    )
+    return [str(t) for t in found]
 
-    return [str(e.text) for e in driver.find_elements(By.CSS_SELECTOR, css)]
+
+def rows(driver: Any, css: str, cells: dict[str, str]) -> list[dict[str, str | None]]:
+    """For each element matching css (a table row), the text of each named cell selector, in one go."""
+    found = driver.execute_script(
+        """
+        const [css, cells] = arguments;
+        return Array.from(document.querySelectorAll(css)).map((row) => Object.fromEntries(
+          Object.entries(cells).map(([key, sel]) => {
+            const cell = row.querySelector(sel);
+            return [key, cell ? cell.innerText.trim() : null];
+          })));
+        """,
+        css,
+        cells,
+    )
+    return [dict(r) for r in found]
 
 
 def page_overflows(driver: Any) -> bool:

@@ -104,9 +104,8 @@ def produce(bootstrap: str, topic: str, per_partition: int, partitions: int) -> 
 
 
 def card(driver: Any, name: str) -> str:
-    from selenium.webdriver.common.by import By
-
-    return str(driver.find_element(By.CSS_SELECTOR, f"#card-{name} dd").text)
+    found = texts(driver, f"#card-{name} dd")
+    return found[0] if found else ""
 
 
 def lag_shown(driver: Any) -> int | None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from e2e.browser import NARROW, WIDE, chromium, page_overflows, texts, wait_in_page
+from e2e.browser import NARROW, WIDE, chromium, page_overflows, rows, texts, wait_in_page
 from e2e.helpers import Cluster, wait_until
 
 from .dashboard_harness import (
@@ -109,14 +109,10 @@ def group_id(namespace: str) -> str:
 
 
 def row(driver: Any, fleet: str) -> dict[str, str]:
-    from selenium.webdriver.common.by import By
-
-    found = driver.find_element(By.CSS_SELECTOR, f'#fleets tr[data-fleet="{fleet}"]')
-    cells = {
-        key: str(found.find_element(By.CSS_SELECTOR, f".{key}").text)
-        for key in ("replicas", "ready", "state", "generation", "rebalances", "lag", "coordinator")
-    }
-    return cells
+    """The overview's row of a fleet (empty strings until it is shown)."""
+    keys = ("replicas", "ready", "state", "generation", "rebalances", "lag", "coordinator")
+    found = rows(driver, f'#fleets tr[data-fleet="{fleet}"]', {k: f".{k}" for k in keys})
+    return {k: (found[0][k] or "") if found else "" for k in keys}
 
 
 def test_the_overview_lists_every_fleet_with_its_group_and_coordinator(
@@ -151,7 +147,6 @@ def test_the_overview_lists_every_fleet_with_its_group_and_coordinator(
 def test_a_fleet_page_shows_each_pod_beside_its_member_and_partitions(
     dashboard: Dashboard, namespace_m: str, coordinator: Coordinator, browser: Any
 ) -> None:
-    from selenium.webdriver.common.by import By
 
     open_page(browser, fleet_url(dashboard, namespace_m))
     wait_in_page(
@@ -164,25 +159,24 @@ def test_a_fleet_page_shows_each_pod_beside_its_member_and_partitions(
     assert group is not None
     members = {m["instanceId"]: m for m in group["memberList"]}
     shown = []
-    for tr in browser.find_elements(By.CSS_SELECTOR, "#members tbody tr"):
-        pod = tr.find_element(By.CSS_SELECTOR, ".pod").text
+    cells = {"pod": ".pod", "instance": ".instance", "member": ".member", "phase": ".phase"}
+    for tr in rows(browser, "#members tbody tr", cells):
+        pod = str(tr["pod"])
         member = members[pod]
-        assert tr.find_element(By.CSS_SELECTOR, ".instance").text == pod
-        assert tr.find_element(By.CSS_SELECTOR, ".member").text == member["memberId"]
-        assert tr.find_element(By.CSS_SELECTOR, ".phase").text == "Running, ready"
-        partitions = tr.find_element(By.CSS_SELECTOR, "td.partitions").text.split()
+        assert (tr["instance"], tr["member"], tr["phase"]) == (pod, member["memberId"], "Running, ready")
+        partitions = texts(browser, f'#members tr[data-pod="{pod}"] td.partitions code')
         expected = [f"{t}-{p}" for t, ps in sorted(member["partitions"].items()) for p in sorted(ps)]
         assert partitions == expected
         shown.extend(partitions)
     assert sorted(m for m in members) == [f"{FLEET}-{i}" for i in range(REPLICAS)]
     assert len(shown) == len(set(shown)) == PARTITIONS, "every partition has one owner"
-    assert len(browser.find_elements(By.CSS_SELECTOR, "#partitions tbody tr")) == PARTITIONS
+    assert len(texts(browser, "#partitions tbody tr")) == PARTITIONS
     assert "Stable" in card(browser, "state")
     assert card(browser, "generation") == str(group["generation"])
-    ready = browser.find_element(By.CSS_SELECTOR, '#conditions tr[data-type="Ready"]').text
+    (ready,) = texts(browser, '#conditions tr[data-type="Ready"]')
     assert "True" in ready and "FleetReady" in ready
     assert "Scaled" in texts(browser, "#events tbody td:nth-child(3)")
-    assert browser.find_elements(By.CSS_SELECTOR, '#timeline li.operation[data-kind="create"]')
+    assert texts(browser, '#timeline li.operation[data-kind="create"]')
 
 
 def test_the_page_reconnects_by_itself_across_an_operator_restart(
@@ -193,7 +187,7 @@ def test_the_page_reconnects_by_itself_across_an_operator_restart(
     dashboard.runner.stop()
     wait_in_page(
         browser,
-        lambda d: "Reconnecting" in d.find_element("id", "live").text,
+        lambda d: "Reconnecting" in " ".join(texts(d, "#live")),
         timeout=10,
         what="Reconnecting",
     )
@@ -202,7 +196,7 @@ def test_the_page_reconnects_by_itself_across_an_operator_restart(
     wait_in_page(
         browser,
         lambda d: (
-            d.find_element("id", "live").text == "Live"
+            texts(d, "#live") == ["Live"]
             and int(d.execute_script("return document.body.dataset.generated || 0")) > restarted_ms
         ),
         timeout=10,
@@ -240,7 +234,6 @@ def test_after_a_scale_down_the_timeline_shows_it_and_its_single_rebalance_withi
     browser: Any,
     shots: Path,
 ) -> None:
-    from selenium.webdriver.common.by import By
 
     gid = group_id(namespace_m)
     open_page(browser, fleet_url(dashboard, namespace_m))
@@ -259,20 +252,15 @@ def test_after_a_scale_down_the_timeline_shows_it_and_its_single_rebalance_withi
 
     (rebalance,) = wait_until(new_rebalances, timeout=60, what="the scale-down's rebalance", interval=0.05)
     seen = time.monotonic()
-    item = wait_in_page(
-        browser,
-        lambda d: d.find_elements(
-            By.CSS_SELECTOR, f'#timeline li.rebalance[data-generation="{rebalance["generation"]}"]'
-        ),
-        timeout=2.0,
-        what="the rebalance in the timeline",
-    )[0]
+    css = f'#timeline li.rebalance[data-generation="{rebalance["generation"]}"]'
+    text = wait_in_page(browser, lambda d: texts(d, css), timeout=2.0, what="the rebalance in the timeline")[
+        0
+    ]
     shown_after = time.monotonic() - seen
-    text = item.text
     assert f"reason: {rebalance['reason']}" in text
     assert f"{rebalance['durationMs']} ms" in text or f"{rebalance['durationMs'] / 1000:.1f} s" in text
     assert f"generation {rebalance['generation']}" in text
-    operation = browser.find_element(By.CSS_SELECTOR, '#timeline li.operation[data-kind="scale down"]').text
+    (operation,) = texts(browser, '#timeline li.operation[data-kind="scale down"]')
     assert f"scale down {REPLICAS} → {REPLICAS - 1}" in operation
     assert "1 rebalance," in operation or operation.endswith("1 rebalance")
     assert browser.execute_script("return window.sameDocument") == "yes", "no reload"

@@ -93,7 +93,6 @@ def browser() -> Iterator[Any]:
 def test_the_fleet_page_works_the_same_on_apache_kafka(
     cluster: Cluster, on_kafka: tuple[Dashboard, str, str], kafka: KafkaBroker, browser: Any
 ) -> None:
-    from selenium.webdriver.common.by import By
 
     dashboard, namespace, topic = on_kafka
     gid = f"{namespace}.{FLEET}"
@@ -109,10 +108,10 @@ def test_the_fleet_page_works_the_same_on_apache_kafka(
     with GroupAdmin(KafkaConnection(kafka.bootstrap)) as admin:
         described = admin.describe_group(gid)
     for member in described.members:
-        tr = browser.find_element(By.CSS_SELECTOR, f'#members tr[data-pod="{member.instance_id}"]')
-        assert tr.find_element(By.CSS_SELECTOR, ".member").text == member.member_id
+        pod = f'#members tr[data-pod="{member.instance_id}"]'
+        assert texts(browser, f"{pod} .member") == [member.member_id]
         expected = [f"{t}-{p}" for t, ps in sorted((member.partitions or {}).items()) for p in sorted(ps)]
-        assert tr.find_element(By.CSS_SELECTOR, "td.partitions").text.split() == expected
+        assert texts(browser, f"{pod} td.partitions code") == expected
     assert "Stable" in card(browser, "state")
     assert card(browser, "generation").startswith("—"), "Kafka has no HTTP API telling the generation"
 
@@ -129,15 +128,13 @@ def test_the_fleet_page_works_the_same_on_apache_kafka(
     cluster.kubectl.run("scale", f"scg/{FLEET}", "-n", namespace, f"--replicas={REPLICAS - 1}")
     rebalance = wait_in_page(
         browser,
-        lambda d: [
-            e.text for e in d.find_elements(By.CSS_SELECTOR, "#timeline li.rebalance") if "moved" in e.text
-        ],
+        lambda d: [text for text in texts(d, "#timeline li.rebalance") if "moved" in text],
         timeout=60,
         what="the scale-down's rebalance, observed",
     )[-1]
     departing = next(m for m in described.members if m.instance_id == f"{FLEET}-{REPLICAS - 1}")
     assert "rebalance (observed)" in rebalance
     assert f"{departing.partition_count} partitions moved" in rebalance, "the departed member's partitions"
-    operation = browser.find_element(By.CSS_SELECTOR, '#timeline li.operation[data-kind="scale down"]').text
+    (operation,) = texts(browser, '#timeline li.operation[data-kind="scale down"]')
     assert f"scale down {REPLICAS} → {REPLICAS - 1}" in operation and "1 rebalance" in operation
     assert browser.execute_script("return window.sameDocument") == "yes", "no reload"
