@@ -181,7 +181,10 @@ class Hub:
         overview = Overview(self.source)
         return _Feed(lambda: overview.snapshot(namespace_or_none), overview.close)
 
-    async def subscribe(self, key: FeedKey) -> AsyncGenerator[Snapshot, None]:
+    async def subscribe(
+        self, key: FeedKey, idle_s: float = KEEPALIVE_S
+    ) -> AsyncGenerator[Snapshot | None, None]:
+        """Snapshots as they change; None after idle_s without one (time for a keepalive)."""
         feed = self._feeds.get(key)
         if feed is None:
             feed = self._feeds[key] = self._feed(key)
@@ -193,7 +196,10 @@ class Hub:
             feed.task = asyncio.create_task(self._run(key, feed))
         try:
             while True:
-                yield await queue.get()
+                try:
+                    yield await asyncio.wait_for(queue.get(), idle_s)
+                except TimeoutError:
+                    yield None
         finally:
             feed.queues.discard(queue)
             if not feed.queues and feed.task is not None:
@@ -372,16 +378,14 @@ def build_app(
         await response.write(f"retry: {RECONNECT_MS}\n\n".encode())
         updates = hub.subscribe(key)
         try:
-            while True:
-                try:
-                    snapshot = await asyncio.wait_for(anext(updates), KEEPALIVE_S)
-                except TimeoutError:
+            async for snapshot in updates:
+                if snapshot is None:
                     await response.write(b": keepalive\n\n")
                     continue
                 data = json.dumps(snapshot, default=str)
                 await response.write(f"event: snapshot\ndata: {data}\n\n".encode())
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
+        except ConnectionResetError:
+            pass  # the browser went away
         finally:
             await updates.aclose()
         return response

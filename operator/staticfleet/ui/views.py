@@ -463,9 +463,9 @@ def fleet_detail(inputs: FleetInputs) -> dict[str, Any]:
     rebalances = rebalances_of(inputs)
     ops = operations(body, inputs.events, inputs.revisions)
     attribute(ops, rebalances)
-    timeline_start = min(
-        [o["startedMs"] for o in ops] + [r.at_ms for r in rebalances if r.at_ms] + [inputs.now_ms]
-    )
+    # No "now" in the page's data: a snapshot that differs only in its clock is not news (the browser
+    # draws the axis up to its own now).
+    moments = [o["startedMs"] for o in ops] + [r.at_ms for r in rebalances if r.at_ms]
     recent = sorted(inputs.events, key=lambda e: event_time_ms(e) or 0, reverse=True)[:RECENT_EVENTS]
     status = body.get("status") or {}
     return {
@@ -481,7 +481,7 @@ def fleet_detail(inputs: FleetInputs) -> dict[str, Any]:
         "offsetsError": inputs.offsets_error,
         "operations": ops,
         "rebalances": [rebalance_json(r) for r in sorted(rebalances, key=lambda r: r.at_ms)],
-        "timeline": {"startMs": timeline_start, "endMs": inputs.now_ms},
+        "timeline": {"startMs": min(moments, default=None), "lastMs": max(moments, default=None)},
         "events": [
             {
                 "type": e.get("type"),

@@ -15,7 +15,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from staticfleet.ui.run import read_token
-from staticfleet.ui.server import DashboardThread, Overview, build_app, parse_listen
+from staticfleet.ui.server import DashboardThread, Hub, Overview, build_app, parse_listen
 from staticfleet.ui.views import FleetInputs, Manifest
 
 from .fixtures import T0, fleet, group, member, offsets, pod
@@ -147,6 +147,26 @@ def test_the_stream_sends_a_new_snapshot_when_something_changes() -> None:
         response.close()
 
     run(source, test)
+
+
+def test_a_quiet_stream_sends_keepalives_and_still_delivers_the_next_change() -> None:
+    source = FakeSource([fleet()])
+
+    async def main() -> None:
+        hub = Hub(source, refresh_s=0.05)
+        updates = hub.subscribe(("fleet", "shop", "orders"), idle_s=0.2)
+        first = await anext(updates)
+        assert first is not None and first["lag"]["total"] == 5
+        assert await anext(updates) is None, "a keepalive while nothing changes"
+        assert await anext(updates) is None
+        source.lag = 7
+        while (changed := await anext(updates)) is None:
+            pass
+        assert changed["lag"]["total"] == 7
+        await updates.aclose()
+        await hub.close()
+
+    asyncio.run(asyncio.wait_for(main(), 10))
 
 
 def test_a_coordinator_that_is_down_is_shown_down_and_the_page_stays_up() -> None:

@@ -146,3 +146,12 @@ def test_without_the_coordinator_history_the_observed_rebalances_are_shown() -> 
     detail = fleet_detail(FleetInputs(body=fleet(), now_ms=T0 + 6_000, observed=observed))
     assert detail["group"]["rebalancesSource"] == "observed"
     assert detail["rebalances"][0]["partitionsMoved"] == 3 and detail["rebalances"][0]["durationMs"] is None
+
+
+def test_the_same_fleet_read_at_two_moments_gives_the_same_page() -> None:
+    """The stream sends a snapshot only when it changed: the clock alone must not change it."""
+    history = (Rebalance(T0 + 1_500, T0 + 2_000, "member-joined", 1, 3),)
+    view = CoordinatorView("Stable", 1, "orders-0", 1, None, history)
+    first = fleet_detail(FleetInputs(body=fleet(), now_ms=T0 + 10_000, coordinator=view))
+    later = fleet_detail(FleetInputs(body=fleet(), now_ms=T0 + 20_000, coordinator=view))
+    assert first == later

@@ -125,7 +125,9 @@ function renderTimeline(f) {
 // Operations above the axis, rebalances below it (a bar as long as the rebalance), on one time scale.
 function drawChart(f, items) {
   const width = 1000, height = 120, left = 90, right = 20;
-  const start = f.timeline.startMs, end = Math.max(f.timeline.endMs, start + 1000);
+  const now = Date.now();
+  const start = f.timeline.startMs ?? now;
+  const end = Math.max(now, f.timeline.lastMs ?? now, start + 1000);
   const x = (ms) => left + ((ms - start) / (end - start)) * (width - left - right);
   const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, role: "img",
     "aria-label": `Timeline from ${fmtTime(start)} to ${fmtTime(end)}: ${(f.operations || []).length} operations, ${(f.rebalances || []).length} rebalances; listed below.` });
