@@ -24,6 +24,7 @@ import aiohttp
 
 from staticfleet.admin import AdminError, GroupAdmin, GroupNotFound, KafkaConnection
 from staticfleet.admin.model import GroupDescription, PartitionOffsets
+from staticfleet.coordinator.group_view import CoordinatorGroupView
 from staticfleet.kube.builders import selector_string
 from staticfleet.kube.kubeapi import KubeApi, KubeError, group_path
 from staticfleet.kube.spec import GROUP, PLURAL, VERSION, GroupSpec, OperatorDefaults, SpecError, parse_group
@@ -53,30 +54,20 @@ class FleetSource(Protocol):
 
 
 def parse_coordinator_view(data: Mapping[str, Any]) -> CoordinatorView:
-    """The fields of the coordinator's `/api/groups/{id}` the dashboard uses."""
-    in_progress = data.get("rebalanceInProgress") or None
-    history = tuple(
-        Rebalance(
-            started_ms=_int_or_none(r.get("startedMs")),
-            completed_ms=_int_or_none(r.get("completedMs")),
-            reason=str(r.get("reason") or ""),
-            generation=_int_or_none(r.get("generation")),
-            members=_int_or_none(r.get("members")),
-        )
-        for r in data.get("recentRebalances") or []
-    )
+    """The coordinator's `/api/groups/{id}` (read with its own `from_json`) as the dashboard uses it."""
+    view = CoordinatorGroupView.from_json(data)
+    in_progress = view.rebalance_in_progress
     return CoordinatorView(
-        state=str(data.get("state") or ""),
-        generation=int(data.get("generation", 0) or 0),
-        leader_instance_id=data.get("leaderInstanceId"),
-        rebalances=int(data.get("rebalances", 0) or 0),
-        rebalance_in_progress=str(in_progress.get("reason") or "rebalancing") if in_progress else None,
-        history=history,
+        state=view.state,
+        generation=view.generation,
+        leader_instance_id=view.leader_instance_id,
+        rebalances=view.rebalances,
+        rebalance_in_progress=None if in_progress is None else in_progress or "rebalancing",
+        history=tuple(
+            Rebalance(r.started_ms or None, r.completed_ms or None, r.reason, r.generation, r.members)
+            for r in view.recent_rebalances
+        ),
     )
-
-
-def _int_or_none(value: Any) -> int | None:
-    return int(value) if isinstance(value, int | float) else None
 
 
 @dataclass(frozen=True, slots=True)

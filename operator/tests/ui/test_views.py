@@ -155,3 +155,31 @@ def test_the_same_fleet_read_at_two_moments_gives_the_same_page() -> None:
     first = fleet_detail(FleetInputs(body=fleet(), now_ms=T0 + 10_000, coordinator=view))
     later = fleet_detail(FleetInputs(body=fleet(), now_ms=T0 + 20_000, coordinator=view))
     assert first == later
+
+
+def test_the_coordinator_view_is_read_with_the_coordinators_own_json_reader() -> None:
+    from staticfleet.coordinator.group import RebalanceRecord
+    from staticfleet.coordinator.group_view import rebalance_to_json
+    from staticfleet.ui.sources import parse_coordinator_view
+
+    record = RebalanceRecord(
+        generation=4, reason="member-removed", started_ms=T0, completed_ms=T0 + 850, members=2
+    )
+    view = parse_coordinator_view(
+        {
+            "state": "Stable",
+            "generation": 4,
+            "leaderInstanceId": "orders-0",
+            "rebalances": 4,
+            "rebalanceInProgress": None,
+            "recentRebalances": [rebalance_to_json(record)],
+        }
+    )
+    (rebalance,) = view.history
+    assert (rebalance.generation, rebalance.reason, rebalance.duration_ms, rebalance.members) == (
+        4,
+        "member-removed",
+        850,
+        2,
+    )
+    assert view.rebalance_in_progress is None and view.leader_instance_id == "orders-0"
