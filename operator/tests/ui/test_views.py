@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from staticfleet.admin.model import PartitionOffsets, lag_summary
 from staticfleet.ui.views import (
     CoordinatorView,
@@ -183,3 +185,20 @@ def test_the_coordinator_view_is_read_with_the_coordinators_own_json_reader() ->
         2,
     )
     assert view.rebalance_in_progress is None and view.leader_instance_id == "orders-0"
+
+
+def test_a_cluster_the_operator_refuses_is_never_contacted_by_the_dashboard() -> None:
+    import asyncio
+    from typing import cast
+
+    from staticfleet.kube.kubeapi import KubeApi
+    from staticfleet.kube.spec import GroupSpec
+    from staticfleet.ui.sources import LiveSource
+
+    def connect(spec: GroupSpec) -> Any:
+        raise AssertionError(f"connected to {spec.bootstrap_servers}")
+
+    why = "bootstrap servers kafka:9092 are not among the allowed ones"
+    source = LiveSource(cast(KubeApi, None), connect=connect, refusal=lambda spec: why)
+    inputs = asyncio.run(source.read(fleet(), detail=True))
+    assert inputs.group_error == why and inputs.group is None and not inputs.pods
