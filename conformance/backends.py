@@ -5,6 +5,13 @@
     staticfleet coordinator --listen 127.0.0.1:PORT --advertised-listener 127.0.0.1:PORT --data-dir DIR
         --http 127.0.0.1:PORT2 --group-initial-rebalance-delay-ms N --group-min-session-timeout-ms N
         --group-max-session-timeout-ms N [--group-max-size N]
+
+and, for the secured pair (conformance.security), with Kafka-named security settings instead of --listen:
+
+    --listener PLAINTEXT://127.0.0.1:P1 --listener SASL_PLAINTEXT://127.0.0.1:P2
+        --listener SASL_SSL://127.0.0.1:P3 --sasl-enabled-mechanisms PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+        --users-file FILE --authorizer standard --super-users 'User:admin;User:ANONYMOUS'
+        --tls-cert FILE --tls-key FILE --tls-ca FILE
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from conformance.certs import CertificateAuthority
 from conformance.driver import wait_until_serving
 from conformance.kafka_broker import (
     GroupSettings,
@@ -49,6 +57,10 @@ class Backend(abc.ABC):
         self.workdir = workdir
         self.host = "127.0.0.1"
         self.port = 0
+        # Listener name -> port (secured backends have SASL_PLAINTEXT and SASL_SSL beside PLAINTEXT).
+        self.listener_ports: dict[str, int] = {}
+        # The CA that signed the backend's certificate (secured backends only).
+        self.ca_file: Path | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -89,6 +101,7 @@ class KafkaBackend(Backend):
         super().__init__(settings, workdir)
         self._broker = KafkaBroker(settings, workdir, ensure_kafka_jars())
         self.port = self._broker.port
+        self.listener_ports = self._broker.listener_ports
 
     @property
     def version(self) -> str:
@@ -96,6 +109,7 @@ class KafkaBackend(Backend):
 
     async def start(self) -> None:
         await self._broker.start()
+        self.ca_file = self._broker.ca_file
 
     def terminate(self) -> None:
         self._broker.terminate()
@@ -116,6 +130,23 @@ def staticfleet_coordinator_available() -> bool:
     return False
 
 
+def staticfleet_supports(settings: GroupSettings) -> bool:
+    """True if `staticfleet coordinator` accepts these settings (the secured pair needs security flags)."""
+    if not staticfleet_coordinator_available():
+        return False
+    if settings.security is None:
+        return True
+    from staticfleet.cli import build_parser
+
+    for action in build_parser()._actions:
+        choices = getattr(action, "choices", None)
+        if isinstance(choices, dict) and "coordinator" in choices:
+            return any(
+                "--sasl-enabled-mechanisms" in a.option_strings for a in choices["coordinator"]._actions
+            )
+    return False
+
+
 def staticfleet_version() -> str:
     from staticfleet import __version__
 
@@ -130,10 +161,44 @@ class StaticfleetBackend(Backend):
         self.port = free_port()
         self.http_port = free_port()
         self._process: subprocess.Popen[bytes] | None = None
+        self.listener_ports = {"PLAINTEXT": self.port}
+        if settings.security is not None:
+            self.listener_ports["SASL_PLAINTEXT"] = free_port()
+            self.listener_ports["SASL_SSL"] = free_port()
 
     @property
     def version(self) -> str:
         return staticfleet_version()
+
+    def _listener_arguments(self) -> list[str]:
+        security = self.settings.security
+        if security is None:
+            return ["--listen", f"127.0.0.1:{self.port}", "--advertised-listener", f"127.0.0.1:{self.port}"]
+        ca = CertificateAuthority.create(self.workdir / "tls")
+        server = ca.server()
+        self.ca_file = ca.cert_file
+        users = self.workdir / "users"
+        users.write_text(security.users_file())
+        arguments: list[str] = []
+        for name, port in self.listener_ports.items():
+            arguments += ["--listener", f"{name}://127.0.0.1:{port}"]
+        return [
+            *arguments,
+            "--sasl-enabled-mechanisms",
+            ",".join(security.mechanisms),
+            "--users-file",
+            str(users),
+            "--authorizer",
+            "standard",
+            "--super-users",
+            ";".join(security.super_users),
+            "--tls-cert",
+            str(server.cert),
+            "--tls-key",
+            str(server.key),
+            "--tls-ca",
+            str(ca.cert_file),
+        ]
 
     def command(self) -> list[str]:
         s = self.settings
@@ -142,10 +207,7 @@ class StaticfleetBackend(Backend):
             "-m",
             "staticfleet.cli",
             "coordinator",
-            "--listen",
-            f"127.0.0.1:{self.port}",
-            "--advertised-listener",
-            f"127.0.0.1:{self.port}",
+            *self._listener_arguments(),
             "--data-dir",
             str(self.workdir / "data"),
             "--http",

@@ -17,6 +17,7 @@ import datetime
 import enum
 import io
 import re
+import ssl
 import struct
 import sys
 import uuid
@@ -52,6 +53,9 @@ DEFAULT_TIMEOUT_S = 15.0
 PRODUCE, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 0, 3, 8, 9, 10
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 11, 12, 13, 14, 15, 16
 API_VERSIONS, CREATE_TOPICS, DELETE_GROUPS = 18, 19, 42
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
+DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 
 Json = None | bool | int | float | str | list["Json"] | dict[str, "Json"]
 
@@ -153,12 +157,23 @@ class Connection:
         name: str = "conn",
         client_id: str | None = DEFAULT_CLIENT_ID,
         timeout: float = 5.0,
+        tls: ssl.SSLContext | None = None,
     ) -> Connection:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        """Opens a TCP connection, or a TLS one when `tls` is given (no SNI: clients dial an IP)."""
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(host, port, ssl=tls, server_hostname="" if tls is not None else None),
+            timeout,
+        )
         return cls(reader, writer, name, client_id)
 
     @property
     def closed(self) -> bool:
+        return self._closed is not None
+
+    async def closed_within(self, seconds: float) -> bool:
+        """True if the peer closes the connection within `seconds` (nothing else is read meanwhile)."""
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(self._reader_task), seconds)
         return self._closed is not None
 
     def send(self, request: RequestPayload) -> Pending[Any]:
@@ -290,8 +305,17 @@ class Driver:
         self.port = port
         self._connections: list[Connection] = []
 
-    async def connect(self, name: str = "conn", *, client_id: str | None = DEFAULT_CLIENT_ID) -> Connection:
-        connection = await Connection.open(self.host, self.port, name=name, client_id=client_id)
+    async def connect(
+        self,
+        name: str = "conn",
+        *,
+        client_id: str | None = DEFAULT_CLIENT_ID,
+        port: int | None = None,
+        tls: ssl.SSLContext | None = None,
+    ) -> Connection:
+        connection = await Connection.open(
+            self.host, port or self.port, name=name, client_id=client_id, tls=tls
+        )
         self._connections.append(connection)
         return connection
 
@@ -531,12 +555,14 @@ def offset_fetch(
     return _build(cls, {"groups": (group,)})
 
 
-def describe_groups(version: int, *group_ids: str) -> RequestPayload:
+def describe_groups(
+    version: int, *group_ids: str, include_authorized_operations: bool = False
+) -> RequestPayload:
     cls = load_request_schema(DESCRIBE_GROUPS, version)
     return _build(
         cls,
-        {"groups": tuple(group_ids), "include_authorized_operations": False},
-        droppable=("include_authorized_operations",),
+        {"groups": tuple(group_ids), "include_authorized_operations": include_authorized_operations},
+        droppable=("include_authorized_operations",) if not include_authorized_operations else (),
     )
 
 
@@ -608,6 +634,117 @@ def create_topics(version: int, topics: Mapping[str, int], *, timeout_ms: int = 
         for name, partitions in topics.items()
     )
     return _build(cls, {"topics": creatable, "timeout": _ms(timeout_ms), "validate_only": False})
+
+
+def sasl_handshake(version: int, mechanism: str) -> RequestPayload:
+    return _build(load_request_schema(SASL_HANDSHAKE, version), {"mechanism": mechanism})
+
+
+def sasl_authenticate(version: int, auth_bytes: bytes) -> RequestPayload:
+    return _build(load_request_schema(SASL_AUTHENTICATE, version), {"auth_bytes": auth_bytes})
+
+
+@dataclass(frozen=True)
+class Acl:
+    """One ACL binding or filter with Kafka's codes (resource type, pattern type, operation, permission).
+
+    As a filter, None matches anything and the codes ANY (1) and MATCH (2) are allowed.
+    """
+
+    resource_type: int
+    name: str | None
+    pattern_type: int = 3
+    principal: str | None = "User:alice"
+    host: str | None = "*"
+    operation: int = 3
+    permission: int = 3
+
+
+# Kafka's codes, for scenarios (staticfleet.broker.security.acl holds the same enums for the server).
+RESOURCE_ANY, RESOURCE_TOPIC, RESOURCE_GROUP, RESOURCE_CLUSTER = 1, 2, 3, 4
+PATTERN_ANY, PATTERN_MATCH, PATTERN_LITERAL, PATTERN_PREFIXED = 1, 2, 3, 4
+OP_ANY, OP_ALL, OP_READ, OP_WRITE, OP_CREATE, OP_DELETE, OP_ALTER, OP_DESCRIBE = 1, 2, 3, 4, 5, 6, 7, 8
+OP_DESCRIBE_CONFIGS, OP_ALTER_CONFIGS = 10, 11
+PERMISSION_ANY, PERMISSION_DENY, PERMISSION_ALLOW = 1, 2, 3
+
+
+def create_acls(version: int, *acls: Acl) -> RequestPayload:
+    cls = load_request_schema(CREATE_ACLS, version)
+    creation_cls = _module_entity(cls, "AclCreation")
+    creations = tuple(
+        creation_cls(
+            resource_type=i8(a.resource_type),
+            resource_name=a.name or "",
+            resource_pattern_type=i8(a.pattern_type),
+            principal=a.principal or "",
+            host=a.host or "",
+            operation=i8(a.operation),
+            permission_type=i8(a.permission),
+        )
+        for a in acls
+    )
+    return _build(cls, {"creations": creations})
+
+
+def _filter_fields(a: Acl) -> dict[str, object]:
+    return {
+        "resource_type_filter": i8(a.resource_type),
+        "resource_name_filter": a.name,
+        "pattern_type_filter": i8(a.pattern_type),
+        "principal_filter": a.principal,
+        "host_filter": a.host,
+        "operation": i8(a.operation),
+        "permission_type": i8(a.permission),
+    }
+
+
+def describe_acls(version: int, acl_filter: Acl) -> RequestPayload:
+    return _build(load_request_schema(DESCRIBE_ACLS, version), _filter_fields(acl_filter))
+
+
+def delete_acls(version: int, *filters: Acl) -> RequestPayload:
+    cls = load_request_schema(DELETE_ACLS, version)
+    filter_cls = _module_entity(cls, "DeleteAclsFilter")
+    return _build(cls, {"filters": tuple(_build(filter_cls, _filter_fields(f)) for f in filters)})
+
+
+def describe_user_scram_credentials(users: Sequence[str] | None) -> RequestPayload:
+    cls = load_request_schema(DESCRIBE_USER_SCRAM_CREDENTIALS, 0)
+    name_cls = _module_entity(cls, "UserName")
+    return _build(cls, {"users": None if users is None else tuple(name_cls(name=u) for u in users)})
+
+
+@dataclass(frozen=True)
+class ScramUpsertion:
+    name: str
+    mechanism: int
+    iterations: int
+    salt: bytes
+    salted_password: bytes
+
+
+def alter_user_scram_credentials(
+    deletions: Sequence[tuple[str, int]] = (), upsertions: Sequence[ScramUpsertion] = ()
+) -> RequestPayload:
+    cls = load_request_schema(ALTER_USER_SCRAM_CREDENTIALS, 0)
+    deletion_cls = _module_entity(cls, "ScramCredentialDeletion")
+    upsertion_cls = _module_entity(cls, "ScramCredentialUpsertion")
+    return _build(
+        cls,
+        {
+            "deletions": tuple(deletion_cls(name=n, mechanism=i8(m)) for n, m in deletions),
+            "upsertions": tuple(
+                upsertion_cls(
+                    name=u.name,
+                    mechanism=i8(u.mechanism),
+                    iterations=i32(u.iterations),
+                    salt=u.salt,
+                    salted_password=u.salted_password,
+                )
+                for u in upsertions
+            ),
+        },
+    )
 
 
 def send_at_version(connection: Connection, request: RequestPayload, version: int) -> Pending[Any]:
@@ -883,6 +1020,11 @@ _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _MEMBER_ID = re.compile(rf"^(?P<prefix>.*)-(?P<uuid>{_UUID})$")
 _MEMBER_ID_ANYWHERE = re.compile(rf"[A-Za-z0-9._-]*?-{_UUID}")
 _DROPPED_FIELDS = frozenset({"throttle_time", "client_host"})
+# Kafka's "Request Request(processor=..., connectionId=..., session=...@hash, ...) needs ALTER permission."
+# names the server's own connection objects; only the permission is part of the answer.
+_REQUEST_DESCRIPTION = re.compile(
+    r"^Request Request\(.*\) needs (?P<permission>\w+) permission\.$", re.DOTALL
+)
 # Lists whose order the coordinator does not define (Kafka keeps them in hash maps), and the field to
 # sort them by once normalised.
 _UNORDERED_LISTS = {
@@ -931,6 +1073,9 @@ class Normaliser:
         """A string with every group id and generated member id in it replaced by its symbol."""
         if raw in self._groups:
             return self._groups[raw]
+        request = _REQUEST_DESCRIPTION.match(raw)
+        if request is not None:
+            return f"Request Request(<request>) needs {request.group('permission')} permission."
         whole = _MEMBER_ID.match(raw)
         if whole is not None:
             return self.member(raw)

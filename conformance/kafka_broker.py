@@ -31,7 +31,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from conformance.certs import CertificateAuthority
 from conformance.driver import wait_until_serving
+from conformance.security import SASL_PLAINTEXT, SASL_SSL, SecurityProfile
 
 HERE = Path(__file__).resolve().parent
 POM = HERE / "kafka" / "pom.xml"
@@ -166,6 +168,8 @@ class GroupSettings:
     min_session_timeout_ms: int = 100
     max_session_timeout_ms: int = 30_000
     max_size: int | None = None
+    # Listeners with SASL and TLS, users, ACLs (None: one PLAINTEXT listener, no authorizer).
+    security: SecurityProfile | None = None
 
     def kafka_properties(self) -> dict[str, str]:
         props = {
@@ -182,7 +186,8 @@ class GroupSettings:
             f"initial delay {self.initial_rebalance_delay_ms} ms, session timeout "
             f"{self.min_session_timeout_ms}..{self.max_session_timeout_ms} ms"
         )
-        return text + (f", max size {self.max_size}" if self.max_size is not None else "")
+        text += f", max size {self.max_size}" if self.max_size is not None else ""
+        return text + (", secured (SASL_PLAINTEXT and SASL_SSL listeners, ACLs)" if self.security else "")
 
 
 def parent_death_prefix() -> list[str]:
@@ -206,6 +211,12 @@ class KafkaBroker:
         self.controller_port = free_port()
         self.version = kafka_version()
         self.log_file = workdir / "broker.log"
+        # Listener name -> port; PLAINTEXT is the one above (its ANONYMOUS principal is a super user).
+        self.listener_ports: dict[str, int] = {"PLAINTEXT": self.port}
+        self.ca_file: Path | None = None
+        if settings.security is not None:
+            self.listener_ports[SASL_PLAINTEXT] = free_port()
+            self.listener_ports[SASL_SSL] = free_port()
         self._process: subprocess.Popen[bytes] | None = None
         self._formatted = False
 
@@ -239,6 +250,41 @@ class KafkaBroker:
             "log.flush.interval.messages": "1000000",
         }
         props.update(self.settings.kafka_properties())
+        if self.settings.security is not None:
+            props.update(self._security_properties(self.settings.security))
+        return props
+
+    def _security_properties(self, security: SecurityProfile) -> dict[str, str]:
+        """SASL_PLAINTEXT and SASL_SSL listeners beside PLAINTEXT, JAAS per listener and mechanism,
+        PEM key and trust stores, StandardAuthorizer (shared/reference/kafka-security.md §7)."""
+        ca = CertificateAuthority.create(self.workdir / "tls")
+        server = ca.server()
+        self.ca_file = ca.cert_file
+        ports = self.listener_ports
+        listeners = ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items())
+        props = {
+            "listeners": f"{listeners},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": listeners,
+            "listener.security.protocol.map": (
+                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+            ),
+            "sasl.enabled.mechanisms": ",".join(security.mechanisms),
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": ";".join(security.super_users),
+            "allow.everyone.if.no.acl.found": "false",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(server.pem),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(ca.cert_file),
+        }
+        for listener in ("sasl_plaintext", "sasl_ssl"):
+            for mechanism in security.mechanisms:
+                key = f"listener.name.{listener}.{mechanism.lower()}.sasl.jaas.config"
+                props[key] = (
+                    security.jaas_plain()
+                    if mechanism == "PLAIN"
+                    else "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+                )
         return props
 
     def _write_config(self) -> Path:
@@ -270,12 +316,19 @@ class KafkaBroker:
                 "-c",
                 str(config),
                 "--ignore-formatted",
+                *self._add_scram_arguments(),
             ),
             capture_output=True,
             timeout=60,
             check=True,
         )
         self._formatted = True
+
+    def _add_scram_arguments(self) -> list[str]:
+        security = self.settings.security
+        if security is None:
+            return []
+        return [arg for user in security.scram_users for arg in ("--add-scram", user.add_scram())]
 
     def launch(self) -> None:
         """Spawns the broker process (does not wait). Call from the thread that outlives the broker."""

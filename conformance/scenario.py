@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from conformance import driver as d
+from conformance import security as sec
 from conformance.kafka_broker import GroupSettings
 
 if TYPE_CHECKING:
@@ -35,6 +36,8 @@ KAFKA_DEFAULTS = GroupSettings(
     initial_rebalance_delay_ms=3000, min_session_timeout_ms=6000, max_session_timeout_ms=1_800_000
 )
 MAX_SIZE_2 = GroupSettings(max_size=2)
+# The secured pair: SASL_PLAINTEXT and SASL_SSL listeners, SCRAM and PLAIN users, ACLs, a super user.
+SECURED = GroupSettings(security=sec.SecurityProfile())
 
 
 @dataclass(frozen=True)
@@ -103,14 +106,81 @@ class ScenarioContext:
         self.outcome: Outcome = {}
         self._driver = d.Driver(backend.host, backend.port)
         self._observer: d.Connection | None = None
+        self._admin: d.Connection | None = None
         self._extra_groups = 0
+        self._topics = 0
 
     # --- connections and members
 
     async def connect(
-        self, name: str = "conn", *, client_id: str | None = d.DEFAULT_CLIENT_ID
+        self, name: str = "conn", *, client_id: str | None = d.DEFAULT_CLIENT_ID, listener: str | None = None
     ) -> d.Connection:
-        return await self._driver.connect(name, client_id=client_id)
+        """A connection to the bootstrap listener, or to the named one (TLS for SASL_SSL)."""
+        if listener is None:
+            return await self._driver.connect(name, client_id=client_id)
+        port = self.backend.listener_ports[listener]
+        tls = None
+        if listener in (sec.SASL_SSL, "SSL"):
+            assert self.backend.ca_file is not None, "the backend has no TLS listener"
+            tls = sec.client_tls(self.backend.ca_file)
+        return await self._driver.connect(name, client_id=client_id, port=port, tls=tls)
+
+    async def login(
+        self,
+        user: str,
+        *,
+        mechanism: str = sec.SCRAM_SHA_512,
+        listener: str = sec.SASL_PLAINTEXT,
+        name: str | None = None,
+        client_id: str | None = d.DEFAULT_CLIENT_ID,
+    ) -> d.Connection:
+        """A connection authenticated as `user` (ApiVersions, SaslHandshake v1, SaslAuthenticate v2)."""
+        security = self.settings.security
+        assert security is not None, "login needs the secured settings"
+        connection = await self.connect(name or f"{user}-{mechanism}", client_id=client_id, listener=listener)
+        await connection.request(d.api_versions(3))
+        await sec.sasl_login(connection, mechanism, user, security.password(user))
+        return connection
+
+    async def admin(self) -> d.Connection:
+        """A connection authenticated as the super user `admin`."""
+        if self._admin is None:
+            self._admin = await self.login("admin", name="admin")
+        return self._admin
+
+    async def grant(self, *acls: d.Acl) -> None:
+        """Creates ACLs as the super user and waits until the broker's authorizer applies them."""
+        admin = await self.admin()
+        created = await admin.request(d.create_acls(3, *acls))
+        failed = [r for r in created.results if r.error_code != ErrorCode.none]
+        assert not failed, f"CreateAcls failed: {failed}"
+        await self._wait_acls(acls, present=True)
+
+    async def revoke(self, *acls: d.Acl) -> None:
+        """Deletes exactly these ACLs as the super user and waits until the authorizer drops them."""
+        admin = await self.admin()
+        await admin.request(d.delete_acls(3, *acls))
+        await self._wait_acls(acls, present=False)
+
+    async def _wait_acls(self, acls: Sequence[d.Acl], *, present: bool, timeout: float = 10.0) -> None:
+        admin = await self.admin()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        for acl in acls:
+            while True:
+                found = await admin.request(d.describe_acls(3, acl))
+                if bool(found.resources) == present:
+                    break
+                if loop.time() > deadline:
+                    raise TimeoutError(f"ACL {acl} {'never appeared' if present else 'stayed'}")
+                await asyncio.sleep(0.02)
+
+    def new_topic(self) -> str:
+        """A fresh topic name, normalised as <topic>, <topic2>, ..."""
+        self._topics += 1
+        raw = unique_group_id(f"{self.scenario.name}-topic-{self._topics}")
+        self.norm.add_group(raw, "<topic>" if self._topics == 1 else f"<topic{self._topics}>")
+        return raw
 
     async def member(
         self,
@@ -121,10 +191,15 @@ class ScenarioContext:
         session_ms: int = 10_000,
         rebalance_ms: int = 10_000,
         group: str | None = None,
+        user: str | None = None,
     ) -> Member:
-        """A simulated client on a connection of its own (client id defaults to the instance id)."""
+        """A simulated client on a connection of its own (client id defaults to the instance id), logged in
+        as `user` with SCRAM-SHA-512 when one is given."""
         cid = client_id or instance_id or "dyn"
-        connection = await self.connect(f"member-{cid}", client_id=cid)
+        if user is not None:
+            connection = await self.login(user, name=f"member-{cid}", client_id=cid)
+        else:
+            connection = await self.connect(f"member-{cid}", client_id=cid)
         return Member(
             conn=connection,
             group=group or self.group,

@@ -7,6 +7,7 @@ import datetime
 import io
 import struct
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -217,3 +218,28 @@ def test_closed_connection_fails_pending_requests() -> None:
                 await conn.request(d.heartbeat(4, "g", generation=1, member_id="m"), timeout=2.0)
 
     asyncio.run(_with_fake_broker(rude, body))
+
+
+def test_normaliser_keeps_only_the_permission_of_kafkas_request_description() -> None:
+    text = (
+        "Request Request(processor=0, connectionId=127.0.0.1:1-127.0.0.1:2-0-1, session=Session@45c877d3, "
+        "envelope=Some(Request(processor=0))) needs ALTER permission."
+    )
+    assert d.Normaliser().text(text) == "Request Request(<request>) needs ALTER permission."
+
+
+def test_acl_builders_carry_kafkas_codes() -> None:
+    acl = d.Acl(d.RESOURCE_GROUP, "g", d.PATTERN_PREFIXED, "User:bob", "*", d.OP_READ, d.PERMISSION_DENY)
+    request: Any = d.create_acls(3, acl)
+    creation = request.creations[0]
+    codes = (
+        creation.resource_type,
+        creation.resource_pattern_type,
+        creation.operation,
+        creation.permission_type,
+    )
+    assert codes == (3, 4, 3, 2)
+    described: Any = d.describe_acls(
+        1, d.Acl(d.RESOURCE_ANY, None, d.PATTERN_MATCH, None, None, d.OP_ANY, d.PERMISSION_ANY)
+    )
+    assert described.resource_name_filter is None and described.pattern_type_filter == 2
