@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from conformance import recorded
 from conformance.backends import BACKEND_KINDS, BackendPool
 from conformance.scenario import Outcome, Scenario, ScenarioContext
 
@@ -106,9 +107,21 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m conformance.runner")
     parser.add_argument("--backend", choices=BACKEND_KINDS, default=KAFKA)
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help=f"store Kafka's outcomes in {recorded.RECORDED_PATH.name} (with --backend kafka)",
+    )
+    parser.add_argument("--secured", action="store_true", help="every scenario of the secured pair")
     parser.add_argument("names", nargs="*", help="scenario names (default: all)")
     args = parser.parse_args(argv)
-    scenarios = [s for s in all_scenarios() if not args.names or s.name in args.names]
+    if args.record and args.backend != KAFKA:
+        parser.error("only Kafka's answers are recorded")
+    scenarios = [
+        s
+        for s in all_scenarios()
+        if (not args.names or s.name in args.names) and (not args.secured or s.settings.security is not None)
+    ]
     unknown = set(args.names) - {s.name for s in scenarios}
     if unknown:
         parser.error(f"unknown scenarios: {', '.join(sorted(unknown))}")
@@ -125,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(result.error)
                 for label, value in (result.outcome or {}).items():
                     print(f"  {label}: {json.dumps(value)}")
+                if args.record and result.outcome is not None and result.error is None:
+                    recorded.store(scenario.name, result.outcome)
         finally:
             run.close()
     return 1 if failed else 0

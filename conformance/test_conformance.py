@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from conformance import recorded
 from conformance.backends import KAFKA, STATICFLEET, staticfleet_coordinator_available, staticfleet_supports
 from conformance.runner import ConformanceRun, outcome_diff
 from conformance.scenario import Scenario, all_scenarios
@@ -30,6 +31,13 @@ def test_scenario(backend: str, scenario: Scenario, conformance_run: Conformance
     if backend == KAFKA:
         if scenario.sanity is not None:
             scenario.sanity(kafka.outcome)
+        known = recorded.outcomes().get(scenario.name)
+        if known is not None and known != kafka.outcome:
+            pytest.fail(
+                "Kafka no longer answers as recorded in conformance/recorded-kafka.json (re-record with "
+                f"`python -m conformance.runner --record {scenario.name}` if that is expected):\n"
+                f"{outcome_diff(known, kafka.outcome)}"
+            )
         return
     ours = conformance_run.result(STATICFLEET, scenario)
     if ours.error is not None:
