@@ -3,6 +3,7 @@
 from staticfleet.admin.client import GroupAdmin, KafkaConnection, natural_key
 from staticfleet.admin.errors import (
     AdminError,
+    AuthenticationFailed,
     ConfigRejected,
     CoordinatorUnreachable,
     GroupNotFound,
@@ -22,6 +23,7 @@ from staticfleet.admin.model import (
 
 __all__ = [
     "AdminError",
+    "AuthenticationFailed",
     "ConfigRejected",
     "CoordinatorUnreachable",
     "GroupAdmin",

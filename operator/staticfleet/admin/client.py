@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from staticfleet.admin.errors import (
     AdminError,
+    AuthenticationFailed,
     ConfigRejected,
     CoordinatorUnreachable,
     GroupNotFound,
@@ -140,6 +141,15 @@ class GroupAdmin:
                 try:
                     self._admin = KafkaAdminClient(**self.connection.kafka_python_config(self.timeout_s))
                 except kafka.errors.KafkaError as exc:
+                    from staticfleet.admin.login_probe import login_refusal
+
+                    refusal = login_refusal(self.connection, self.timeout_s)
+                    if refusal is not None:
+                        raise AuthenticationFailed(
+                            f"{self.connection.bootstrap_servers} refused the SASL login of "
+                            f"{self.connection.sasl_username!r} with {self.connection.sasl_mechanism}: "
+                            f"{refusal}. Check the mechanism, user name and password."
+                        ) from exc
                     raise self._unreachable(what, exc) from exc
             try:
                 return fn(self._admin)

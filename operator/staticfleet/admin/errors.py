@@ -21,6 +21,10 @@ class CoordinatorUnreachable(AdminError):
     """No broker (or no group coordinator) answered within the timeout."""
 
 
+class AuthenticationFailed(CoordinatorUnreachable):
+    """The cluster refused the SASL login (wrong mechanism, user or password)."""
+
+
 class GroupNotFound(AdminError):
     """The coordinator does not know the group."""
 

@@ -6,17 +6,23 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from staticfleet.admin import AdminError, GroupAdmin, KafkaConnection
+from staticfleet.admin.client_properties import load_client_properties, with_options
 
 
 def add_connection_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]", help="the cluster")
     p.add_argument(
-        "--security-protocol",
-        default="PLAINTEXT",
-        choices=["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"],
+        "--command-config",
+        type=Path,
+        metavar="FILE",
+        help="Kafka client properties (security.protocol, sasl.mechanism, sasl.jaas.config, "
+        "ssl.truststore.location with ssl.truststore.type=PEM, ...), as Kafka's tools take them; "
+        "the flags below override it",
     )
+    p.add_argument("--security-protocol", choices=["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"])
     p.add_argument("--sasl-mechanism", choices=["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
     p.add_argument("--sasl-username")
     p.add_argument(
@@ -32,17 +38,22 @@ def add_connection_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def connection_from(args: argparse.Namespace) -> KafkaConnection:
-    return KafkaConnection(
-        bootstrap_servers=args.bootstrap_server,
-        security_protocol=args.security_protocol,
-        sasl_mechanism=args.sasl_mechanism,
-        sasl_username=args.sasl_username,
-        sasl_password=os.environ.get(args.sasl_password_env) if args.sasl_mechanism else None,
-        ssl_cafile=args.ssl_cafile,
-        ssl_certfile=args.ssl_certfile,
-        ssl_keyfile=args.ssl_keyfile,
-        client_id="staticfleet-cli",
-    )
+    """The connection from --command-config, with each flag given on the command line taking precedence."""
+    options: dict[str, object] = {}
+    if args.command_config is not None:
+        options.update(load_client_properties(args.command_config))
+    flags = {
+        "security_protocol": args.security_protocol,
+        "sasl_mechanism": args.sasl_mechanism,
+        "sasl_username": args.sasl_username,
+        "ssl_cafile": args.ssl_cafile,
+        "ssl_certfile": args.ssl_certfile,
+        "ssl_keyfile": args.ssl_keyfile,
+    }
+    options.update({key: value for key, value in flags.items() if value is not None})
+    if args.sasl_mechanism and os.environ.get(args.sasl_password_env) is not None:
+        options["sasl_password"] = os.environ[args.sasl_password_env]
+    return with_options(KafkaConnection(args.bootstrap_server, client_id="staticfleet-cli"), options)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

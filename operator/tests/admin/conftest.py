@@ -67,7 +67,9 @@ def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> No
 class StaticConsumer:
     """A confluent-kafka consumer with a group.instance.id, polled on its own thread."""
 
-    def __init__(self, bootstrap: str, group: str, instance: str, topic: str) -> None:
+    def __init__(
+        self, bootstrap: str, group: str, instance: str, topic: str, security: dict[str, Any] | None = None
+    ) -> None:
         config: dict[str, Any] = {
             "bootstrap.servers": bootstrap,
             "group.id": group,
@@ -76,6 +78,7 @@ class StaticConsumer:
             "heartbeat.interval.ms": 500,
             "auto.offset.reset": "earliest",
             "log_level": 3,
+            **(security or {}),
         }
         self.instance = instance
         self.assigned = threading.Event()
