@@ -2,10 +2,12 @@
 
     python -m tests.broker.consumer_process --client confluent --bootstrap HOST:PORT --group G
         --instance ID --topic T [--session-ms 10000]
+        [--sasl-ssl --sasl-mechanism M --sasl-username U --ssl-cafile CA]   (password in KAFKA_SASL_PASSWORD)
 
 It prints one JSON object per line: {"event": "assigned", "partitions": [...]}, {"event": "records",
 "records": [[partition, offset, value], ...]}, {"event": "committed", "offsets": {partition: offset}},
-{"event": "fatal", "error": "..."}. It commits after every batch. SIGTERM closes it the way the client
+{"event": "fatal", "error": "..."} (authorization errors too, with the library's error name). It commits
+after every batch. SIGTERM closes it the way the client
 closes a static member (no LeaveGroup); SIGKILL is a crash.
 """
 
@@ -25,6 +27,35 @@ from typing import Any
 def emit(event: str, **fields: Any) -> None:
     sys.stdout.write(json.dumps({"event": event, **fields}) + "\n")
     sys.stdout.flush()
+
+
+AUTHORIZATION_CODES = frozenset({29, 30, 31})  # TOPIC_, GROUP_, CLUSTER_AUTHORIZATION_FAILED
+
+
+def security(args: argparse.Namespace, client: str) -> dict[str, Any]:
+    """SASL_SSL settings in each library's own names (reference: kafka-security.md section 8)."""
+    if not args.sasl_ssl:
+        return {}
+    password = os.environ["KAFKA_SASL_PASSWORD"]
+    if client == "confluent":
+        return {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": args.sasl_mechanism,
+            "sasl.username": args.sasl_username,
+            "sasl.password": password,
+            "ssl.ca.location": args.ssl_cafile,
+        }
+    common = {
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": args.sasl_mechanism,
+        "sasl_plain_username": args.sasl_username,
+        "sasl_plain_password": password,
+    }
+    if client == "kafka-python":
+        return {**common, "ssl_cafile": args.ssl_cafile}
+    from aiokafka.helpers import create_ssl_context
+
+    return {**common, "ssl_context": create_ssl_context(cafile=args.ssl_cafile)}
 
 
 def run_confluent(args: argparse.Namespace, stop: threading.Event) -> int:
@@ -48,6 +79,7 @@ def run_confluent(args: argparse.Namespace, stop: threading.Event) -> int:
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
             "topic.metadata.refresh.interval.ms": 600_000,
+            **security(args, "confluent"),
         }
     )
 
@@ -65,6 +97,9 @@ def run_confluent(args: argparse.Namespace, stop: threading.Event) -> int:
                 continue
             error = msg.error()
             if error is not None:
+                if error.code() in AUTHORIZATION_CODES:
+                    emit("fatal", error=str(error), name=error.name(), code=error.code())
+                    return 3
                 if error.fatal():
                     emit("fatal", error=str(error), code=error.code())
                     return 3
@@ -84,7 +119,7 @@ def run_confluent(args: argparse.Namespace, stop: threading.Event) -> int:
 def run_kafka_python(args: argparse.Namespace, stop: threading.Event) -> int:
     from kafka import KafkaConsumer
     from kafka.consumer.subscription_state import ConsumerRebalanceListener
-    from kafka.errors import FencedInstanceIdError
+    from kafka.errors import AuthorizationError, FencedInstanceIdError
 
     class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         def on_partitions_revoked(self, revoked: Any) -> None:
@@ -101,6 +136,7 @@ def run_kafka_python(args: argparse.Namespace, stop: threading.Event) -> int:
         heartbeat_interval_ms=args.heartbeat_ms,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
+        **security(args, "kafka-python"),
     )
     consumer.subscribe([args.topic], listener=Listener())
     # Load the topic's metadata before the first join. Otherwise a leader assigns with no partitions
@@ -117,8 +153,8 @@ def run_kafka_python(args: argparse.Namespace, stop: threading.Event) -> int:
                 emit(
                     "committed", offsets={str(tp.partition): rs[-1].offset + 1 for tp, rs in batches.items()}
                 )
-    except FencedInstanceIdError as exc:
-        emit("fatal", error=f"FencedInstanceIdError: {exc}")
+    except (FencedInstanceIdError, AuthorizationError) as exc:
+        emit("fatal", error=f"{type(exc).__name__}: {exc}", name=type(exc).__name__)
         return 3
     finally:
         consumer.close()
@@ -127,6 +163,7 @@ def run_kafka_python(args: argparse.Namespace, stop: threading.Event) -> int:
 
 def run_aiokafka(args: argparse.Namespace, stop: threading.Event) -> int:
     from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+    from aiokafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
 
     class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         async def on_partitions_revoked(self, revoked: Any) -> None:
@@ -144,10 +181,11 @@ def run_aiokafka(args: argparse.Namespace, stop: threading.Event) -> int:
             heartbeat_interval_ms=args.heartbeat_ms,
             auto_offset_reset="earliest",
             enable_auto_commit=False,
+            **security(args, "aiokafka"),
         )
         consumer.subscribe([args.topic], listener=Listener())
-        await consumer.start()
         try:
+            await consumer.start()
             while not stop.is_set():
                 batches = await consumer.getmany(timeout_ms=200)
                 for tp, records in batches.items():
@@ -158,6 +196,9 @@ def run_aiokafka(args: argparse.Namespace, stop: threading.Event) -> int:
                         "committed",
                         offsets={str(tp.partition): rs[-1].offset + 1 for tp, rs in batches.items()},
                     )
+        except (GroupAuthorizationFailedError, TopicAuthorizationFailedError) as exc:
+            emit("fatal", error=f"{type(exc).__name__}: {exc}", name=type(exc).__name__)
+            return 3
         finally:
             await consumer.stop()
         return 0
@@ -178,6 +219,10 @@ def main() -> int:
     parser.add_argument("--topic", required=True)
     parser.add_argument("--session-ms", type=int, default=10_000)
     parser.add_argument("--heartbeat-ms", type=int, default=500)
+    parser.add_argument("--sasl-ssl", action="store_true", help="SASL_SSL (password in KAFKA_SASL_PASSWORD)")
+    parser.add_argument("--sasl-mechanism", default="SCRAM-SHA-512")
+    parser.add_argument("--sasl-username")
+    parser.add_argument("--ssl-cafile")
     args = parser.parse_args()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

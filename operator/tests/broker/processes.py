@@ -123,19 +123,41 @@ class ConsumerProcess:
     """A consumer of one client library in its own process; its JSON-lines output is collected."""
 
     def __init__(
-        self, client: str, bootstrap: str, group: str, instance: str, topic: str, session_ms: int
+        self,
+        client: str,
+        bootstrap: str,
+        group: str,
+        instance: str,
+        topic: str,
+        session_ms: int,
+        *,
+        sasl_ssl: tuple[str, str, str, str] | None = None,
     ) -> None:
+        """`sasl_ssl` is (mechanism, user, password, CA file) for a SASL_SSL connection."""
         command = [
             sys.executable, "-m", "tests.broker.consumer_process", "--client", client,
             "--bootstrap", bootstrap, "--group", group, "--instance", instance, "--topic", topic,
             "--session-ms", str(session_ms),
         ]  # fmt: skip
+        env = _env()
+        if sasl_ssl is not None:
+            mechanism, user, password, ca_file = sasl_ssl
+            command += [
+                "--sasl-ssl",
+                "--sasl-mechanism",
+                mechanism,
+                "--sasl-username",
+                user,
+                "--ssl-cafile",
+                ca_file,
+            ]
+            env["KAFKA_SASL_PASSWORD"] = password
         self.instance = instance
         self.events: list[dict[str, Any]] = []
         self.stderr: list[str] = []
         self._lock = threading.Lock()
         self.process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), cwd=str(ROOT / "operator")
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=str(ROOT / "operator")
         )
         threading.Thread(target=self._read, daemon=True).start()
         threading.Thread(target=self._read_stderr, daemon=True).start()
