@@ -181,3 +181,10 @@ class CredentialStore:
 
     def scram_users(self) -> list[str]:
         return sorted({user for user, _ in self._scram})
+
+    def scram_credentials(self) -> list[tuple[str, ScramMechanism, ScramCredential]]:
+        """Every SCRAM credential, by user then mechanism."""
+        return [
+            (user, mechanism, self._scram[(user, mechanism)])
+            for user, mechanism in sorted(self._scram, key=lambda key: (key[0], key[1].type_code))
+        ]
