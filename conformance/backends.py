@@ -9,9 +9,10 @@
 and, for the secured pair (conformance.security), with Kafka-named security settings instead of --listen:
 
     --listener PLAINTEXT://127.0.0.1:P1 --listener SASL_PLAINTEXT://127.0.0.1:P2
-        --listener SASL_SSL://127.0.0.1:P3 --sasl-enabled-mechanisms PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+        --listener SASL_SSL://127.0.0.1:P3 --listener SSL://127.0.0.1:P4
+        --sasl-enabled-mechanisms PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
         --users-file FILE --authorizer standard --super-users 'User:admin;User:ANONYMOUS'
-        --tls-cert FILE --tls-key FILE --tls-ca FILE
+        --tls-cert FILE --tls-key FILE --tls-ca FILE --tls-client-auth required
 """
 
 from __future__ import annotations
@@ -59,8 +60,9 @@ class Backend(abc.ABC):
         self.port = 0
         # Listener name -> port (secured backends have SASL_PLAINTEXT and SASL_SSL beside PLAINTEXT).
         self.listener_ports: dict[str, int] = {}
-        # The CA that signed the backend's certificate (secured backends only).
+        # The CA that signed the backend's certificate, and issues client certificates (secured only).
         self.ca_file: Path | None = None
+        self.ca: CertificateAuthority | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -110,6 +112,7 @@ class KafkaBackend(Backend):
     async def start(self) -> None:
         await self._broker.start()
         self.ca_file = self._broker.ca_file
+        self.ca = self._broker.ca
 
     def terminate(self) -> None:
         self._broker.terminate()
@@ -165,6 +168,7 @@ class StaticfleetBackend(Backend):
         if settings.security is not None:
             self.listener_ports["SASL_PLAINTEXT"] = free_port()
             self.listener_ports["SASL_SSL"] = free_port()
+            self.listener_ports["SSL"] = free_port()
 
     @property
     def version(self) -> str:
@@ -177,6 +181,7 @@ class StaticfleetBackend(Backend):
         ca = CertificateAuthority.create(self.workdir / "tls")
         server = ca.server()
         self.ca_file = ca.cert_file
+        self.ca = ca
         users = self.workdir / "users"
         users.write_text(security.users_file())
         arguments: list[str] = []
@@ -198,6 +203,8 @@ class StaticfleetBackend(Backend):
             str(server.key),
             "--tls-ca",
             str(ca.cert_file),
+            "--tls-client-auth",
+            "required",
         ]
 
     def command(self) -> list[str]:

@@ -56,6 +56,8 @@ API_VERSIONS, CREATE_TOPICS, DELETE_GROUPS = 18, 19, 42
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
+DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
+CONFIG_GROUP = 32  # ConfigResource type of a consumer group
 
 Json = None | bool | int | float | str | list["Json"] | dict[str, "Json"]
 
@@ -743,6 +745,48 @@ def alter_user_scram_credentials(
                 )
                 for u in upsertions
             ),
+        },
+    )
+
+
+def describe_configs(version: int, resources: Sequence[tuple[int, str]]) -> RequestPayload:
+    cls = load_request_schema(DESCRIBE_CONFIGS, version)
+    resource_cls = _module_entity(cls, "DescribeConfigsResource")
+    return _build(
+        cls,
+        {
+            "resources": tuple(
+                resource_cls(resource_type=i8(t), resource_name=n, configuration_keys=None)
+                for t, n in resources
+            ),
+            "include_synonyms": False,
+            "include_documentation": False,
+        },
+        droppable=("include_documentation",),
+    )
+
+
+def incremental_alter_configs(
+    version: int, resources: Sequence[tuple[int, str, Sequence[tuple[str, int, str | None]]]]
+) -> RequestPayload:
+    """Each resource is (type, name, [(config name, operation: 0 SET / 1 DELETE, value)])."""
+    cls = load_request_schema(INCREMENTAL_ALTER_CONFIGS, version)
+    resource_cls = _module_entity(cls, "AlterConfigsResource")
+    config_cls = _module_entity(cls, "AlterableConfig")
+    return _build(
+        cls,
+        {
+            "resources": tuple(
+                resource_cls(
+                    resource_type=i8(t),
+                    resource_name=n,
+                    configs=tuple(
+                        config_cls(name=k, config_operation=i8(op), value=v) for k, op, v in configs
+                    ),
+                )
+                for t, n, configs in resources
+            ),
+            "validate_only": False,
         },
     )
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from conformance.certs import CertificateAuthority
 from conformance.driver import wait_until_serving
-from conformance.security import SASL_PLAINTEXT, SASL_SSL, SecurityProfile
+from conformance.security import SASL_PLAINTEXT, SASL_SSL, SSL, SecurityProfile
 
 HERE = Path(__file__).resolve().parent
 POM = HERE / "kafka" / "pom.xml"
@@ -214,9 +214,11 @@ class KafkaBroker:
         # Listener name -> port; PLAINTEXT is the one above (its ANONYMOUS principal is a super user).
         self.listener_ports: dict[str, int] = {"PLAINTEXT": self.port}
         self.ca_file: Path | None = None
+        self.ca: CertificateAuthority | None = None
         if settings.security is not None:
             self.listener_ports[SASL_PLAINTEXT] = free_port()
             self.listener_ports[SASL_SSL] = free_port()
+            self.listener_ports[SSL] = free_port()
         self._process: subprocess.Popen[bytes] | None = None
         self._formatted = False
 
@@ -260,14 +262,17 @@ class KafkaBroker:
         ca = CertificateAuthority.create(self.workdir / "tls")
         server = ca.server()
         self.ca_file = ca.cert_file
+        self.ca = ca
         ports = self.listener_ports
         listeners = ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items())
         props = {
             "listeners": f"{listeners},CONTROLLER://127.0.0.1:{self.controller_port}",
             "advertised.listeners": listeners,
             "listener.security.protocol.map": (
-                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL"
             ),
+            # Client certificates on the SSL listener only (SASL_SSL clients log in with SASL).
+            "listener.name.ssl.ssl.client.auth": "required",
             "sasl.enabled.mechanisms": ",".join(security.mechanisms),
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             "super.users": ";".join(security.super_users),

@@ -20,6 +20,7 @@ from kio.schema.errors import ErrorCode
 
 from conformance import driver as d
 from conformance import security as sec
+from conformance.certs import Issued
 from conformance.kafka_broker import GroupSettings
 
 if TYPE_CHECKING:
@@ -113,16 +114,22 @@ class ScenarioContext:
     # --- connections and members
 
     async def connect(
-        self, name: str = "conn", *, client_id: str | None = d.DEFAULT_CLIENT_ID, listener: str | None = None
+        self,
+        name: str = "conn",
+        *,
+        client_id: str | None = d.DEFAULT_CLIENT_ID,
+        listener: str | None = None,
+        certificate: Issued | None = None,
     ) -> d.Connection:
-        """A connection to the bootstrap listener, or to the named one (TLS for SASL_SSL)."""
+        """A connection to the bootstrap listener, or to the named one (TLS for SASL_SSL and SSL, with
+        `certificate` as the client certificate)."""
         if listener is None:
             return await self._driver.connect(name, client_id=client_id)
         port = self.backend.listener_ports[listener]
         tls = None
-        if listener in (sec.SASL_SSL, "SSL"):
+        if listener in (sec.SASL_SSL, sec.SSL):
             assert self.backend.ca_file is not None, "the backend has no TLS listener"
-            tls = sec.client_tls(self.backend.ca_file)
+            tls = sec.client_tls(self.backend.ca_file, certificate)
         return await self._driver.connect(name, client_id=client_id, port=port, tls=tls)
 
     async def login(

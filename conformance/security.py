@@ -17,6 +17,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from conformance import driver as d
+from conformance.certs import Issued
 from staticfleet.broker.security.plain import plain_token
 from staticfleet.broker.security.scram import ScramClient, ScramMechanism
 
@@ -26,6 +27,7 @@ SCRAM_SHA_512 = "SCRAM-SHA-512"
 SASL_PLAINTEXT = "SASL_PLAINTEXT"
 SASL_SSL = "SASL_SSL"
 PLAINTEXT = "PLAINTEXT"
+SSL = "SSL"  # TLS with a client certificate required: the certificate's subject is the principal
 
 
 @dataclass(frozen=True)
@@ -79,10 +81,13 @@ class SecurityProfile:
         raise KeyError(user)
 
 
-def client_tls(ca_file: Path) -> ssl.SSLContext:
-    """A client context that trusts the test CA and checks the server certificate (by IP, no SNI)."""
+def client_tls(ca_file: Path, certificate: Issued | None = None) -> ssl.SSLContext:
+    """A client context that trusts the test CA and checks the server certificate (by IP, no SNI),
+    presenting `certificate` if given."""
     context = ssl.create_default_context(cafile=str(ca_file))
     context.check_hostname = False  # the driver dials 127.0.0.1; the chain is still verified
+    if certificate is not None:
+        context.load_cert_chain(certificate.cert, certificate.key)
     return context
 
 

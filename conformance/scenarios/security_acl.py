@@ -643,7 +643,17 @@ async def acl_delete_groups_needs_delete(ctx: ScenarioContext) -> Outcome:
         await answer(admin, d.offset_commit(9, group, offsets={"t1": {0: 1}}))
     await ctx.grant(acl(GROUP, ctx.group, d.OP_DELETE), acl(GROUP, empty, d.OP_DELETE))
     bob = await ctx.login("bob")
-    ctx.record("delete.batch", await answer(bob, d.delete_groups(2, denied, ctx.group, empty)))
+    batch = await answer(bob, d.delete_groups(2, denied, ctx.group, empty))
+    results = [(ctx.norm.text(r.group_id), ctx.norm.value(r.error_code)) for r in batch.results]
+    denied_results = [r for r in results if r[1] == "GROUP_AUTHORIZATION_FAILED"]
+    # The coordinator's own results come in hash order, the denied ones after them.
+    ctx.fact(
+        "delete.batch",
+        {
+            "coordinator_results": [*sorted(f"{g}: {e}" for g, e in results if (g, e) not in denied_results)],
+            "denied_after_them": [f"{g}: {e}" for g, e in results[len(results) - len(denied_results) :]],
+        },
+    )
     ctx.record("delete.v0.denied", await answer(bob, d.delete_groups(0, denied)))
     await ctx.snapshot("describe.denied", group=denied)
     return ctx.outcome
@@ -772,4 +782,38 @@ async def acl_wildcard_and_cluster_permissions(ctx: ScenarioContext) -> Outcome:
         scram_results(ctx, await answer(carol, d.describe_user_scram_credentials(["bob"]))),
     )
     ctx.record("carol.describe_acls", await answer(carol, d.describe_acls(3, any_filter)))
+    return ctx.outcome
+
+
+@scenario(
+    "Group configs: without DESCRIBE_CONFIGS on the group DescribeConfigs answers GROUP_AUTHORIZATION_FAILED "
+    "(after the allowed resources); without ALTER_CONFIGS IncrementalAlterConfigs answers it in request "
+    "order; ALTER_CONFIGS implies DESCRIBE_CONFIGS.",
+    rule="security §5.5 DescribeConfigs, IncrementalAlterConfigs; checklist 28",
+    settings=SECURED,
+)
+async def acl_group_configs(ctx: ScenarioContext) -> Outcome:
+    describable, alterable, denied = ctx.new_group(), ctx.new_group(), ctx.new_group()
+    await ctx.grant(acl(GROUP, describable, d.OP_DESCRIBE_CONFIGS), acl(GROUP, alterable, d.OP_ALTER_CONFIGS))
+    bob = await ctx.login("bob")
+
+    def results(raw: Any, field: str) -> d.Json:
+        return [
+            {
+                "name": ctx.norm.text(r.resource_name),
+                "error_code": ctx.norm.value(r.error_code),
+                "error_message": r.error_message,
+            }
+            for r in getattr(raw, field)
+        ]
+
+    for version in (1, 4):
+        request = d.describe_configs(version, [(d.CONFIG_GROUP, g) for g in (denied, describable, alterable)])
+        ctx.fact(f"describe.v{version}", results(await answer(bob, request), "results"))
+    setting = [("consumer.session.timeout.ms", 0, "45000")]
+    for version in (0, 1):
+        request = d.incremental_alter_configs(
+            version, [(d.CONFIG_GROUP, denied, setting), (d.CONFIG_GROUP, describable, setting)]
+        )
+        ctx.fact(f"alter.v{version}", results(await answer(bob, request), "responses"))
     return ctx.outcome

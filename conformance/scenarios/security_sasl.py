@@ -12,6 +12,7 @@ from kio.static.protocol import RequestPayload
 
 from conformance import driver as d
 from conformance import security as sec
+from conformance.certs import CertificateAuthority
 from conformance.scenario import SECURED, Outcome, ScenarioContext, expect_all, scenario
 from staticfleet.broker.security.plain import plain_token
 from staticfleet.broker.security.scram import ScramClient, ScramMechanism
@@ -343,4 +344,42 @@ async def sasl_after_authentication(ctx: ScenarioContext) -> Outcome:
     plain = await ctx.connect("plaintext")
     ctx.fact("plaintext.handshake", await answer(ctx, plain, d.sasl_handshake(1, "PLAIN")))
     ctx.fact("plaintext.authenticate", await answer(ctx, plain, d.sasl_authenticate(2, b"x")))
+    return ctx.outcome
+
+
+@scenario(
+    "The SSL listener requires a client certificate and takes its subject (RFC 2253, "
+    "User:CN=...,O=...,C=...) as the principal: ACLs for that principal apply; SASL requests there "
+    "answer ILLEGAL_SASL_STATE; a client without a certificate, or with one from another CA, fails the "
+    "TLS handshake.",
+    rule="security §4; checklist 17",
+    settings=SECURED,
+)
+async def tls_client_certificate_principal(ctx: ScenarioContext) -> Outcome:
+    ca = ctx.backend.ca
+    assert ca is not None
+    label = f"cert-{ctx.group[-8:]}"
+    certificate = ca.client(label, "cert-user", organization="staticfleet")
+    principal = "User:CN=cert-user,O=staticfleet,C=US"
+    conn = await ctx.connect("mtls", listener=sec.SSL, certificate=certificate)
+    protocols = (("range", d.subscription("t1")),)
+    join = d.join_group(9, ctx.group, instance_id="A", protocols=protocols)
+    ctx.fact("join.before_acl", await answer(ctx, conn, join))
+    await ctx.grant(
+        d.Acl(d.RESOURCE_GROUP, ctx.group, d.PATTERN_LITERAL, principal, "*", d.OP_READ, d.PERMISSION_ALLOW)
+    )
+    ctx.fact("join.with_acl", await answer(ctx, conn, join))
+    described = await conn.request(d.describe_groups(5, ctx.group, include_authorized_operations=True))
+    ctx.fact("describe.operations", described.groups[0].authorized_operations)
+    ctx.fact("sasl_handshake", await answer(ctx, conn, d.sasl_handshake(1, "PLAIN")))
+    refusals: dict[str, Any] = {"no_certificate": None}
+    other_ca_dir = ca.directory.parent / f"other-ca-{label}"
+    refusals["other_ca"] = CertificateAuthority.create(other_ca_dir, "another CA").client(label, "cert-user")
+    for name, presented in refusals.items():
+        try:
+            refused = await ctx.connect(f"refused-{name}", listener=sec.SSL, certificate=presented)
+            # TLS 1.3 reports a refused client certificate on the first read, not in the handshake.
+            ctx.fact(f"refused.{name}", await answer(ctx, refused, d.api_versions(3)) == CLOSED)
+        except (OSError, ConnectionError) as exc:
+            ctx.fact(f"refused.{name}", isinstance(exc, OSError | ConnectionError))
     return ctx.outcome
