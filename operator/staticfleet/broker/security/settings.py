@@ -115,7 +115,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--tls-client-auth",
         choices=[c.value for c in ClientAuth],
         default=ClientAuth.NONE.value,
-        help="client certificates on SSL listeners (Kafka's ssl.client.auth); the subject is the principal",
+        help="client certificates on SSL listeners (Kafka's ssl.client.auth); the subject is the principal. "
+        "SASL_SSL listeners do not ask for one (clients log in with SASL), as Kafka without a listener "
+        "prefix",
     )
     group.add_argument("--http-tls-cert", type=Path, metavar="PEM", help="serve the HTTP API over TLS")
     group.add_argument("--http-tls-key", type=Path, metavar="PEM")
