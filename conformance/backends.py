@@ -21,6 +21,7 @@ import abc
 import asyncio
 import atexit
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -133,6 +134,7 @@ def staticfleet_coordinator_available() -> bool:
     return False
 
 
+@functools.cache
 def staticfleet_supports(settings: GroupSettings) -> bool:
     """True if `staticfleet coordinator` accepts these settings (the secured pair needs security flags)."""
     if not staticfleet_coordinator_available():

@@ -59,8 +59,11 @@ async def answer(conn: d.Connection, request: RequestPayload) -> Any:
 
 async def static_pair(ctx: ScenarioContext, user: str, group: str | None = None) -> tuple[Member, Member]:
     """Static members A and B of `group` (default: the scenario's), logged in as `user`, joined and synced."""
-    a = await ctx.member("A", user=user, group=group)
-    b = await ctx.member("B", user=user, group=group)
+    # Scenario members do not heartbeat: the longest session the settings allow keeps them in the group
+    # however slowly a loaded machine runs the scenario.
+    longest = ctx.settings.max_session_timeout_ms
+    a = await ctx.member("A", user=user, group=group, session_ms=longest)
+    b = await ctx.member("B", user=user, group=group, session_ms=longest)
     await join_all(ctx, [a, b])
     await sync_all(ctx, [a, b])
     return a, b
@@ -131,8 +134,9 @@ async def acl_group_read_allows_the_consumer_protocol(ctx: ScenarioContext) -> O
     topic = ctx.new_topic()
     await ctx.ensure_topic(topic, 2)
     await ctx.grant(acl(GROUP, ctx.group, d.OP_READ), acl(TOPIC, topic, d.OP_READ))
-    a = await ctx.member("A", user="bob")
-    b = await ctx.member("B", user="bob")
+    longest = ctx.settings.max_session_timeout_ms
+    a = await ctx.member("A", user="bob", session_ms=longest)
+    b = await ctx.member("B", user="bob", session_ms=longest)
     ctx.record_each(["join.A", "join.B"], await join_all(ctx, [a, b]))
     ctx.record_each(["sync.A", "sync.B"], await sync_all(ctx, [a, b]))
     ctx.record("heartbeat.A", await a.heartbeat().result())
