@@ -1,6 +1,7 @@
-"""The admin path and its commands against a secured Apache Kafka broker: SASL_SSL with SCRAM-SHA-512 from a
-Kafka client properties file, and what a principal without READ on the group gets when it removes members
-(Kafka checks READ for LeaveGroup, not DELETE)."""
+"""The admin path and its commands against each secured backend (Apache Kafka, and the embedded coordinator
+once it has the same settings): SASL_SSL with SCRAM-SHA-512 from a Kafka client properties file, and what a
+principal without READ on the group gets when it removes members (Kafka checks READ for LeaveGroup, not
+DELETE)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import ACL, ACLOperation, ACLPermissionType, ResourcePattern, ResourceType
 
-from conformance.backends import Backend, KafkaBackend
+from conformance.backends import KAFKA, STATICFLEET, Backend, make_backend, staticfleet_supports
 from conformance.kafka_broker import GroupSettings
 from conformance.security import SASL_SSL, SecurityProfile
 from staticfleet.admin import GroupAdmin, GroupDescription, GroupNotFound, KafkaConnection
@@ -33,9 +34,11 @@ SECURED = GroupSettings(
 )
 
 
-@pytest.fixture(scope="module")
-def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
-    backend = KafkaBackend(SECURED, tmp_path_factory.mktemp("secured-kafka"))
+@pytest.fixture(scope="module", params=[KAFKA, STATICFLEET])
+def secured(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
+    if request.param == STATICFLEET and not staticfleet_supports(SECURED):
+        pytest.skip("not run: `staticfleet coordinator` has no listener, SASL and ACL settings yet")
+    backend = make_backend(request.param, SECURED, tmp_path_factory.mktemp(f"secured-{request.param}"))
     asyncio.run(backend.start())
     yield backend
     backend.stop()
@@ -110,28 +113,26 @@ def stable(admin: GroupAdmin, group: str, size: int) -> GroupDescription:
 
 
 @pytest.fixture
-def secured_fleet(
-    secured_kafka: Backend, consumers: list[StaticConsumer], tmp_path: Path
-) -> tuple[str, Path]:
+def secured_fleet(secured: Backend, consumers: list[StaticConsumer], tmp_path: Path) -> tuple[str, Path]:
     """Two static confluent-kafka consumers of a new group, logged in as admin over SASL_SSL."""
     group, topic = unique("secured-group"), unique("secured-topic")
-    create_topic(secured_kafka.bootstrap, topic)
-    security = librdkafka_security(secured_kafka, "admin", "admin-secret")
+    create_topic(secured.bootstrap, topic)
+    security = librdkafka_security(secured, "admin", "admin-secret")
     for i in range(2):
-        consumers.append(StaticConsumer(sasl_ssl(secured_kafka), group, f"{group}-{i}", topic, security))
-    return group, properties_file(secured_kafka, tmp_path, "admin", "admin-secret")
+        consumers.append(StaticConsumer(sasl_ssl(secured), group, f"{group}-{i}", topic, security))
+    return group, properties_file(secured, tmp_path, "admin", "admin-secret")
 
 
 def test_describe_and_remove_over_sasl_ssl_with_scram_from_a_kafka_properties_file(
-    secured_kafka: Backend, secured_fleet: tuple[str, Path]
+    secured: Backend, secured_fleet: tuple[str, Path]
 ) -> None:
     group, admin_properties = secured_fleet
     with GroupAdmin(
-        with_options(KafkaConnection(sasl_ssl(secured_kafka)), load_client_properties(admin_properties))
+        with_options(KafkaConnection(sasl_ssl(secured)), load_client_properties(admin_properties))
     ) as admin:
         stable(admin, group, 2)
     described = cli(
-        "group", "describe", "--bootstrap-server", sasl_ssl(secured_kafka),
+        "group", "describe", "--bootstrap-server", sasl_ssl(secured),
         "--command-config", str(admin_properties), "--group", group, "-o", "json",
     )  # fmt: skip
     assert described.returncode == 0, described.stderr
@@ -140,7 +141,7 @@ def test_describe_and_remove_over_sasl_ssl_with_scram_from_a_kafka_properties_fi
         f"{group}-1",
     ]
     removed = cli(
-        "members", "remove", "--bootstrap-server", sasl_ssl(secured_kafka),
+        "members", "remove", "--bootstrap-server", sasl_ssl(secured),
         "--command-config", str(admin_properties), "--group", group, "--instance-id", f"{group}-1",
     )  # fmt: skip
     assert removed.returncode == 0, removed.stderr
@@ -148,17 +149,17 @@ def test_describe_and_remove_over_sasl_ssl_with_scram_from_a_kafka_properties_fi
 
 
 def test_removal_by_a_principal_without_read_on_the_group_is_refused_and_removes_nothing(
-    secured_kafka: Backend, secured_fleet: tuple[str, Path], tmp_path: Path
+    secured: Backend, secured_fleet: tuple[str, Path], tmp_path: Path
 ) -> None:
     group, admin_properties = secured_fleet
-    grant(secured_kafka, "User:bob", ACLOperation.DELETE, group)
-    bob = properties_file(secured_kafka, tmp_path, "bob", "bob-secret")
+    grant(secured, "User:bob", ACLOperation.DELETE, group)
+    bob = properties_file(secured, tmp_path, "bob", "bob-secret")
     with GroupAdmin(
-        with_options(KafkaConnection(sasl_ssl(secured_kafka)), load_client_properties(admin_properties))
+        with_options(KafkaConnection(sasl_ssl(secured)), load_client_properties(admin_properties))
     ) as admin:
         stable(admin, group, 2)
         refused = cli(
-            "members", "remove", "--bootstrap-server", sasl_ssl(secured_kafka),
+            "members", "remove", "--bootstrap-server", sasl_ssl(secured),
             "--command-config", str(bob), "--group", group, "--instance-id", f"{group}-0",
         )  # fmt: skip
         assert refused.returncode == 1
@@ -167,30 +168,28 @@ def test_removal_by_a_principal_without_read_on_the_group_is_refused_and_removes
 
 
 def test_separate_flags_with_the_password_from_the_environment(
-    secured_kafka: Backend, secured_fleet: tuple[str, Path]
+    secured: Backend, secured_fleet: tuple[str, Path]
 ) -> None:
     group, admin_properties = secured_fleet
-    grant(secured_kafka, "User:alice", ACLOperation.DESCRIBE, group)
+    grant(secured, "User:alice", ACLOperation.DESCRIBE, group)
     with GroupAdmin(
-        with_options(KafkaConnection(sasl_ssl(secured_kafka)), load_client_properties(admin_properties))
+        with_options(KafkaConnection(sasl_ssl(secured)), load_client_properties(admin_properties))
     ) as admin:
         stable(admin, group, 2)
     described = cli(
-        "group", "describe", "--bootstrap-server", sasl_ssl(secured_kafka), "--security-protocol", "SASL_SSL",
+        "group", "describe", "--bootstrap-server", sasl_ssl(secured), "--security-protocol", "SASL_SSL",
         "--sasl-mechanism", "SCRAM-SHA-512", "--sasl-username", "alice",
-        "--ssl-cafile", str(secured_kafka.ca_file), "--group", group,
+        "--ssl-cafile", str(secured.ca_file), "--group", group,
         env={"KAFKA_SASL_PASSWORD": "alice-secret"},
     )  # fmt: skip
     assert described.returncode == 0, described.stderr
     assert "Stable" in described.stdout
 
 
-def test_a_wrong_password_is_reported_as_an_authentication_failure(
-    secured_kafka: Backend, tmp_path: Path
-) -> None:
-    wrong = properties_file(secured_kafka, tmp_path, "alice", "not-her-password")
+def test_a_wrong_password_is_reported_as_an_authentication_failure(secured: Backend, tmp_path: Path) -> None:
+    wrong = properties_file(secured, tmp_path, "alice", "not-her-password")
     done = cli(
-        "group", "describe", "--bootstrap-server", sasl_ssl(secured_kafka), "--command-config", str(wrong),
+        "group", "describe", "--bootstrap-server", sasl_ssl(secured), "--command-config", str(wrong),
         "--group", "any", "--timeout", "10",
     )  # fmt: skip
     assert done.returncode == 1
