@@ -69,7 +69,15 @@ from kio.schema.types import BrokerId, GroupId, ProducerId, TopicName
 from kio.static.primitive import Records, TZAware, i8, i16, i32, i64
 from kio.static.protocol import ResponsePayload
 
-from staticfleet.broker.codec import EncodedBody, encode_body, for_version
+from staticfleet.broker import registry
+from staticfleet.broker.codec import (
+    EncodedBody,
+    FrameError,
+    encode_body,
+    for_version,
+    frame_body,
+    parse_request,
+)
 from staticfleet.broker.registry import (
     NO_THROTTLE,
     BrokerContext,
@@ -138,6 +146,11 @@ def unsupported_version_reply(exc: UnsupportedVersion) -> ResponsePayload | None
 async def handle_api_versions(
     ctx: BrokerContext, request: Request[api_versions_req.ApiVersionsRequest]
 ) -> api_versions_res.ApiVersionsResponse:
+    return api_versions_for(request)
+
+
+def api_versions_for(request: Request[Any]) -> api_versions_res.ApiVersionsResponse:
+    """ApiVersions' answer (also given before SASL authentication, where the handlers are not reached)."""
     name = request.optional("client_software_name", "")
     version = request.optional("client_software_version", "")
     if request.version >= 3 and not (_CLIENT_SOFTWARE.match(name) and _CLIENT_SOFTWARE.match(version)):
@@ -1090,4 +1103,91 @@ async def handle_init_producer_id(
         error_code=E.none,
         producer_id=ProducerId(next(iter(ctx.producer_ids))),
         producer_epoch=i16(0),
+    )
+
+
+# === errors during SASL authentication ====================================================================
+
+
+def illegal_sasl_state_reply(frame: bytes, code: int, message: str) -> bytes | None:
+    """An API's own error answer, as Kafka sends one to a request made during SASL authentication
+    (`getErrorResponse`); None for an API this broker does not build one for (the connection closes)."""
+    try:
+        header, body = parse_request(frame, registry.is_supported)
+    except (UnsupportedVersion, FrameError):
+        return None
+    error = E(code)
+    version = header.api_version
+    api = registry.api_for(header)
+    name = api.name if api is not None else ""
+    response: ResponsePayload | None = None
+    if name == "heartbeat":
+        response = heartbeat_res.HeartbeatResponse(throttle_time=NO_THROTTLE, error_code=error)
+    elif name == "join_group":
+        response = join_group_res.JoinGroupResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=error,
+            generation_id=i32(-1),
+            protocol_type=None,
+            protocol_name=None if version >= 7 else "",
+            leader="",
+            skip_assignment=False,
+            member_id="",
+            members=(),
+        )
+    elif name == "sync_group":
+        response = sync_group_res.SyncGroupResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=error,
+            protocol_type=None,
+            protocol_name=None,
+            assignment=b"",
+        )
+    elif name == "leave_group":
+        response = (
+            leave_group_v2_res.LeaveGroupResponse(throttle_time=NO_THROTTLE, error_code=error)
+            if version < 3
+            else leave_group_res.LeaveGroupResponse(throttle_time=NO_THROTTLE, error_code=error, members=())
+        )
+    elif name == "describe_groups":
+        response = describe_groups_res.DescribeGroupsResponse(
+            throttle_time=NO_THROTTLE,
+            groups=tuple(_described_error(g, error) for g in body.groups),
+        )
+    elif name == "offset_commit" and version < 10:
+        response = offset_commit_v9_res.OffsetCommitResponse(
+            throttle_time=NO_THROTTLE,
+            topics=tuple(
+                offset_commit_v9_res.OffsetCommitResponseTopic(
+                    name=getattr(t, "name"),  # noqa: B009 (absent from the v10 entity the body is typed as)
+                    partitions=tuple(
+                        offset_commit_v9_res.OffsetCommitResponsePartition(
+                            partition_index=p.partition_index, error_code=error
+                        )
+                        for p in t.partitions
+                    ),
+                )
+                for t in body.topics
+            ),
+        )
+    elif name == "sasl_handshake":
+        from kio.schema.sasl_handshake.v1 import response as sasl_handshake_res
+
+        response = sasl_handshake_res.SaslHandshakeResponse(error_code=error, mechanisms=())
+    if response is None:
+        return None
+    return frame_body(header.correlation_id, encode_body(for_version(response, version)))
+
+
+def _described_error(group_id: str, error: ErrorCode) -> describe_groups_res.DescribedGroup:
+    """A DescribeGroups entry for a group the caller may not see (or cannot be told about yet)."""
+    return describe_groups_res.DescribedGroup(
+        error_code=error,
+        error_message=None,
+        group_id=GroupId(group_id),
+        group_state="",
+        protocol_type="",
+        protocol_data="",
+        members=(),
+        authorized_operations=INT32_MIN,
     )

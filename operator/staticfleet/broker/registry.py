@@ -22,6 +22,7 @@ from kio.static.primitive import i16, i32Timedelta
 from kio.static.protocol import ResponsePayload
 
 from staticfleet.broker.host import CoordinatorHost
+from staticfleet.broker.security.state import SecurityState
 from staticfleet.broker.topiclog import TopicLog
 from staticfleet.coordinator import messages as m
 
@@ -64,6 +65,13 @@ class BrokerContext:
     cluster_id: str
     auto_create_topics: bool = True
     producer_ids: Iterable[int] = field(default_factory=lambda: itertools.count(int(time.time()) << 12))
+    # ACLs and credentials (None: no security configured, every request allowed).
+    security: SecurityState | None = None
+    # The address each listener advertises (Metadata and FindCoordinator answer with the caller's).
+    listener_addresses: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+    def advertised(self, listener: str) -> tuple[str, int]:
+        return self.listener_addresses.get(listener, (self.advertised_host, self.advertised_port))
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +86,9 @@ class Request(Generic[Body]):
     header: RequestHeader
     client_host: str
     body: Body
+    # Who sent it: User:ANONYMOUS on PLAINTEXT, the certificate subject on SSL, the SASL user on SASL.
+    principal: str = "User:ANONYMOUS"
+    listener: str = "PLAINTEXT"
 
     @property
     def version(self) -> int:

@@ -11,9 +11,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
+import functools
 import logging
 import os
 import signal
+import ssl
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -22,7 +25,11 @@ from typing import Any
 
 from kio.static.protocol import ResponsePayload
 
-from staticfleet.broker import apis, registry
+from staticfleet.broker import (
+    apis,
+    registry,
+    security_apis,  # noqa: F401  (registers the security APIs)
+)
 from staticfleet.broker.codec import (
     EncodedBody,
     FrameError,
@@ -35,6 +42,14 @@ from staticfleet.broker.host import CoordinatorHost
 from staticfleet.broker.http import HttpApi, start_http
 from staticfleet.broker.metrics import BrokerMetrics
 from staticfleet.broker.registry import BrokerContext, Request, UnsupportedVersion
+from staticfleet.broker.security.authenticator import Close, SaslAuthenticator
+from staticfleet.broker.security.gate import Drop, Forward, Reply, SaslGate
+from staticfleet.broker.security.listeners import Endpoint, Listener, SecurityProtocol
+from staticfleet.broker.security.sasl import new_server
+from staticfleet.broker.security.settings import SecuritySettings
+from staticfleet.broker.security.state import SecurityState
+from staticfleet.broker.security.tls import ClientAuth, ReloadingContext, principal_from_certificate
+from staticfleet.broker.security.users import CredentialStore
 from staticfleet.broker.topiclog import TopicLog
 from staticfleet.coordinator import CoordinatorConfig
 from staticfleet.coordinator.clock import Clock
@@ -63,6 +78,9 @@ class BrokerSettings:
     topic_flush_interval_s: float = 1.0
     retention_check_interval_s: float = 60.0
     shutdown_grace_s: float = 10.0
+    # Listeners, SASL, TLS and ACLs (None: one PLAINTEXT listener on listen_host:listen_port, no ACLs).
+    security: SecuritySettings | None = None
+    failed_authentication_delay_s: float = 0.1  # Kafka's connection.failed.authentication.delay.ms
 
 
 def load_cluster_id(data_dir: Path) -> str:
@@ -104,6 +122,10 @@ class BrokerServer:
         self._stopping = False
         self.port = settings.listen_port
         self.http_port = settings.http_port
+        self.security: SecurityState | None = None
+        self.listener_ports: dict[str, int] = {}
+        self._servers: list[asyncio.base_events.Server] = []
+        self._tls: dict[str, ReloadingContext] = {}
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
@@ -120,29 +142,86 @@ class BrokerServer:
         self.topics.subscribe_partitions_changed(self._on_partitions_changed)
         await self.host.start()
         cluster_id = load_cluster_id(s.data_dir)
-        self._server = await asyncio.start_server(self._connection, s.listen_host, s.listen_port, limit=2**20)
-        self.port = self._server.sockets[0].getsockname()[1]
+        security = s.security
+        self.security = SecurityState(
+            s.data_dir,
+            security.authorizer if security is not None else None,
+            security.credentials() if security is not None else CredentialStore(),
+            fsync=s.fsync,
+        )
+        for warning in security.warnings if security is not None else ():
+            log.warning("%s", warning)
+        addresses: dict[str, tuple[str, int]] = {}
+        for listener in self._listeners():
+            server = await asyncio.start_server(
+                functools.partial(self._connection, listener),
+                listener.bind.host or None,
+                listener.bind.port,
+                limit=2**20,
+                ssl=self._tls_context(listener),
+            )
+            self._servers.append(server)
+            port = server.sockets[0].getsockname()[1]
+            self.listener_ports[listener.name] = port
+            advertised = listener.advertised
+            addresses[listener.name] = (
+                advertised.host
+                if advertised is not listener.bind
+                else (s.advertised_host or listener.bind.host),
+                advertised.port if advertised is not listener.bind else (s.advertised_port or port),
+            )
+        self._server = self._servers[0]
+        self.port = next(iter(self.listener_ports.values()))
+        first = next(iter(addresses.values()))
         self.context = BrokerContext(
             host=self.host,
             topics=self.topics,
             node_id=s.node_id,
-            advertised_host=s.advertised_host or s.listen_host,
-            advertised_port=s.advertised_port or self.port,
+            advertised_host=first[0],
+            advertised_port=first[1],
             cluster_id=cluster_id,
             auto_create_topics=s.auto_create_topics,
+            security=self.security,
+            listener_addresses=addresses,
         )
         self._background = [
             asyncio.create_task(self._periodic(s.topic_flush_interval_s, self._flush_topics)),
             asyncio.create_task(self._periodic(s.retention_check_interval_s, self._enforce_retention)),
         ]
-        log.info(
-            "serving Kafka on %s:%d (advertised %s:%d), data in %s",
-            s.listen_host,
-            self.port,
-            self.context.advertised_host,
-            self.context.advertised_port,
-            s.data_dir,
-        )
+        for name, (host, port) in addresses.items():
+            log.info(
+                "serving Kafka on listener %s port %d (advertised %s:%d)",
+                name,
+                self.listener_ports[name],
+                host,
+                port,
+            )
+        log.info("data in %s", s.data_dir)
+
+    def _listeners(self) -> list[Listener]:
+        s = self.settings
+        if s.security is not None:
+            return list(s.security.listeners)
+        bind = Endpoint("PLAINTEXT", s.listen_host, s.listen_port)
+        return [Listener("PLAINTEXT", SecurityProtocol.PLAINTEXT, bind, bind)]
+
+    def _tls_context(self, listener: Listener) -> ssl.SSLContext | None:
+        """TLS listeners share the certificate; SSL listeners ask for client certificates as configured,
+        SASL_SSL ones never (their clients log in with SASL)."""
+        security = self.settings.security
+        if not listener.protocol.uses_tls or security is None or security.tls is None:
+            return None
+        tls = security.tls
+        if listener.protocol == SecurityProtocol.SASL_SSL:
+            tls = dataclasses.replace(tls, client_auth=ClientAuth.NONE)
+        reloading = self._tls.get(tls.client_auth.value)
+        if reloading is None:
+            reloading = self._tls[tls.client_auth.value] = ReloadingContext(
+                tls, on_error=lambda exc: log.error("TLS files changed but do not load: %s", exc)
+            )
+        context = reloading.context()
+        context.sni_callback = reloading.sni_callback
+        return context
 
     @property
     def ready(self) -> bool:
@@ -153,8 +232,8 @@ class BrokerServer:
         if self._stopping:
             return
         self._stopping = True
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         self.host.coordinator.unload()  # parked joins and syncs are answered, so in-flight work drains
         if self._in_flight:
             with contextlib.suppress(TimeoutError):
@@ -170,6 +249,8 @@ class BrokerServer:
             await asyncio.to_thread(self.topics.close)
         if self._http is not None:
             await self._http.cleanup()
+        if self.security is not None:
+            self.security.close()
         log.info("stopped")
 
     async def serve_until_signalled(self) -> None:
@@ -207,7 +288,37 @@ class BrokerServer:
 
     # --- connections -------------------------------------------------------------------------------
 
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _gate(self, listener: Listener, client_host: str) -> SaslGate | None:
+        security = self.settings.security
+        if not listener.protocol.uses_sasl or security is None or self.security is None:
+            return None
+        state = self.security
+
+        def server_for(mechanism: str) -> Any:
+            return new_server(mechanism, state.credentials.plain, state.credentials.scram)
+
+        def api_versions(version: int, correlation: int, frame: bytes) -> tuple[bytes, bool]:
+            try:
+                header, body = parse_request(frame, registry.is_supported)
+            except UnsupportedVersion as exc:
+                answer = apis.unsupported_version_reply(exc)
+                assert answer is not None
+                return frame_body(correlation, encode_body(answer)), False
+            except FrameError:
+                return b"", False
+            reply = apis.api_versions_for(Request(header, client_host, body))
+            ok = int(reply.error_code) == 0
+            return frame_body(correlation, encode_body(for_version(reply, version))), ok
+
+        return SaslGate(
+            SaslAuthenticator(security.sasl_mechanisms, server_for),
+            api_versions,
+            apis.illegal_sasl_state_reply,
+        )
+
+    async def _connection(
+        self, listener: Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         task = asyncio.current_task()
         if task is not None:
             self._connections.add(task)
@@ -215,6 +326,11 @@ class BrokerServer:
         peer = writer.get_extra_info("peername")
         client_host = f"/{peer[0]}" if peer else "/unknown"
         reason = "client"
+        principal = "User:ANONYMOUS"
+        ssl_object = writer.get_extra_info("ssl_object")
+        if ssl_object is not None and listener.protocol == SecurityProtocol.SSL:
+            principal = principal_from_certificate(ssl_object.getpeercert(binary_form=True))
+        gate = self._gate(listener, client_host)
         try:
             while not self._stopping:
                 try:
@@ -230,10 +346,27 @@ class BrokerServer:
                     frame = await reader.readexactly(size)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
+                if gate is not None:
+                    passed = gate.on_frame(frame)
+                    if isinstance(passed, Drop):
+                        reason = "authentication"
+                        log.info("closing %s on %s: %s", client_host, listener.name, passed.reason)
+                        return
+                    if isinstance(passed, Reply):
+                        if passed.data:
+                            writer.write(passed.data)
+                            await writer.drain()
+                        if passed.close == Close.AFTER_DELAY:
+                            reason = "authentication"
+                            await asyncio.sleep(self.settings.failed_authentication_delay_s)
+                            return
+                        continue
+                    assert isinstance(passed, Forward)
+                    principal = passed.principal
                 self._in_flight += 1
                 self._idle.clear()
                 try:
-                    response = await self._handle(frame, client_host)
+                    response = await self._handle(frame, client_host, principal, listener.name)
                 finally:
                     self._in_flight -= 1
                     if not self._in_flight:
@@ -255,7 +388,9 @@ class BrokerServer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
 
-    async def _handle(self, frame: bytes, client_host: str) -> bytes | object | None:
+    async def _handle(
+        self, frame: bytes, client_host: str, principal: str = "User:ANONYMOUS", listener: str = "PLAINTEXT"
+    ) -> bytes | object | None:
         assert self.context is not None
         started = time.perf_counter()
         try:
@@ -272,7 +407,7 @@ class BrokerServer:
             return _CLOSE
         api = registry.api_for(header)
         assert api is not None  # parse_request let only served APIs through
-        reply = await api.handler(self.context, Request(header, client_host, body))
+        reply = await api.handler(self.context, Request(header, client_host, body, principal, listener))
         framed: bytes | None = None
         error = 0
         if reply is not None:

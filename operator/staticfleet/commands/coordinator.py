@@ -8,6 +8,7 @@ import logging
 import os
 from pathlib import Path
 
+from staticfleet.broker.security import settings as security_settings
 from staticfleet.coordinator import CoordinatorConfig
 
 
@@ -34,9 +35,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument(
         "--advertised-listener",
-        type=host_port,
-        metavar="HOST:PORT",
-        help="address given to clients in Metadata and FindCoordinator (default: --listen)",
+        action="append",
+        default=[],
+        metavar="[NAME://]HOST:PORT",
+        help="address given to clients in Metadata and FindCoordinator, per listener name (repeatable; "
+        "a bare HOST:PORT is the first listener's; default: the bind address)",
     )
     p.add_argument("--data-dir", type=Path, required=True, help="where the logs live")
     p.add_argument(
@@ -67,6 +70,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--no-fsync", action="store_true", help="skip fsync (tests only: loses data on power loss)"
     )
     p.add_argument("--log-level", default="INFO")
+    security_settings.add_arguments(p)
     p.set_defaults(run=run)
 
 
@@ -87,10 +91,25 @@ def run(args: argparse.Namespace) -> int:
         logging.error("%s", exc)
         return 2
     listen_host, listen_port = args.listen
-    advertised_host, advertised_port = args.advertised_listener or (None, None)
-    if advertised_host is None and listen_host == "0.0.0.0":
-        logging.error("--advertised-listener is required when listening on all interfaces")
+    default_listener = f"PLAINTEXT://{listen_host}:{listen_port}"
+    first_name = (args.listener[0].split("://", 1)[0] if args.listener else "PLAINTEXT").upper()
+    advertised = [a if "://" in a else f"{first_name}://{a}" for a in args.advertised_listener]
+    try:
+        security = security_settings.from_arguments(
+            args, default_listener=default_listener, advertised=advertised
+        )
+        security.credentials()  # a bad users file stops the start with its line
+    except security_settings.SecuritySettingsError as exc:
+        logging.error("%s", exc)
         return 2
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    for listener in security.listeners:
+        if listener.advertised is listener.bind and listener.bind.host in ("", "0.0.0.0", "::"):
+            logging.error(
+                "--advertised-listener is required for %s, which listens on all interfaces", listener.name
+            )
+            return 2
     settings = BrokerSettings(
         data_dir=args.data_dir,
         listen_host=listen_host,
@@ -105,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
         auto_create_topics=not args.no_auto_create_topics,
         default_partitions=args.default_partitions,
         rebalance_on_partition_growth=not args.no_rebalance_on_partition_growth,
+        security=security,
     )
 
     async def main() -> None:

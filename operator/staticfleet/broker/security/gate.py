@@ -37,8 +37,8 @@ _HEAD = struct.Struct(">hhi")
 
 # (api version, correlation id, whole frame) -> (the framed answer, whether it was a success)
 ApiVersionsAnswer = Callable[[int, int, bytes], tuple[bytes, bool]]
-# (api key, api version, correlation id, error code, message) -> the framed error answer of that API
-ErrorAnswer = Callable[[int, int, int, int, str], bytes | None]
+# (whole request frame, error code, message) -> the framed error answer of that API (None: not known)
+ErrorAnswer = Callable[[bytes, int, str], bytes | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,9 +124,7 @@ class SaslGate:
             return Reply(data)
         if step == Step.ILLEGAL_STATE:
             name = _api_name(api_key)
-            error = self._error_answer(
-                api_key, version, correlation, int(ErrorCode.illegal_sasl_state), illegal_state_message(name)
-            )
+            error = self._error_answer(frame, int(ErrorCode.illegal_sasl_state), illegal_state_message(name))
             return Reply(error, Close.AFTER_DELAY) if error is not None else Drop("illegal SASL state")
         try:
             body = _parse(frame, api_key, version)

@@ -41,7 +41,7 @@ def gate() -> SaslGate:
     return SaslGate(
         authenticator,
         lambda version, correlation, frame: (struct.pack(">ii", 4, correlation), True),
-        lambda key, version, correlation, code, message: struct.pack(">iih", 6, correlation, code),
+        lambda frame, code, message: struct.pack(">iih", 6, 1, code),
     )
 
 

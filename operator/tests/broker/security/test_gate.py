@@ -27,7 +27,8 @@ def gate() -> tuple[SaslGate, list[tuple[int, int, int, int, str]]]:
     def api_versions(version: int, correlation: int, frame: bytes) -> tuple[bytes, bool]:
         return struct.pack(">ii", 4, correlation), True
 
-    def error_answer(key: int, version: int, correlation: int, code: int, message: str) -> bytes:
+    def error_answer(frame: bytes, code: int, message: str) -> bytes:
+        key, version, correlation = struct.unpack_from(">hhi", frame)
         errors.append((key, version, correlation, code, message))
         return struct.pack(">iih", 6, correlation, code)
 
