@@ -86,6 +86,8 @@ from staticfleet.broker.registry import (
     api_versions_response,
     kafka_api,
 )
+from staticfleet.broker.security.acl import AclOperation, ResourceType
+from staticfleet.broker.security_apis import access
 from staticfleet.broker.topiclog_errors import TopicLogError
 from staticfleet.coordinator import CoordinatorError, GroupCoordinator
 from staticfleet.coordinator import messages as m
@@ -233,7 +235,9 @@ async def handle_metadata(
         throttle_time=NO_THROTTLE,
         brokers=(
             metadata_res.MetadataResponseBroker(
-                node_id=BrokerId(ctx.node_id), host=ctx.advertised_host, port=i32(ctx.advertised_port)
+                node_id=BrokerId(ctx.node_id),
+                host=ctx.advertised(request.listener)[0],
+                port=i32(ctx.advertised(request.listener)[1]),
             ),
         ),
         cluster_id=ctx.cluster_id,
@@ -252,8 +256,11 @@ async def handle_find_coordinator(
     # Kafka says "NONE" on success before v4 and "" from v4 on.
     message = "not a group key" if not is_group else ("NONE" if request.version < 4 else "")
     node = BrokerId(ctx.node_id if is_group else -1)
-    host = ctx.advertised_host if is_group else ""
-    port = i32(ctx.advertised_port if is_group else -1)
+    advertised_host, advertised_port = ctx.advertised(request.listener)
+    host = advertised_host if is_group else ""
+    port = i32(advertised_port if is_group else -1)
+    checks = access(ctx, request)
+    denied = E.group_authorization_failed
     if request.version >= 4:
         return find_coordinator_res.FindCoordinatorResponse(
             throttle_time=NO_THROTTLE,
@@ -261,8 +268,21 @@ async def handle_find_coordinator(
                 find_coordinator_res.Coordinator(
                     key=key, node_id=node, host=host, port=port, error_code=error, error_message=message
                 )
+                if not is_group or checks.group(AclOperation.DESCRIBE, key)
+                else find_coordinator_res.Coordinator(
+                    key=key, node_id=BrokerId(-1), host="", port=i32(-1), error_code=denied, error_message=""
+                )
                 for key in request.body.coordinator_keys
             ),
+        )
+    if is_group and not checks.group(AclOperation.DESCRIBE, request.optional("key")):
+        return find_coordinator_v3_res.FindCoordinatorResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=denied,
+            error_message="Group authorization failed.",
+            node_id=BrokerId(-1),
+            host="",
+            port=i32(-1),
         )
     return find_coordinator_v3_res.FindCoordinatorResponse(
         throttle_time=NO_THROTTLE, error_code=error, error_message=message, node_id=node, host=host, port=port
@@ -283,7 +303,9 @@ async def handle_describe_cluster(
         controller_id=BrokerId(ctx.node_id),
         brokers=(
             describe_cluster_res.DescribeClusterBroker(
-                broker_id=BrokerId(ctx.node_id), host=ctx.advertised_host, port=i32(ctx.advertised_port)
+                broker_id=BrokerId(ctx.node_id),
+                host=ctx.advertised(request.listener)[0],
+                port=i32(ctx.advertised(request.listener)[1]),
             ),
         ),
         cluster_authorized_operations=_CLUSTER_OPERATIONS if include else INT32_MIN,
@@ -298,6 +320,18 @@ async def handle_join_group(
     ctx: BrokerContext, request: Request[join_group_req.JoinGroupRequest]
 ) -> join_group_res.JoinGroupResponse:
     body = request.body
+    if not access(ctx, request).group(AclOperation.READ, body.group_id):
+        return join_group_res.JoinGroupResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=E.group_authorization_failed,
+            generation_id=i32(-1),
+            protocol_type=None,
+            protocol_name=None if request.version >= 7 else "",
+            leader="",
+            skip_assignment=False,
+            member_id="",
+            members=(),
+        )
     session_timeout = _ms(body.session_timeout)
     join = m.JoinGroupRequest(
         group_id=body.group_id,
@@ -338,6 +372,18 @@ async def handle_sync_group(
     ctx: BrokerContext, request: Request[sync_group_req.SyncGroupRequest]
 ) -> sync_group_res.SyncGroupResponse:
     body = request.body
+    protocol_given = request.version < 5 or (
+        request.optional("protocol_type") is not None and request.optional("protocol_name") is not None
+    )
+    # From v5 a missing protocol is refused first (INCONSISTENT_GROUP_PROTOCOL), then READ is checked.
+    if protocol_given and not access(ctx, request).group(AclOperation.READ, body.group_id):
+        return sync_group_res.SyncGroupResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=E.group_authorization_failed,
+            protocol_type=None,
+            protocol_name=None,
+            assignment=b"",
+        )
     sync = m.SyncGroupRequest(
         group_id=body.group_id,
         generation_id=body.generation_id,
@@ -376,6 +422,8 @@ async def handle_heartbeat(
     ctx: BrokerContext, request: Request[heartbeat_req.HeartbeatRequest]
 ) -> EncodedBody:
     body = request.body
+    if not access(ctx, request).group(AclOperation.READ, body.group_id):
+        return _heartbeat_body(request.version, int(E.group_authorization_failed))
     hb = m.HeartbeatRequest(
         body.group_id, body.generation_id, body.member_id, request.optional("group_instance_id")
     )
@@ -389,6 +437,15 @@ async def handle_leave_group(
     ctx: BrokerContext, request: Request[leave_group_req.LeaveGroupRequest]
 ) -> ResponsePayload:
     single = request.version < 3  # one member by id; v3+ carry a batch
+    if not access(ctx, request).group(AclOperation.READ, request.body.group_id):
+        # Kafka checks READ (not DELETE) for LeaveGroup, also for an admin removing static members.
+        if single:
+            return leave_group_v2_res.LeaveGroupResponse(
+                throttle_time=NO_THROTTLE, error_code=E.group_authorization_failed
+            )
+        return leave_group_res.LeaveGroupResponse(
+            throttle_time=NO_THROTTLE, error_code=E.group_authorization_failed, members=()
+        )
     if single:
         identities: tuple[m.MemberIdentity, ...] = (m.MemberIdentity(request.optional("member_id")),)
     else:
@@ -439,8 +496,19 @@ async def handle_offset_commit(
     retention = request.optional("retention_time")
     results: dict[tuple[int, int], ErrorCode] = {}
     valid_topics = []
+    checks = access(ctx, request)
+    group_allowed = checks.group(AclOperation.READ, body.group_id)
+    # Unauthorized topics come first in the answer, as Kafka builds it.
+    denied_first: list[int] = []
     for index, topic in enumerate(body.topics):
         name = _topic_name(ctx, topic)
+        if not group_allowed or (checks.enabled and not checks.topic(AclOperation.READ, name or "")):
+            code = E.group_authorization_failed if not group_allowed else E.topic_authorization_failed
+            for p in topic.partitions:
+                results[(index, p.partition_index)] = code
+            if group_allowed:
+                denied_first.append(index)
+            continue
         partitions = []
         count = ctx.topics.partition_count(name) if name is not None and ctx.topics.has_topic(name) else 0
         unknown = E.unknown_topic_id if by_id and name is None else E.unknown_topic_or_partition
@@ -471,6 +539,8 @@ async def handle_offset_commit(
         for (index, _), result in zip(valid_topics, r.topics, strict=True):
             for done in result.partitions:
                 results[(index, done.partition)] = E(done.error)
+    order = denied_first + [i for i in range(len(body.topics)) if i not in denied_first]
+    ordered = [(index, body.topics[index]) for index in order]
     response: ResponsePayload
     if by_id:
         response = offset_commit_res.OffsetCommitResponse(
@@ -485,7 +555,7 @@ async def handle_offset_commit(
                         for p in topic.partitions
                     ),
                 )
-                for index, topic in enumerate(body.topics)
+                for index, topic in ordered
             ),
         )
     else:
@@ -501,7 +571,7 @@ async def handle_offset_commit(
                         for p in topic.partitions
                     ),
                 )
-                for index, topic in enumerate(body.topics)
+                for index, topic in ordered
             ),
         )
     return await _gated(ctx, response)
@@ -513,9 +583,37 @@ async def handle_offset_fetch(
 ) -> ResponsePayload:
     by_id = request.version >= 10
     require_stable = bool(request.optional("require_stable", False))
+    checks = access(ctx, request)
 
     def fetch(group_id: str, asked: Any) -> list[tuple[m.FetchedTopic, uuid.UUID | None, bool]]:
-        """(topic, its id, whether the id asked for is unknown) for each topic of one group."""
+        """(topic, its id, whether the id asked for is unknown) for each topic of one group; topics the
+        caller may not DESCRIBE are answered TOPIC_AUTHORIZATION_FAILED after the others (when listed)
+        or left out (when all were asked for)."""
+        if checks.enabled:
+            if asked is None:
+                found = fetch_allowed(group_id, None)
+                return [f for f in found if checks.topic(AclOperation.DESCRIBE, f[0].name)]
+            allowed = [a for a in asked if checks.topic(AclOperation.DESCRIBE, _topic_name(ctx, a) or "")]
+            denied = [a for a in asked if a not in allowed]
+            return (fetch_allowed(group_id, allowed) if allowed else []) + (
+                [
+                    (
+                        m.FetchedTopic(
+                            _topic_name(ctx, a) or "",
+                            tuple(
+                                m.FetchedOffset(p, error=int(E.topic_authorization_failed))
+                                for p in a.partition_indexes
+                            ),
+                        ),
+                        getattr(a, "topic_id", None),
+                        False,
+                    )
+                    for a in denied
+                ]
+            )
+        return fetch_allowed(group_id, asked)
+
+    def fetch_allowed(group_id: str, asked: Any) -> list[tuple[m.FetchedTopic, uuid.UUID | None, bool]]:
         wanted = None
         if asked is not None:
             wanted = tuple(
@@ -548,6 +646,32 @@ async def handle_offset_fetch(
         )
 
     response: ResponsePayload
+    denied = E.group_authorization_failed
+    if request.version < 8 and not checks.group(AclOperation.DESCRIBE, request.optional("group_id")):
+        v7 = offset_fetch_v7_res
+        if request.version >= 2:
+            return v7.OffsetFetchResponse(throttle_time=NO_THROTTLE, error_code=denied, topics=())
+        # v1 has no top-level error: every partition asked for carries it.
+        return v7.OffsetFetchResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=E.none,
+            topics=tuple(
+                v7.OffsetFetchResponseTopic(
+                    name=TopicName(t.name),
+                    partitions=tuple(
+                        v7.OffsetFetchResponsePartition(
+                            partition_index=i32(p),
+                            committed_offset=i64(-1),
+                            committed_leader_epoch=i32(-1),
+                            metadata="",
+                            error_code=denied,
+                        )
+                        for p in t.partition_indexes
+                    ),
+                )
+                for t in request.optional("topics") or ()
+            ),
+        )
     if request.version < 8:  # one group, topics by name
         v7 = offset_fetch_v7_res
         response = v7.OffsetFetchResponse(
@@ -576,6 +700,8 @@ async def handle_offset_fetch(
                         for t, _, unknown in fetch(g.group_id, g.topics)
                     ),
                 )
+                if checks.group(AclOperation.DESCRIBE, g.group_id)
+                else v9.OffsetFetchResponseGroup(group_id=g.group_id, error_code=denied, topics=())
                 for g in request.body.groups
             ),
         )
@@ -595,6 +721,8 @@ async def handle_offset_fetch(
                         for t, topic_id, unknown in fetch(g.group_id, g.topics)
                     ),
                 )
+                if checks.group(AclOperation.DESCRIBE, g.group_id)
+                else v10.OffsetFetchResponseGroup(group_id=g.group_id, error_code=denied, topics=())
                 for g in request.body.groups
             ),
         )
@@ -609,11 +737,22 @@ async def handle_describe_groups(
     ctx: BrokerContext, request: Request[describe_groups_req.DescribeGroupsRequest]
 ) -> describe_groups_res.DescribeGroupsResponse:
     include_ops = bool(request.optional("include_authorized_operations", False))
-    described = ctx.host.coordinator.describe_groups(request.context(), list(request.body.groups))
+    checks = access(ctx, request)
+    allowed = [g for g in request.body.groups if checks.group(AclOperation.DESCRIBE, g)]
+    refused = [g for g in request.body.groups if g not in allowed]
+    described = ctx.host.coordinator.describe_groups(request.context(), allowed) if allowed else []
     res = describe_groups_res
+
+    def operations(group_id: str) -> i32:
+        if not checks.enabled:
+            return _GROUP_OPERATIONS
+        return i32(checks.authorized_operations(ResourceType.GROUP, group_id))
+
     return res.DescribeGroupsResponse(
         throttle_time=NO_THROTTLE,
-        groups=tuple(
+        # Groups the caller may not describe come first, as Kafka lists them.
+        groups=tuple(_described_error(g, E.group_authorization_failed) for g in refused)
+        + tuple(
             res.DescribedGroup(
                 error_code=E(g.error),
                 error_message=g.error_message,
@@ -632,7 +771,7 @@ async def handle_describe_groups(
                     )
                     for x in g.members
                 ),
-                authorized_operations=_GROUP_OPERATIONS if include_ops and not g.error else INT32_MIN,
+                authorized_operations=operations(g.group_id) if include_ops and not g.error else INT32_MIN,
             )
             for g in described
         ),
@@ -650,6 +789,9 @@ async def handle_list_groups(
             tuple(request.optional("types_filter", ()) or ()),
         ),
     )
+    checks = access(ctx, request)
+    # Without DESCRIBE on the cluster the list holds only the groups the caller may describe.
+    everything = checks.cluster(AclOperation.DESCRIBE)
     return list_groups_res.ListGroupsResponse(
         throttle_time=NO_THROTTLE,
         error_code=E(listed.error),
@@ -661,6 +803,7 @@ async def handle_list_groups(
                 group_type=g.group_type,
             )
             for g in listed.groups
+            if everything or checks.group(AclOperation.DESCRIBE, g.group_id)
         ),
     )
 
@@ -669,12 +812,23 @@ async def handle_list_groups(
 async def handle_delete_groups(
     ctx: BrokerContext, request: Request[delete_groups_req.DeleteGroupsRequest]
 ) -> delete_groups_res.DeleteGroupsResponse:
-    results = ctx.host.call(lambda c: c.delete_groups(request.context(), list(request.body.groups_names)))
+    checks = access(ctx, request)
+    names = list(dict.fromkeys(request.body.groups_names))
+    allowed = [g for g in names if checks.group(AclOperation.DELETE, g)]
+    refused = [g for g in names if g not in allowed]
+    results = ctx.host.call(lambda c: c.delete_groups(request.context(), allowed)) if allowed else []
     response = delete_groups_res.DeleteGroupsResponse(
         throttle_time=NO_THROTTLE,
+        # Refused groups come after the coordinator's answers, as Kafka appends them.
         results=tuple(
             delete_groups_res.DeletableGroupResult(group_id=GroupId(r.group_id), error_code=E(r.error))
             for r in results
+        )
+        + tuple(
+            delete_groups_res.DeletableGroupResult(
+                group_id=GroupId(g), error_code=E.group_authorization_failed
+            )
+            for g in refused
         ),
     )
     return await _gated(ctx, response)

@@ -39,7 +39,7 @@ class SecurityState:
         self.path = data_dir / "security.log"
         # Without an authorizer ACLs are still stored (Kafka refuses them instead: see the handlers).
         self.authorizer: Authorizer | None = Authorizer(authorizer) if authorizer is not None else None
-        self._acls = self.authorizer or Authorizer(AuthorizerConfig())
+        self._acls = self.authorizer if self.authorizer is not None else Authorizer(AuthorizerConfig())
         self.credentials = credentials
         self._fsync = fsync
         self._replay()
