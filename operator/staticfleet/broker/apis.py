@@ -201,7 +201,23 @@ async def handle_metadata(
     else:
         names = [(t.name, getattr(t, "topic_id", None)) for t in requested]
     topics = []
+    checks = access(ctx, request)
+    listed_all = requested is None or (request.version < 1 and not requested)
+    create_denied, describe_denied = [], []
     for name, topic_id in names:
+        if checks.enabled and name is not None and not checks.topic(AclOperation.DESCRIBE, name):
+            if not listed_all:  # named: refused whether or not it exists; all topics: left out
+                describe_denied.append(_missing_topic(E.topic_authorization_failed, name, NULL_TOPIC_ID))
+            continue
+        if (
+            checks.enabled
+            and name is not None
+            and auto_create
+            and not ctx.topics.has_topic(name)
+            and not checks.create_topic(name)
+        ):
+            create_denied.append(_missing_topic(E.topic_authorization_failed, name, NULL_TOPIC_ID))
+            continue
         if name is None and topic_id is not None:
             name = ctx.topics.topic_name_for_id(topic_id)
             if name is None:
@@ -242,7 +258,7 @@ async def handle_metadata(
         ),
         cluster_id=ctx.cluster_id,
         controller_id=BrokerId(ctx.node_id),
-        topics=tuple(topics),
+        topics=tuple(topics) + tuple(create_denied) + tuple(describe_denied),
     )
 
 
@@ -860,11 +876,26 @@ async def handle_describe_configs(
     ctx: BrokerContext, request: Request[describe_configs_req.DescribeConfigsRequest]
 ) -> describe_configs_res.DescribeConfigsResponse:
     results = []
+    refused = []
+    checks = access(ctx, request)
     for resource in request.body.resources:
         kind, name = resource.resource_type, resource.resource_name
+        denial = _config_denial(checks, kind, name, AclOperation.DESCRIBE_CONFIGS)
+        if denial is not None:
+            # Refused resources come after the others, with the error's default message.
+            refused.append(
+                describe_configs_res.DescribeConfigsResult(
+                    error_code=denial[0],
+                    error_message=denial[1],
+                    resource_type=kind,
+                    resource_name=name,
+                    configs=(),
+                )
+            )
+            continue
         keys = resource.configuration_keys
         wanted = None if keys is None else set(keys)
-        error, message = E.none, None
+        error, message = E.none, "" if checks.enabled else None
         configs: tuple[describe_configs_res.DescribeConfigsResourceResult, ...] = ()
         if kind == RESOURCE_GROUP:
             configs = tuple(
@@ -893,7 +924,24 @@ async def handle_describe_configs(
                 configs=configs,
             )
         )
-    return describe_configs_res.DescribeConfigsResponse(throttle_time=NO_THROTTLE, results=tuple(results))
+    return describe_configs_res.DescribeConfigsResponse(
+        throttle_time=NO_THROTTLE, results=tuple(results) + tuple(refused)
+    )
+
+
+def _config_denial(
+    checks: Any, kind: int, name: str, operation: AclOperation
+) -> tuple[ErrorCode, str] | None:
+    """The error for a config resource the caller may not describe or alter (None: allowed)."""
+    if not checks.enabled:
+        return None
+    if kind == RESOURCE_GROUP and not checks.group(operation, name):
+        return E.group_authorization_failed, "Group authorization failed."
+    if kind == RESOURCE_TOPIC and not checks.topic(operation, name):
+        return E.topic_authorization_failed, "Topic authorization failed."
+    if kind == RESOURCE_BROKER and not checks.cluster(operation):
+        return E.cluster_authorization_failed, "Cluster authorization failed."
+    return None
 
 
 _SET, _DELETE, _APPEND, _SUBTRACT = range(4)
@@ -926,10 +974,19 @@ async def handle_incremental_alter_configs(
 ) -> alter_configs_res.IncrementalAlterConfigsResponse:
     validate_only = bool(request.body.validate_only)
     responses = []
+    checks = access(ctx, request)
     for resource in request.body.resources:
         kind, name = resource.resource_type, resource.resource_name
         error: ErrorCode = E.none
         message: str | None = None
+        denial = _config_denial(checks, kind, name, AclOperation.ALTER_CONFIGS)
+        if denial is not None:
+            responses.append(
+                alter_configs_res.AlterConfigsResourceResponse(
+                    error_code=denial[0], error_message=denial[1], resource_type=kind, resource_name=name
+                )
+            )
+            continue
         try:
             if kind == RESOURCE_GROUP:
                 changes = _config_changes(ctx.host.coordinator.describe_group_config(name), resource.configs)
@@ -982,8 +1039,22 @@ async def handle_create_topics(
     res = create_topics_res
     validate_only = bool(request.optional("validate_only", False))
     out = []
+    checks = access(ctx, request)
     for topic in request.body.topics:
         configs = {c.name: c.value for c in topic.configs}
+        if not checks.create_topic(topic.name):
+            out.append(
+                res.CreatableTopicResult(
+                    name=topic.name,
+                    topic_id=None,
+                    error_code=E.topic_authorization_failed,
+                    error_message="Authorization failed.",
+                    num_partitions=i32(-1),
+                    replication_factor=i16(-1),
+                    configs=(),
+                )
+            )
+            continue
         try:
             if topic.assignments:
                 if any(set(a.broker_ids) != {ctx.node_id} for a in topic.assignments):
@@ -995,13 +1066,18 @@ async def handle_create_topics(
                 topic.name, partitions, replication, configs, validate_only=validate_only
             )
             effective = ctx.topics.topic_configs(topic.name) if not validate_only else {}
+            # Without DESCRIBE_CONFIGS on the topic its settings are withheld (topic_config_error_code).
+            shown = not checks.enabled or checks.topic(AclOperation.DESCRIBE_CONFIGS, topic.name)
+            if not shown:
+                effective = {}
             result = res.CreatableTopicResult(
                 name=topic.name,
                 topic_id=description.topic_id,
                 error_code=E.none,
                 error_message=None,
-                num_partitions=i32(description.partitions),
-                replication_factor=i16(1),
+                topic_config_error_code=i16(0 if shown else int(E.topic_authorization_failed)),
+                num_partitions=i32(description.partitions if shown else -1),
+                replication_factor=i16(1 if shown else -1),
                 configs=tuple(
                     res.CreatableTopicConfigs(
                         name=k,
