@@ -15,6 +15,8 @@ from kio.schema.delete_acls.v3 import request as delete_acls_req
 from kio.schema.delete_acls.v3 import response as delete_acls_res
 from kio.schema.describe_acls.v3 import request as describe_acls_req
 from kio.schema.describe_acls.v3 import response as describe_acls_res
+from kio.schema.describe_client_quotas.v1 import request as describe_quotas_req
+from kio.schema.describe_client_quotas.v1 import response as describe_quotas_res
 from kio.schema.describe_user_scram_credentials.v0 import request as describe_scram_req
 from kio.schema.describe_user_scram_credentials.v0 import response as describe_scram_res
 from kio.schema.errors import ErrorCode
@@ -258,4 +260,23 @@ async def handle_alter_user_scram_credentials(
             )
             for r in results
         ),
+    )
+
+
+# === client quotas (none are enforced; kafka-configs asks for them when it describes users) ===============
+
+
+@kafka_api("describe_client_quotas", (0, 1))
+async def handle_describe_client_quotas(
+    ctx: BrokerContext, request: Request[describe_quotas_req.DescribeClientQuotasRequest]
+) -> describe_quotas_res.DescribeClientQuotasResponse:
+    if not access(ctx, request).cluster(AclOperation.DESCRIBE_CONFIGS):
+        return describe_quotas_res.DescribeClientQuotasResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=E.cluster_authorization_failed,
+            error_message="Cluster authorization failed.",
+            entries=None,
+        )
+    return describe_quotas_res.DescribeClientQuotasResponse(
+        throttle_time=NO_THROTTLE, error_code=E.none, error_message=None, entries=()
     )
