@@ -1113,12 +1113,17 @@ async def handle_delete_topics(
     else:
         wanted = [(name, None) for name in request.optional("topic_names")]
     responses = []
+    checks = access(ctx, request)
     for name, topic_id in wanted:
         if name is None and topic_id is not None:
             name = ctx.topics.topic_name_for_id(topic_id)
         error, message = E.none, None
         if name is None:
             error, message = E.unknown_topic_id, "Topic id not found"
+        elif checks.enabled and not (
+            checks.cluster(AclOperation.DELETE) or checks.topic(AclOperation.DELETE, name)
+        ):
+            error, message = E.topic_authorization_failed, "Topic authorization failed."
         else:
             try:
                 if ctx.topics.has_topic(name):
@@ -1142,8 +1147,16 @@ async def handle_create_partitions(
     ctx: BrokerContext, request: Request[create_partitions_req.CreatePartitionsRequest]
 ) -> create_partitions_res.CreatePartitionsResponse:
     results = []
+    checks = access(ctx, request)
     for topic in request.body.topics:
         error, message = E.none, None
+        if not checks.topic(AclOperation.ALTER, topic.name):
+            results.append(
+                create_partitions_res.CreatePartitionsTopicResult(
+                    name=topic.name, error_code=E.topic_authorization_failed, error_message=None
+                )
+            )
+            continue
         try:
             if topic.assignments and any(set(a.broker_ids) != {ctx.node_id} for a in topic.assignments):
                 raise _invalid_assignment(ctx)
@@ -1193,16 +1206,26 @@ async def handle_produce(
 ) -> produce_res.ProduceResponse | None:
     # Transactions are not served: a transactional produce is refused.
     refused = E.transactional_id_authorization_failed if request.body.transactional_id is not None else E.none
+    checks = access(ctx, request)
+    writable = checks.topics(AclOperation.WRITE, (t.name for t in request.body.topic_data))
     responses = tuple(
         produce_res.TopicProduceResponse(
             name=topic.name,
             partition_responses=tuple(
-                _produce_partition(ctx, topic.name, p, refused) for p in topic.partition_data
+                _produce_partition(
+                    ctx,
+                    topic.name,
+                    p,
+                    refused or (E.none if topic.name in writable else E.topic_authorization_failed),
+                )
+                for p in topic.partition_data
             ),
         )
         for topic in request.body.topic_data
     )
     if not request.body.acks:
+        if len(writable) < len({t.name for t in request.body.topic_data}):
+            raise ConnectionAbortedError("acks=0 produce to a topic the producer may not write")
         return None  # acks=0: the producer expects no answer at all
     return produce_res.ProduceResponse(throttle_time=NO_THROTTLE, responses=responses)
 
@@ -1255,12 +1278,18 @@ async def handle_fetch(
     min_bytes = max(0, int(body.min_bytes))
     max_bytes = int(request.optional("max_bytes", 2**31 - 1))
 
+    readable = access(ctx, request).topics(AclOperation.READ, (t.topic for t in body.topics))
+
     def read_all() -> tuple[tuple[fetch_res.FetchableTopicResponse, ...], int]:
         budget = max_bytes
         total = 0
         out = []
         for topic in body.topics:
             partitions = []
+            if topic.topic not in readable:
+                refused = tuple(_fetched(p.partition, E.topic_authorization_failed) for p in topic.partitions)
+                out.append(fetch_res.FetchableTopicResponse(topic=topic.topic, partitions=refused))
+                continue
             for p in topic.partitions:
                 entry, size = _fetch_one(ctx, topic.topic, p, max(budget, 0) if total else budget)
                 budget -= size
@@ -1272,7 +1301,10 @@ async def handle_fetch(
     responses, total = read_all()
     if total < min_bytes and max_wait_s > 0:
         positions: dict[tuple[str, int], int] = {
-            (topic.topic, p.partition): p.fetch_offset for topic in body.topics for p in topic.partitions
+            (topic.topic, p.partition): p.fetch_offset
+            for topic in body.topics
+            if topic.topic in readable
+            for p in topic.partitions
         }
         if positions and await ctx.topics.wait_for_data(positions, max_wait_s, min_bytes=min_bytes):
             responses, total = read_all()
@@ -1288,8 +1320,17 @@ async def handle_list_offsets(
     ctx: BrokerContext, request: Request[list_offsets_req.ListOffsetsRequest]
 ) -> list_offsets_res.ListOffsetsResponse:
     res = list_offsets_res
+    describable = access(ctx, request).topics(AclOperation.DESCRIBE, (t.name for t in request.body.topics))
 
     def one(topic: str, p: Any) -> list_offsets_res.ListOffsetsPartitionResponse:
+        if topic not in describable:
+            return res.ListOffsetsPartitionResponse(
+                partition_index=p.partition_index,
+                error_code=E.topic_authorization_failed,
+                timestamp=i64(-1),
+                offset=i64(-1),
+                leader_epoch=i32(-1),
+            )
         try:
             found = ctx.topics.list_offset(topic, p.partition_index, p.timestamp)
         except TopicLogError as exc:
