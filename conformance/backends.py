@@ -166,6 +166,8 @@ class StaticfleetBackend(Backend):
         self.port = free_port()
         self.http_port = free_port()
         self._process: subprocess.Popen[bytes] | None = None
+        # More `staticfleet coordinator` arguments (tests of settings the scenarios do not use).
+        self.extra_arguments: list[str] = []
         self.listener_ports = {"PLAINTEXT": self.port}
         if settings.security is not None:
             self.listener_ports["SASL_PLAINTEXT"] = free_port()
@@ -230,7 +232,7 @@ class StaticfleetBackend(Backend):
         ]
         if s.max_size is not None:
             command += ["--group-max-size", str(s.max_size)]
-        return command
+        return command + self.extra_arguments
 
     async def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ GET /api/groups/{id}    one group: members with instance ids and decoded partiti
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable
 
 from aiohttp import web
@@ -16,6 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from staticfleet.broker.host import CoordinatorHost
 from staticfleet.broker.metrics import BrokerMetrics
+from staticfleet.broker.security.http_auth import TokenSource, bearer_middleware
 from staticfleet.coordinator.group_view import CoordinatorGroupView
 
 
@@ -34,7 +36,11 @@ async def start_http(
     is_ready: Callable[[], bool],
     host: str,
     port: int,
+    *,
+    token: TokenSource | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> HttpApi:
+    """The HTTP API; with `token`, /api/* and /metrics need it as a bearer token (probes stay open)."""
     coordinator = coordinator_host.coordinator
 
     async def healthz(request: web.Request) -> web.Response:
@@ -62,7 +68,7 @@ async def start_http(
             return web.json_response({"error": f"group {group_id} not found"}, status=404)
         return web.json_response(CoordinatorGroupView.of(coordinator, found).to_json())
 
-    app = web.Application()
+    app = web.Application(middlewares=[bearer_middleware(token)] if token is not None else [])
     app.add_routes(
         [
             web.get("/healthz", healthz),
@@ -74,7 +80,7 @@ async def start_http(
     )
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
+    site = web.TCPSite(runner, host, port, ssl_context=tls)
     await site.start()
     sockets = getattr(site._server, "sockets", None) or []
     bound = sockets[0].getsockname()[1] if sockets else port

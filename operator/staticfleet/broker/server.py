@@ -44,6 +44,7 @@ from staticfleet.broker.metrics import BrokerMetrics
 from staticfleet.broker.registry import BrokerContext, Request, UnsupportedVersion
 from staticfleet.broker.security.authenticator import Close, SaslAuthenticator
 from staticfleet.broker.security.gate import Drop, Forward, Reply, SaslGate
+from staticfleet.broker.security.http_auth import TokenSource
 from staticfleet.broker.security.listeners import Endpoint, Listener, SecurityProtocol
 from staticfleet.broker.security.sasl import new_server
 from staticfleet.broker.security.settings import SecuritySettings
@@ -132,8 +133,25 @@ class BrokerServer:
     async def start(self) -> None:
         s = self.settings
         if s.http_host is not None and s.http_port is not None:
+            security = s.security
+            token = (
+                TokenSource(security.http_token_file)
+                if security is not None and security.http_token_file is not None
+                else None
+            )
+            http_tls = (
+                ReloadingContext(security.http_tls).context()
+                if security is not None and security.http_tls is not None
+                else None
+            )
             self._http = await start_http(
-                self.host, self.metrics, lambda: self.ready, s.http_host, s.http_port
+                self.host,
+                self.metrics,
+                lambda: self.ready,
+                s.http_host,
+                s.http_port,
+                token=token,
+                tls=http_tls,
             )
             self.http_port = self._http.port
         self.topics = await asyncio.to_thread(

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from staticfleet.broker.security import settings as security_settings
+from staticfleet.broker.security.http_auth import TokenFileError, TokenSource
 from staticfleet.coordinator import CoordinatorConfig
 
 
@@ -99,7 +100,9 @@ def run(args: argparse.Namespace) -> int:
             args, default_listener=default_listener, advertised=advertised
         )
         security.credentials()  # a bad users file stops the start with its line
-    except security_settings.SecuritySettingsError as exc:
+        if security.http_token_file is not None:
+            TokenSource(security.http_token_file)
+    except (security_settings.SecuritySettingsError, TokenFileError) as exc:
         logging.error("%s", exc)
         return 2
     advertised_host: str | None = None
