@@ -134,6 +134,37 @@ def _with_contract(container: Manifest, env: list[Manifest], tls: bool) -> Manif
     return out
 
 
+def _runs_as_root(pod: Manifest) -> bool:
+    contexts = [pod.get("securityContext") or {}]
+    for key in ("initContainers", "containers"):
+        contexts += [c.get("securityContext") or {} for c in pod.get(key, []) or []]
+    return any(c.get("runAsUser") == 0 or c.get("runAsNonRoot") is False for c in contexts)
+
+
+def with_restricted_defaults(pod: Manifest) -> Manifest:
+    """The Pod Security Standard "restricted" settings for each field the template leaves unset: a
+    non-root user (unless the template asks for root), the runtime's default seccomp profile, no
+    privilege escalation and no capabilities. A value the template sets is kept, so a consumer that
+    needs more says so in its own template."""
+    out = dict(pod)
+    security = dict(out.get("securityContext") or {})
+    if not _runs_as_root(pod):
+        security.setdefault("runAsNonRoot", True)
+    security.setdefault("seccompProfile", {"type": "RuntimeDefault"})
+    out["securityContext"] = security
+    for key in ("initContainers", "containers"):
+        if key not in out:
+            continue
+        containers = []
+        for container in out[key] or []:
+            context = dict(container.get("securityContext") or {})
+            context.setdefault("allowPrivilegeEscalation", False)
+            context.setdefault("capabilities", {"drop": ["ALL"]})
+            containers.append({**container, "securityContext": context})
+        out[key] = containers
+    return out
+
+
 def pod_template(spec: GroupSpec, bootstrap_servers: str) -> Manifest:
     template: Manifest = copy.deepcopy(spec.template)
     metadata: Manifest = template.setdefault("metadata", {})
@@ -146,6 +177,7 @@ def pod_template(spec: GroupSpec, bootstrap_servers: str) -> Manifest:
         assert spec.tls is not None
         volumes = [v for v in pod.get("volumes", []) or [] if v.get("name") != TLS_VOLUME]
         pod["volumes"] = [*volumes, {"name": TLS_VOLUME, "secret": {"secretName": spec.tls.secret_name}}]
+    template["spec"] = with_restricted_defaults(pod)
     return template
 
 

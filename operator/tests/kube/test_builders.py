@@ -168,3 +168,66 @@ def test_pod_ordinal_prefers_the_pod_index_label_and_falls_back_to_the_name() ->
     assert pod_ordinal(labelled, "orders") == 3
     assert pod_ordinal({"metadata": {"name": "orders-12"}}, "orders") == 12
     assert pod_ordinal({"metadata": {"name": "other-1"}}, "orders") is None
+
+
+def _template(pod: dict[str, Any]) -> dict[str, Any]:
+    return {"spec": pod}
+
+
+def test_fleet_pods_get_the_restricted_security_settings_by_default() -> None:
+    pod = builders.pod_template(group_spec(), "kafka:9092")["spec"]
+    assert pod["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    (container,) = pod["containers"]
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def test_security_settings_the_template_sets_are_kept() -> None:
+    template = _template(
+        {
+            "securityContext": {
+                "runAsUser": 1000,
+                "seccompProfile": {"type": "Localhost", "localhostProfile": "p"},
+            },
+            "initContainers": [
+                {"name": "init", "image": "i", "securityContext": {"readOnlyRootFilesystem": True}}
+            ],
+            "containers": [
+                {
+                    "name": "consumer",
+                    "image": "c",
+                    "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}},
+                }
+            ],
+        }
+    )
+    pod = builders.pod_template(group_spec(template=template), "kafka:9092")["spec"]
+    assert pod["securityContext"] == {
+        "runAsUser": 1000,
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "Localhost", "localhostProfile": "p"},
+    }
+    (init,) = pod["initContainers"]
+    assert init["securityContext"] == {
+        "readOnlyRootFilesystem": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    (container,) = pod["containers"]
+    assert container["securityContext"] == {
+        "capabilities": {"add": ["NET_ADMIN"]},
+        "allowPrivilegeEscalation": False,
+    }
+
+
+def test_a_template_that_asks_for_root_is_not_told_to_run_as_non_root() -> None:
+    for pod in (
+        {"securityContext": {"runAsUser": 0}, "containers": [{"name": "c", "image": "i"}]},
+        {"containers": [{"name": "c", "image": "i", "securityContext": {"runAsUser": 0}}]},
+        {"containers": [{"name": "c", "image": "i", "securityContext": {"runAsNonRoot": False}}]},
+    ):
+        built = builders.pod_template(group_spec(template=_template(pod)), "kafka:9092")["spec"]
+        assert "runAsNonRoot" not in built["securityContext"], pod
+        assert built["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
