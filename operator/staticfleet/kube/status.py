@@ -208,6 +208,19 @@ def _parse_k8s_time(text: Any) -> datetime | None:
     return parse_time(str(text)) if text else None
 
 
+def rebalances_total(shown: Any, last_seen: Any, reported: int) -> int:
+    """The count the resource shows, kept across coordinator restarts.
+
+    The embedded coordinator counts rebalances since its process started: a restart sets its count back
+    to zero while the group, recovered from its log, carries on. So the resource adds what the
+    coordinator counted since the last observation (`last_seen`, kept in status as
+    group.coordinatorRebalances) to what it showed, and takes a count below `last_seen` as a restart.
+    Without a previous observation it starts from the coordinator's count."""
+    if not isinstance(shown, int) or not isinstance(last_seen, int):
+        return reported
+    return shown + (reported - last_seen if reported >= last_seen else reported)
+
+
 def _group_status(
     inputs: StatusInputs, entries: list[dict[str, Any]]
 ) -> tuple[dict[str, Any], list[EventSpec]]:
@@ -230,9 +243,11 @@ def _group_status(
     if group.view is not None:
         view = group.view
         leader = view.leader_instance_id
+        total = rebalances_total(prev_count, previous.get("coordinatorRebalances"), view.rebalances)
         out.update(
             generation=view.generation,
-            rebalances=view.rebalances,
+            rebalances=total,
+            coordinatorRebalances=view.rebalances,
             rebalancesSource=SOURCE_COORDINATOR,
             protocol=out.get("protocol") or view.protocol,
             preRegisteredInstanceIds=list(view.expected_instance_ids),
@@ -249,8 +264,8 @@ def _group_status(
                 "durationMs": last.duration_ms,
                 "generation": last.generation,
             }
-        if isinstance(prev_count, int) and view.rebalances > prev_count:
-            n = view.rebalances - prev_count
+        if isinstance(prev_count, int) and total > prev_count:
+            n = total - prev_count
             detail = (
                 f"generation {last.generation}, reason {last.reason}, {last.duration_ms} ms"
                 if last is not None
@@ -284,7 +299,7 @@ def _group_status(
                 )
             )
     else:
-        for key in ("generation", "rebalances", "rebalancesSource", "lastRebalance"):
+        for key in ("generation", "rebalances", "coordinatorRebalances", "rebalancesSource", "lastRebalance"):
             if key in previous:
                 out[key] = previous[key]
     if leader is None and group.description is not None and group.view is None:

@@ -13,6 +13,7 @@ from staticfleet.kube.status import (
     compute_status,
     conflict_status,
     merge_patch,
+    rebalances_total,
 )
 
 from .fixtures import group_spec
@@ -193,6 +194,38 @@ def test_the_coordinator_api_supplies_generation_rebalances_and_the_last_rebalan
         and "generation 2" in observed[0].message
         and "member-removed" in observed[0].message
     )
+
+
+def test_the_shown_count_survives_a_restart_of_the_coordinator() -> None:
+    def observe(previous: dict[str, Any], rebalances: int, generation: int) -> dict[str, Any]:
+        group = GroupObservation(description=members(3), view=view(rebalances, generation))
+        status: dict[str, Any] = compute_status(inputs(group=group, previous=previous)).status
+        return status
+
+    status = observe({}, 5, 5)
+    assert (status["group"]["rebalances"], status["group"]["coordinatorRebalances"]) == (5, 5)
+    status = observe(status, 0, 5)  # restarted: its count begins again, the group carries on
+    assert (status["group"]["rebalances"], status["group"]["coordinatorRebalances"]) == (5, 0)
+    status = observe(status, 0, 5)
+    assert status["group"]["rebalances"] == 5
+    status = observe(status, 1, 6)  # one rebalance after the restart
+    assert status["group"]["rebalances"] == 6
+    status = observe(status, 1, 6)
+    assert status["group"]["rebalances"] == 6
+
+
+def test_the_shown_count_grows_by_what_the_coordinator_counted_since_the_last_look() -> None:
+    assert rebalances_total(None, None, 3) == 3  # no previous observation
+    assert rebalances_total(3, None, 7) == 7  # a status without the coordinator's own count
+    assert rebalances_total(5, 2, 4) == 7
+    assert rebalances_total(5, 4, 1) == 6  # restarted, then one rebalance before this look
+    assert rebalances_total(5, 4, 4) == 5
+
+
+def test_an_unreachable_coordinator_keeps_both_counts() -> None:
+    seen = compute_status(inputs(group=GroupObservation(description=members(3), view=view(4, 4)))).status
+    lost = compute_status(inputs(group=GroupObservation(error="connection refused"), previous=seen)).status
+    assert (lost["group"]["rebalances"], lost["group"]["coordinatorRebalances"]) == (4, 4)
 
 
 def test_without_the_api_rebalances_are_inferred_from_transitions() -> None:
