@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -210,6 +210,19 @@ class GroupAdmin:
             return _group_description(response.groups[0], self._node(admin, node_id))
 
         return self._call(f"describing group {group_id}", run)
+
+    # -- topics ---------------------------------------------------------------------------------------------
+
+    def missing_topics(self, topics: Sequence[str]) -> list[str]:
+        """Those of `topics` the cluster does not have, in the order given: a Metadata request for them
+        that creates none. A topic the connection may not describe (TOPIC_AUTHORIZATION_FAILED) is not
+        called missing."""
+
+        def run(admin: Any) -> list[str]:
+            answers = {str(t["name"]): int(t["error_code"]) for t in admin.describe_topics(list(topics))}
+            return [topic for topic in topics if answers.get(topic) == ErrorCode.unknown_topic_or_partition]
+
+        return self._call("listing topics", run)
 
     # -- remove members -------------------------------------------------------------------------------------
 

@@ -87,7 +87,18 @@ def observe_group(admin: GroupAdmin, spec: GroupSpec) -> GroupObservation:
             view = fetch_group_view(spec.coordinator_api, spec.group_id)
         except CoordinatorApiUnavailable as exc:
             log.info("%s/%s: %s; rebalances are inferred instead", spec.namespace, spec.name, exc)
-    return GroupObservation(description=description, view=view, not_found=not_found and view is None)
+    missing: list[str] = []
+    if description is None or description.state != "Stable":
+        try:  # a consumer of a topic that does not exist waits in silence: say so on the resource
+            missing = admin.missing_topics(spec.topics)
+        except AdminError as exc:
+            log.info("%s/%s: topics not checked: %s", spec.namespace, spec.name, exc)
+    return GroupObservation(
+        description=description,
+        view=view,
+        not_found=not_found and view is None,
+        missing_topics=tuple(missing),
+    )
 
 
 def observe_lag(admin: GroupAdmin, spec: GroupSpec) -> LagSummary | None:

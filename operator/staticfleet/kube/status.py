@@ -56,6 +56,8 @@ class GroupObservation:
     not_found: bool = False
     error: str | None = None
     """Why the coordinator could not be asked (CoordinatorUnavailable)."""
+    missing_topics: tuple[str, ...] = ()
+    """Subscribed topics the cluster does not have (looked up while the group is not Stable)."""
 
     @property
     def reachable(self) -> bool:
@@ -417,6 +419,16 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
     # Degraded
     if not inputs.group.reachable:
         degraded = (True, "CoordinatorUnavailable", inputs.group.error or "")
+    elif inputs.group.missing_topics:
+        absent = inputs.group.missing_topics
+        degraded = (
+            True,
+            "TopicNotFound",
+            f"{'topic' if len(absent) == 1 else 'topics'} {', '.join(absent)} "
+            f"{'does' if len(absent) == 1 else 'do'} not exist on {spec.bootstrap_servers}: the consumers "
+            "cannot be assigned partitions until it is created (for example with the partitions the fleet "
+            "should spread over)",
+        )
     elif fenced:
         degraded = (
             True,
@@ -481,7 +493,7 @@ def _transition_events(
     before = next((c for c in previous if c.get("type") == DEGRADED), None)
     was = (before or {}).get("reason") if (before or {}).get("status") == "True" else None
     active, reason, message = degraded
-    if active and reason != was and reason in ("CoordinatorUnavailable", "InstanceFenced"):
+    if active and reason != was and reason in ("CoordinatorUnavailable", "InstanceFenced", "TopicNotFound"):
         return [EventSpec("Warning", reason, message)]
     return []
 

@@ -96,6 +96,15 @@ def test_an_unknown_group_is_reported_as_not_found(cluster: Backend) -> None:
         admin.describe_group(unique("nobody"))
 
 
+def test_missing_topics_are_named_and_asking_creates_none(cluster: Backend) -> None:
+    present, absent = unique("present"), unique("absent")
+    create_topic(cluster.bootstrap, present)
+    with GroupAdmin(KafkaConnection(cluster.bootstrap)) as admin:
+        assert admin.missing_topics([absent, present]) == [absent]
+        assert admin.missing_topics([absent]) == [absent]  # still missing: the first look created nothing
+        assert admin.missing_topics([present]) == []
+
+
 def test_removing_from_an_unknown_group_finds_every_member_already_gone(cluster: Backend) -> None:
     with GroupAdmin(KafkaConnection(cluster.bootstrap)) as admin:
         report = admin.remove_members(unique("nobody"), ["a", "b"])

@@ -316,3 +316,16 @@ def test_a_blocked_scale_down_is_a_condition_and_one_event() -> None:
     assert "ScaleDownBlocked" not in [e.reason for e in again.events]
     cleared = compute_status(inputs(previous=first.status))
     assert conditions(cleared.status)["ScaleDownBlocked"]["status"] == "False"
+
+
+def test_a_missing_topic_degrades_the_fleet_with_a_condition_that_names_it() -> None:
+    group = GroupObservation(not_found=True, missing_topics=("orders",))
+    result = compute_status(inputs(pods=[], statefulset=statefulset(0, replicas=3), group=group))
+    degraded = conditions(result.status)["Degraded"]
+    assert (degraded["status"], degraded["reason"]) == ("True", "TopicNotFound")
+    assert degraded["message"].startswith("topic orders does not exist on kafka:9092")
+    assert [e.reason for e in result.events] == ["TopicNotFound"]
+    again = compute_status(inputs(group=group, previous=result.status))
+    assert "TopicNotFound" not in [e.reason for e in again.events]  # one event when it starts
+    found = compute_status(inputs(previous=again.status))
+    assert conditions(found.status)["Degraded"]["status"] == "False"
