@@ -4,8 +4,9 @@ It creates TOPIC with PARTITIONS partitions when the topic does not exist, then 
 messages per second until SIGTERM, and logs its progress as JSON lines on stdout.
 
 Environment: KAFKA_BOOTSTRAP_SERVERS (required), TOPIC (default `orders`), PARTITIONS (default 6),
-RATE (messages per second, default 10), READY_FILE (created once the topic exists and the first
-message is delivered, for an exec readiness probe), and the consumer's KAFKA_SECURITY_PROTOCOL /
+RATE (messages per second, default 10), READY_FILE (when set, created once the topic exists and the
+first message is delivered, for an exec readiness probe; unset: none, since the image's own directories
+are read-only to its user), and the consumer's KAFKA_SECURITY_PROTOCOL /
 KAFKA_SASL_* / KAFKA_SSL_* variables for a secured cluster.
 """
 
@@ -70,8 +71,9 @@ def main() -> int:
     topic = os.environ.get("TOPIC", "orders")
     partitions = int(os.environ.get("PARTITIONS", "6"))
     rate = float(os.environ.get("RATE", "10"))
-    ready_file = Path(os.environ.get("READY_FILE", "./ready"))
-    ready_file.unlink(missing_ok=True)
+    ready_file = Path(os.environ["READY_FILE"]) if os.environ.get("READY_FILE") else None
+    if ready_file is not None:
+        ready_file.unlink(missing_ok=True)
     stopping = False
 
     def stop(signum: int, frame: object) -> None:
@@ -92,7 +94,7 @@ def main() -> int:
             log("delivery_failed", code=error.name(), message=error.str())
             return
         delivered += 1
-        if delivered == 1:
+        if delivered == 1 and ready_file is not None:
             ready_file.parent.mkdir(parents=True, exist_ok=True)
             ready_file.touch()
 
@@ -113,7 +115,8 @@ def main() -> int:
                 next_progress += PROGRESS_EVERY_S
     finally:
         producer.flush(10)
-        ready_file.unlink(missing_ok=True)
+        if ready_file is not None:
+            ready_file.unlink(missing_ok=True)
         log("stopped", sent=sent, delivered=delivered, failed=failed)
     return 0
 
