@@ -2,7 +2,10 @@
 #   docker build -t staticfleet:0.1.0 .
 # The chart runs `staticfleet operator` and `staticfleet coordinator`; examples/embedded.yaml and the
 # demo run `python /app/consumer.py` and `python /app/producer.py`.
-FROM python:3.11-slim
+# BASE_IMAGE: any image with Python 3.11 whose `python` and `pip` are on PATH (where no registry is
+# reachable, `make images` builds a Debian-based one; see docs/local-cluster.md).
+ARG BASE_IMAGE=python:3.11-slim
+FROM ${BASE_IMAGE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

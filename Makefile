@@ -6,13 +6,16 @@ PY := $(VENV)/bin/python
 CACHE ?= $(HOME)/.cache/staticfleet
 export STATICFLEET_CACHE := $(CACHE)
 
-.PHONY: help venv test lint typecheck unit clean browser dashboard-screenshots
+.PHONY: help venv test test-local lint typecheck unit clean browser dashboard-screenshots
 
 help:
 	@echo "make demo       the whole system on a local Kubernetes cluster: chart, fleet, rollout, scaling, summary"
 	@echo "make demo-down  stop the demo"
-	@echo "make test       run every test (lint, types, unit, conformance, e2e); installs what it needs"
+	@echo "make test       run every test (lint, types, unit, conformance, e2e locally and on kind)"
+	@echo "make test-local every test except the kind suite (no Docker needed)"
 	@echo "make e2e        the end-to-end suite on a local Kubernetes control plane (or E2E_KUBECONFIG)"
+	@echo "make kind-e2e   the end-to-end suite on a kind cluster (needs Docker)"
+	@echo "make kind-up    a kind cluster with the project's images loaded; make kind-down deletes it"
 	@echo "make conformance  the differential suite against Apache Kafka"
 	@echo "make lint       ruff"
 	@echo "make typecheck  mypy"
@@ -38,8 +41,13 @@ unit: venv
 	$(VENV)/bin/pytest operator/tests
 
 # The heavy, cached prerequisites come first so their progress is visible: Kafka from Maven Central,
-# Kubernetes binaries and helm from the Go module proxy.
-test: lint typecheck kafka-jars cluster-binaries helm browser
+# Kubernetes binaries and helm from the Go module proxy. Then everything on the local cluster, then the
+# e2e suite on kind (needs a Docker daemon: without one it says so and fails; `make test-local` skips it).
+test: test-local
+	@$(MAKE) --no-print-directory docker-check
+	@$(MAKE) --no-print-directory kind-e2e
+
+test-local: lint typecheck kafka-jars cluster-binaries helm browser
 	$(VENV)/bin/pytest
 
 # The dashboard's browser tests drive Debian's chromium through its chromium-driver: system packages,
@@ -57,6 +65,8 @@ clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
 
 include e2e/e2e.mk
+
+include e2e/kind/kind.mk
 
 include conformance/conformance.mk
 

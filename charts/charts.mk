@@ -12,12 +12,24 @@ chart-lint: helm
 chart-crds:
 	cp crds/*.yaml charts/staticfleet/crds/
 
-# A local cluster (or $KUBECONFIG's), the chart, a fleet and a producer; rollout, scale 3->1->4, summary.
+# A cluster, the chart, a fleet and a producer; rollout, scale 3->1->4, summary. DEMO_CLUSTER=kind (the
+# default when a Docker daemon is reachable and KUBECONFIG is unset) runs it on a kind cluster with the
+# project's images; DEMO_CLUSTER=local on the local control plane, or on $KUBECONFIG's cluster if set.
+DEMO_CLUSTER ?= $(if $(KUBECONFIG),local,$(shell docker info >/dev/null 2>&1 && echo kind || echo local))
+
 demo: venv cluster-binaries helm
+ifeq ($(DEMO_CLUSTER),kind)
+	@$(MAKE) --no-print-directory kind-up
+	@$(PY) -m examples.demo up --kubeconfig "$$(e2e/kind/cluster.sh kubeconfig)"
+else
 	@$(PY) -m examples.demo up
+endif
 
 demo-down: venv
 	@$(PY) -m examples.demo down
+ifeq ($(DEMO_CLUSTER),kind)
+	@$(MAKE) --no-print-directory kind-down
+endif
 
 # The demo's short form against the e2e suite's cluster, as CI runs it.
 demo-ci: venv cluster-binaries helm

@@ -38,6 +38,11 @@ staging_modules="$(awk '$1 ~ /^k8s\.io\// && $2 == "v0.0.0" { print $1 }' "$upst
 	echo "	k8s.io/kubernetes/cmd/kube-apiserver"
 	echo "	k8s.io/kubernetes/cmd/kube-controller-manager"
 	echo "	k8s.io/kubernetes/cmd/kubectl"
+	# The node programs of the kind node image (e2e/kind/node-image.sh).
+	echo "	k8s.io/kubernetes/cmd/kubeadm"
+	echo "	k8s.io/kubernetes/cmd/kubelet"
+	echo "	k8s.io/kubernetes/cmd/kube-proxy"
+	echo "	k8s.io/kubernetes/cmd/kube-scheduler"
 	echo ")"
 	echo
 	echo "require k8s.io/kubernetes ${version}"

@@ -1,0 +1,40 @@
+# A kind cluster for the e2e suite and the demo (included by the main Makefile). Everything it builds
+# (kind, containerd, the node's Kubernetes programs, images) is cached; see docs/local-cluster.md.
+# These targets need a reachable Docker daemon; they never install one (.ci/run does, in CI).
+.PHONY: kind-tools kind-up kind-down images kind-load kind-e2e docker-check
+
+KIND_CLUSTER ?= kind
+export KIND_CLUSTER
+
+docker-check:
+	@docker info >/dev/null 2>&1 || { \
+		echo "No Docker daemon is reachable. Install and start one (Debian: apt-get install docker.io;"; \
+		echo "then dockerd, or systemctl start docker), or run the local suite only: make e2e."; \
+		exit 2; }
+
+kind-tools:
+	@e2e/kind/tools.sh >/dev/null
+
+# Creates the cluster (and, with no registry reachable, its node image) and loads the project's images.
+kind-up: docker-check kind-tools cluster-binaries images
+	@e2e/kind/cluster.sh up >/dev/null
+	@e2e/kind/cluster.sh load staticfleet:0.1.0 staticfleet-consumer-example:0.1.0
+	@echo "kind cluster $(KIND_CLUSTER) is up:  export KUBECONFIG=$$(e2e/kind/cluster.sh kubeconfig)"
+
+kind-down:
+	@if docker info >/dev/null 2>&1; then e2e/kind/cluster.sh down; fi
+
+# staticfleet:0.1.0 and staticfleet-consumer-example:0.1.0, as the README builds them.
+images: docker-check
+	@e2e/kind/images.sh project >/dev/null
+
+kind-load: docker-check
+	@e2e/kind/cluster.sh load staticfleet:0.1.0 staticfleet-consumer-example:0.1.0
+
+# The e2e suite on kind: the chart installed as the README says, fleets on a real kubelet. The cluster
+# is deleted afterwards unless KEEP_CLUSTER=1.
+kind-e2e: venv helm kind-up
+	@status=0; E2E_CLUSTER=kind E2E_KUBECONFIG="$$(e2e/kind/cluster.sh kubeconfig)" \
+		E2E_KUBECTL="$$(e2e/cluster/build.sh --print)/kubectl" \
+		$(VENV)/bin/pytest e2e -m 'not localcluster' $(PYTEST_ARGS) || status=$$?; \
+	if [ "$${KEEP_CLUSTER:-0}" != 1 ]; then e2e/kind/cluster.sh down; fi; exit $$status
