@@ -4,6 +4,10 @@ By default the suite runs against a local control plane (etcd, kube-apiserver,
 kube-controller-manager built by e2e/cluster/build.sh, cached) and the local pod runner.
 With E2E_KUBECONFIG set it uses that cluster instead (kind, or any other) and starts neither;
 tests marked `localcluster` (they read pod files on this host) are then deselected.
+
+E2E_CLUSTER=kind (set by `make kind-e2e`, with E2E_KUBECONFIG naming the kind cluster) selects the
+tests marked `kind` too: the chart installed as the README says, fleets run by a real kubelet from the
+project's images. Elsewhere those are deselected: `make test` runs them in its kind pass.
 """
 
 from __future__ import annotations
@@ -25,19 +29,26 @@ from e2e.localcluster.podrunner import DEFAULT_NODE_NAME, RUNNER_MARKER, runner_
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXTERNAL_KUBECONFIG = os.environ.get("E2E_KUBECONFIG", "")
+ON_KIND = os.environ.get("E2E_CLUSTER", "") == "kind"
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "localcluster: reads pod files on this host (local pod runner only)")
+    config.addinivalue_line("markers", "kind: runs on a kind cluster only (E2E_CLUSTER=kind, make kind-e2e)")
+    if ON_KIND and not EXTERNAL_KUBECONFIG:
+        raise pytest.UsageError("E2E_CLUSTER=kind needs E2E_KUBECONFIG (make kind-e2e sets both)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not EXTERNAL_KUBECONFIG:
-        return
-    local_only = [item for item in items if item.get_closest_marker("localcluster")]
-    if local_only:
-        config.hook.pytest_deselected(items=local_only)
-        items[:] = [item for item in items if item not in local_only]
+    def deselect(which: list[pytest.Item]) -> None:
+        if which:
+            config.hook.pytest_deselected(items=which)
+            items[:] = [item for item in items if item not in which]
+
+    if not ON_KIND:
+        deselect([item for item in items if item.get_closest_marker("kind")])
+    if EXTERNAL_KUBECONFIG:
+        deselect([item for item in items if item.get_closest_marker("localcluster")])
 
 
 def _external_kubectl() -> Kubectl:
@@ -128,5 +139,6 @@ def kubectl(cluster: Cluster) -> Kubectl:
 
 @pytest.fixture(scope="session")
 def image() -> str:
-    """The project image for pod specs: loaded into kind by e2e/kind/run.sh; ignored by the local runner."""
-    return os.environ.get("E2E_IMAGE", "staticfleet:e2e")
+    """The project image for pod specs: built and loaded into kind by `make kind-up`; ignored by the
+    local runner."""
+    return os.environ.get("E2E_IMAGE", "staticfleet:0.1.0")

@@ -1,0 +1,226 @@
+"""What the kind tests share: the chart as the README installs it, the README's own commands, the embedded
+coordinator asked through `kubectl exec` (its pod has the project's Python), and waits that, when they
+time out, put the pods' state and logs into the failure message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from e2e.helpers import Kubectl, KubectlError, Manifest, wait_until
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+README = REPO_ROOT / "README.md"
+RELEASE = "staticfleet"
+RELEASE_NAMESPACE = "staticfleet"
+COORDINATOR_POD = f"{RELEASE}-coordinator-0"
+FLEET = "orders"  # examples/embedded.yaml
+PARTITIONS = 6  # examples/producer.yaml
+LOG_LINES = 40
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Shell:
+    """Runs a README command line as a user would: bash in the repository, with helm, kubectl and the
+    kind cluster's KUBECONFIG."""
+
+    kubeconfig: Path
+    helm: Path
+    kubectl: Path
+
+    def env(self) -> dict[str, str]:
+        path = os.pathsep.join([str(self.helm.parent), str(Path(self.kubectl).parent), os.environ["PATH"]])
+        return {**os.environ, "PATH": path, "KUBECONFIG": str(self.kubeconfig)}
+
+    def run(self, line: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", line],
+            cwd=REPO_ROOT,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise AssertionError(
+                f"README command failed ({done.returncode}): {line}\n"
+                f"stdout:\n{done.stdout[-3000:]}\nstderr:\n{done.stderr[-3000:]}"
+            )
+        return done
+
+
+def readme_commands(section: str) -> list[str]:
+    """The command lines of the first ```sh block under the README heading `## <section>`, without
+    their comments."""
+    text = README.read_text()
+    heading = re.search(rf"^## {re.escape(section)}\n", text, flags=re.MULTILINE)
+    assert heading is not None, f"README has no section {section!r}"
+    block = re.search(r"```sh\n(.*?)```", text[heading.end() :], flags=re.DOTALL)
+    assert block is not None, f"README section {section!r} has no sh block"
+    commands = []
+    for raw in block.group(1).splitlines():
+        words = shlex.split(raw, comments=True)
+        if words:
+            commands.append(shlex.join(words))
+    return commands
+
+
+HELM_SECTION = "Install with Helm"
+
+
+def install_lines() -> list[str]:
+    """The quick start up to and including `helm install`: building and loading the images, the chart."""
+    lines = readme_commands(HELM_SECTION)
+    last = next(i for i, line in enumerate(lines) if line.startswith("helm install"))
+    return lines[: last + 1]
+
+
+def usage_lines() -> list[str]:
+    """The quick start after `helm install`: the producer, the fleet, scaling it."""
+    return readme_commands(HELM_SECTION)[len(install_lines()) :]
+
+
+# -- diagnostics ---------------------------------------------------------------------------------------------
+
+
+def pod_report(kubectl: Kubectl, namespaces: Iterable[str]) -> str:
+    """Each pod's phase, container states and last log lines (and the previous container's, after a
+    restart), and the namespace's warning events: what a failure in the image looks like from outside."""
+    lines: list[str] = []
+    for namespace in namespaces:
+        try:
+            pods = kubectl.items("pods", namespace)
+        except KubectlError as exc:
+            lines.append(f"[{namespace}] pods: {exc}")
+            continue
+        for pod in pods:
+            name = pod["metadata"]["name"]
+            lines.append(f"--- pod {namespace}/{name}: {pod.get('status', {}).get('phase')}")
+            for status in pod.get("status", {}).get("containerStatuses", []) or []:
+                state = json.dumps(status.get("state"), sort_keys=True)
+                last = json.dumps(status.get("lastState") or {}, sort_keys=True)
+                lines.append(
+                    f"    container {status['name']}: ready={status.get('ready')} "
+                    f"restarts={status.get('restartCount')} state={state} lastState={last}"
+                )
+                for previous in (False, True) if status.get("restartCount") else (False,):
+                    args = ["logs", "-n", namespace, name, "-c", status["name"], f"--tail={LOG_LINES}"]
+                    done = kubectl.run(*args, *(["--previous"] if previous else []), check=False)
+                    label = "previous log" if previous else "log"
+                    body = (done.stdout or done.stderr).rstrip()
+                    lines.append(f"    {label}:\n" + "\n".join(f"      {line}" for line in body.splitlines()))
+        done = kubectl.run(
+            "get", "events", "-n", namespace, "--field-selector=type=Warning",
+            "-o", "custom-columns=OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message", check=False,
+        )  # fmt: skip
+        if done.stdout.strip():
+            lines.append(f"--- warning events in {namespace}:\n{done.stdout.rstrip()}")
+    return "\n".join(lines)
+
+
+def wait_explained(
+    kubectl: Kubectl,
+    namespaces: Iterable[str],
+    probe: Callable[[], T | None],
+    *,
+    timeout: float,
+    what: str,
+    interval: float = 0.5,
+) -> T:
+    """wait_until, failing with the pods' report when it times out."""
+    try:
+        return wait_until(probe, timeout=timeout, what=what, interval=interval)
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}\n{pod_report(kubectl, namespaces)}") from None
+
+
+# -- the embedded coordinator, asked from inside its pod ---------------------------------------------------
+
+_GROUP_SCRIPT = """
+import sys, urllib.error, urllib.request
+try:
+    url = "http://127.0.0.1:8080/api/groups/" + sys.argv[1]
+    print(urllib.request.urlopen(url, timeout=5).read().decode())
+except urllib.error.HTTPError as exc:
+    if exc.code != 404:
+        raise
+    print("null")
+"""
+
+_OFFSETS_SCRIPT = """
+import json, sys
+from kafka import KafkaAdminClient
+admin = KafkaAdminClient(bootstrap_servers="127.0.0.1:9092", request_timeout_ms=10000)
+try:
+    found = admin.list_group_offsets(sys.argv[1])[sys.argv[1]]
+    print(json.dumps({f"{tp.topic}-{tp.partition}": meta.offset for tp, meta in found.items()}))
+finally:
+    admin.close()
+"""
+
+
+def _in_coordinator(kubectl: Kubectl, script: str, *args: str) -> Any:
+    done = kubectl.run(
+        "exec", "-n", RELEASE_NAMESPACE, COORDINATOR_POD, "-c", "coordinator", "--",
+        "python", "-c", script, *args, timeout=60,
+    )  # fmt: skip
+    return json.loads(done.stdout)
+
+
+def coordinator_group(kubectl: Kubectl, group_id: str) -> Manifest | None:
+    """The coordinator's HTTP API view of one group (None when it does not know it)."""
+    found: Manifest | None = _in_coordinator(kubectl, _GROUP_SCRIPT, group_id)
+    return found
+
+
+def committed_offsets(kubectl: Kubectl, group_id: str) -> dict[str, int]:
+    """The group's committed offsets by `topic-partition` (OffsetFetch, as any Kafka client asks)."""
+    found: dict[str, int] = _in_coordinator(kubectl, _OFFSETS_SCRIPT, group_id)
+    return found
+
+
+_CREATE_TOPIC_SCRIPT = """
+import sys
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
+admin = KafkaAdminClient(bootstrap_servers="127.0.0.1:9092", request_timeout_ms=10000)
+try:
+    admin.create_topics([NewTopic(sys.argv[1], int(sys.argv[2]), 1)])
+finally:
+    admin.close()
+print("null")
+"""
+
+
+def create_topic(kubectl: Kubectl, topic: str, partitions: int) -> None:
+    _in_coordinator(kubectl, _CREATE_TOPIC_SCRIPT, topic, str(partitions))
+
+
+def readme_fleet(**spec: Any) -> Manifest:
+    """examples/embedded.yaml, with `spec` fields replaced."""
+    body: Manifest = yaml.safe_load((REPO_ROOT / "examples" / "embedded.yaml").read_text())
+    body["spec"].update(spec)
+    return body
+
+
+def instance_ids(group: Manifest | None) -> set[str]:
+    return {str(m["instanceId"]) for m in (group or {}).get("memberList", []) if m.get("instanceId")}
+
+
+def assigned_partitions(group: Manifest | None) -> int:
+    return sum(
+        len(p) for m in (group or {}).get("memberList", []) for p in (m.get("partitions") or {}).values()
+    )
