@@ -53,7 +53,7 @@ stock_image() {
 
 up() {
 	if running; then
-		"$(kind_bin)" get kubeconfig --name "$name" >"$kubeconfig"
+		run_kind get kubeconfig --name "$name" >"$kubeconfig"
 		echo "$kubeconfig"
 		return
 	fi
