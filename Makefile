@@ -16,6 +16,8 @@ help:
 	@echo "make e2e        the end-to-end suite on a local Kubernetes control plane (or E2E_KUBECONFIG)"
 	@echo "make kind-e2e   the end-to-end suite on a kind cluster (needs Docker)"
 	@echo "make kind-up    a kind cluster with the project's images loaded; make kind-down deletes it"
+	@echo "make images     staticfleet:0.1.0 and staticfleet-consumer-example:0.1.0 (needs Docker)"
+	@echo "make kind-load  load both images into the kind cluster"
 	@echo "make conformance  the differential suite against Apache Kafka"
 	@echo "make lint       ruff"
 	@echo "make typecheck  mypy"

@@ -45,7 +45,7 @@ def test_a_consumer_failing_in_its_image_fails_the_wait_with_the_pods_log(
                 kubectl,
                 [namespace],
                 lambda: condition(kubectl.get("scg", FLEET, namespace), "Ready").get("status") == "True",
-                timeout=45,
+                timeout=30,
                 what="a consumer that cannot start",
             )
         message = str(failure.value)
