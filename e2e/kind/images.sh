@@ -112,11 +112,11 @@ kind_module_dir() {
 kind_version() { sed -n 's/^KIND_VERSION=//p' "$here/tools.sh"; }
 k8s_version() { awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v1\./ { print $2; exit }' "$here/../cluster/go.mod"; }
 
-# The node image's name: Kubernetes version plus a hash of this script, tools.sh and go.sum.
+# The node image's name: the Kubernetes version plus a hash of everything that goes into it.
 node_image_name() {
 	local hash
-	hash="$(cat "$here/images.sh" "$here/tools.sh" "$here/../cluster/go.sum" "$here/../cluster/cmd/pause/main.go" \
-		| sha256sum | cut -c1-12)"
+	hash="$(cat "$here/images.sh" "$here/tools.sh" "$here/node-init" "$here/storage_manifest.py" \
+		"$here/../cluster/go.sum" "$here/../cluster/cmd/pause/main.go" | sha256sum | cut -c1-12)"
 	echo "staticfleet-local/kind-node:$(k8s_version)-$hash"
 }
 
@@ -269,6 +269,9 @@ ensure_node() {
 			--change 'CMD []' "$node" "$name" >/dev/null
 	} || { docker rm -f "$node" >/dev/null; exit 1; }
 	docker rm -f "$node" >/dev/null
+	# Older node and base images (other inputs) are not used again.
+	docker images --format '{{.Repository}}:{{.Tag}}' 'staticfleet-local/kind-*' \
+		| grep -vxF -e "$name" -e "$base" | xargs -r docker rmi >/dev/null 2>&1 || true
 	say "node image $name built in $((SECONDS - started)) s"
 	echo "$name"
 }
