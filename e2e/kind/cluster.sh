@@ -51,11 +51,24 @@ stock_image() {
 	sed -n 's/^const Image = "\(.*\)"$/\1/p' "$dir/pkg/apis/config/defaults/image.go"
 }
 
+# The node containers of the cluster are all running (a daemon restart leaves them stopped).
+nodes_running() {
+	local node state
+	for node in $("$(kind_bin)" get nodes --name "$name" 2>/dev/null); do
+		state="$(docker inspect -f '{{.State.Running}}' "$node" 2>/dev/null || echo false)"
+		[[ "$state" == true ]] || return 1
+	done
+}
+
 up() {
 	if running; then
-		run_kind get kubeconfig --name "$name" >"$kubeconfig"
-		echo "$kubeconfig"
-		return
+		if nodes_running; then
+			run_kind get kubeconfig --name "$name" >"$kubeconfig"
+			echo "$kubeconfig"
+			return
+		fi
+		say "cluster $name has stopped nodes: deleting it"
+		run_kind delete cluster --name "$name" >&2
 	fi
 	local started=$SECONDS image="${KIND_NODE_IMAGE:-}" offline=0 config
 	if [[ -z "$image" ]]; then
