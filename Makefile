@@ -45,9 +45,20 @@ unit: venv
 # The heavy, cached prerequisites come first so their progress is visible: Kafka from Maven Central,
 # Kubernetes binaries and helm from the Go module proxy. Then everything on the local cluster, then the
 # e2e suite on kind (needs a Docker daemon: without one it says so and fails; `make test-local` skips it).
-test: test-local
-	@$(MAKE) --no-print-directory docker-check
-	@$(MAKE) --no-print-directory kind-e2e
+# With Docker reachable, kind's tools and images are prepared in the background meanwhile (cached; the
+# scripts take locks, so the kind pass waits for what is still being built, and any failure shows there).
+LOCAL_TESTS ?= test-local
+test:
+	@prepare=""; if docker info >/dev/null 2>&1; then \
+		mkdir -p "$(CACHE)/kind"; \
+		echo "kind: preparing tools and images in the background (log: $(CACHE)/kind/prepare.log)"; \
+		{ e2e/kind/tools.sh && e2e/kind/images.sh project && e2e/kind/images.sh node; } \
+			>"$(CACHE)/kind/prepare.log" 2>&1 & prepare=$$!; \
+	fi; \
+	status=0; $(MAKE) --no-print-directory $(LOCAL_TESTS) || status=$$?; \
+	if [ -n "$$prepare" ]; then wait $$prepare || echo "kind: background preparation failed (retried below)"; fi; \
+	[ $$status -eq 0 ] || exit $$status; \
+	$(MAKE) --no-print-directory docker-check && $(MAKE) --no-print-directory kind-e2e
 
 test-local: lint typecheck kafka-jars cluster-binaries helm browser
 	$(VENV)/bin/pytest

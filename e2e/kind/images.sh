@@ -297,8 +297,16 @@ ensure_project() {
 	echo "staticfleet:$tag staticfleet-consumer-example:$tag"
 }
 
+# One builder at a time (`make test` prepares these in the background while the local suite runs).
+mkdir -p "$cache/logs"
+case "${1:-}" in node-name | privileged-refused) ;; *)
+	exec 8>"$cache/.images.lock"
+	flock 8
+	;;
+esac
+
 case "${1:-}" in
-project) mkdir -p "$cache/logs"; ensure_project ;;
+project) ensure_project ;;
 debian) ensure_debian; echo "$DEBIAN_IMAGE" ;;
 python) ensure_python; echo "$PYTHON_IMAGE" ;;
 node) ensure_node ;;

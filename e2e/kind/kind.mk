@@ -9,7 +9,7 @@ export KIND_CLUSTER
 docker-check:
 	@docker info >/dev/null 2>&1 || { \
 		echo "No Docker daemon is reachable. Install and start one (Debian: apt-get install docker.io;"; \
-		echo "then dockerd, or systemctl start docker), or run the local suite only: make e2e."; \
+		echo "then dockerd, or systemctl start docker), or run everything else: make test-local."; \
 		exit 2; }
 
 kind-tools:
