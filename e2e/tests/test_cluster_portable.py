@@ -13,7 +13,17 @@ def _replicas(kubectl: Kubectl, namespace: str, name: str) -> tuple[int, int, li
 
 
 def test_statefulset_scales_up_and_down_through_the_api(kubectl: Kubectl, namespace: str, image: str) -> None:
-    kubectl.apply(statefulset("portable", 2, container(SERVER, image=image)), namespace)
+    # SERVER writes into its working directory: an emptyDir, since the image's own /app is read-only to
+    # its user on a real kubelet (the local runner maps the mount to a directory of the pod).
+    app = container(
+        SERVER,
+        image=image,
+        workingDir="/scratch",
+        volumeMounts=[{"name": "scratch", "mountPath": "/scratch"}],
+    )
+    workload = statefulset("portable", 2, app)
+    workload["spec"]["template"]["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+    kubectl.apply(workload, namespace)
     wait_until(
         lambda: _replicas(kubectl, namespace, "portable") == (2, 2, ["portable-0", "portable-1"]),
         timeout=180,
