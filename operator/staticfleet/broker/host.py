@@ -19,7 +19,7 @@ from typing import TypeVar
 from staticfleet.coordinator import CoordinatorConfig, GroupCoordinator, SystemClock
 from staticfleet.coordinator.clock import Clock
 from staticfleet.coordinator.events import EventLogWriter, EventSink, FanOutSink
-from staticfleet.coordinator.log import DurableLog
+from staticfleet.coordinator.log import DurableLog, lock_data_dir
 from staticfleet.coordinator.records import Record
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,8 @@ class CoordinatorHost:
         snapshot_min_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         self.data_dir = Path(data_dir)
+        # Before anything else touches the directory: a second coordinator on it must change nothing.
+        self._lock_fd: int | None = lock_data_dir(self.data_dir)
         self.clock = clock or SystemClock()
         self.durable = DurableLog(self.data_dir / "coordinator", fsync=fsync)
         self.store = _CountingStore(self.durable)
@@ -113,6 +115,13 @@ class CoordinatorHost:
         self._closed = True
         self.durable.close()
         self.event_writer.close()
+        self.release()
+
+    def release(self) -> None:
+        """Give up the data directory's lock (close does this)."""
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     # --- calling the coordinator -------------------------------------------------------------------
 

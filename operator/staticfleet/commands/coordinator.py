@@ -77,6 +77,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     from staticfleet.broker.server import BrokerServer, BrokerSettings
+    from staticfleet.coordinator.log import DataDirLockedError
 
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -135,10 +136,14 @@ def run(args: argparse.Namespace) -> int:
         await server.start()
         await server.serve_until_signalled()
 
-    if os.environ.get("STATICFLEET_EVENT_LOOP", "uvloop") == "uvloop":
-        import uvloop
+    try:
+        if os.environ.get("STATICFLEET_EVENT_LOOP", "uvloop") == "uvloop":
+            import uvloop
 
-        uvloop.run(main())  # about 1.5x the requests per CPU-second of the default loop (bench/)
-    else:
-        asyncio.run(main())
+            uvloop.run(main())  # about 1.5x the requests per CPU-second of the default loop (bench/)
+        else:
+            asyncio.run(main())
+    except DataDirLockedError as exc:
+        logging.error("%s", exc)
+        return 3
     return 0

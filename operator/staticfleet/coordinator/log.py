@@ -10,21 +10,28 @@ record survives a crash of this process as soon as append returns; `sync` makes 
 the machine. Recovery verifies every frame: a torn or corrupt tail of the newest log is cut off (and
 kept aside in a `.corrupt` file, never loaded); damage anywhere else stops recovery with an error
 rather than loading state that is known to be incomplete.
+
+A write that fails or comes up short (a full disk, an I/O error) is cut off at once: the file is
+truncated back to the end of the last good frame, so frames appended after it stay recoverable. No
+frame is ever written that recovery would refuse: an append larger than the frame limit is refused
+with MESSAGE_TOO_LARGE, and snapshots are split into frames by size.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import logging
 import os
 import re
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import crc32c
 
-from staticfleet.coordinator.errors import StoreError
+from staticfleet.coordinator.errors import ErrorCode, StoreError
 from staticfleet.coordinator.records import Record, RecordDecodeError, decode_records, encode_record
 from staticfleet.fsutil import fsync_directory
 
@@ -36,6 +43,9 @@ _FRAME_HEAD = struct.Struct(">II")
 _PAYLOAD_HEAD = struct.Struct(">BI")
 _FORMAT_VERSION = 1
 MAX_FRAME_BYTES = 256 * 1024 * 1024
+"""The largest frame recovery reads; appends and snapshots never write a larger one."""
+SNAPSHOT_FRAME_BYTES = 4 * 1024 * 1024
+"""Snapshot frames are cut at about this size (a single record may make one larger, up to the limit)."""
 _LOG_NAME = re.compile(r"^log-(\d{20})\.sfl$")
 _SNAPSHOT_NAME = re.compile(r"^snapshot-(\d{20})\.sfs$")
 
@@ -45,8 +55,43 @@ class LogCorruptError(RuntimeError):
 
 
 def encode_frame(records: Sequence[Record]) -> bytes:
-    payload = _PAYLOAD_HEAD.pack(_FORMAT_VERSION, len(records)) + b"".join(encode_record(r) for r in records)
+    return _frame_of(len(records), b"".join(encode_record(r) for r in records))
+
+
+def _frame_of(count: int, encoded_records: bytes) -> bytes:
+    payload = _PAYLOAD_HEAD.pack(_FORMAT_VERSION, count) + encoded_records
     return _FRAME_HEAD.pack(len(payload), crc32c.crc32c(payload)) + payload
+
+
+FRAME_OVERHEAD = _FRAME_HEAD.size + _PAYLOAD_HEAD.size
+
+
+def snapshot_frames(records: Iterable[Record], target_bytes: int, max_bytes: int) -> Iterator[bytes]:
+    """Frames of about `target_bytes`, none over `max_bytes`; StoreError for a record that cannot fit."""
+    parts: list[bytes] = []
+    size = FRAME_OVERHEAD
+    for record in records:
+        encoded = encode_record(record)
+        if FRAME_OVERHEAD + len(encoded) > max_bytes:
+            raise StoreError(
+                f"a {type(record).__name__} of {len(encoded)} bytes exceeds the frame limit "
+                f"of {max_bytes} bytes",
+                ErrorCode.message_too_large,
+            )
+        if parts and size + len(encoded) > target_bytes:
+            yield _frame_of(len(parts), b"".join(parts))
+            parts, size = [], FRAME_OVERHEAD
+        parts.append(encoded)
+        size += len(encoded)
+    if parts:
+        yield _frame_of(len(parts), b"".join(parts))
+
+
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+class DataDirLockedError(RuntimeError):
+    """Another process holds the data directory."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,19 +130,40 @@ def _scan(data: bytes, magic: bytes) -> _Scan:
     return _Scan(frames, pos, None)
 
 
-class DurableLog:
-    """Append-only record log with snapshots. Not thread-safe: one owner appends and syncs."""
 
-    def __init__(self, directory: str | os.PathLike[str], *, fsync: bool = True) -> None:
+class DurableLog:
+    """Append-only record log with snapshots. Not thread-safe: one owner appends; `sync` and the
+    writing half of a snapshot (`write_snapshot`) may run in a worker thread."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        fsync: bool = True,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
+        snapshot_frame_bytes: int = SNAPSHOT_FRAME_BYTES,
+    ) -> None:
+        if not 0 < max_frame_bytes <= MAX_FRAME_BYTES:
+            raise ValueError(f"max_frame_bytes must be in 1..{MAX_FRAME_BYTES}, not {max_frame_bytes}")
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.fsync = fsync
+        self.max_frame_bytes = max_frame_bytes
+        self.snapshot_frame_bytes = min(snapshot_frame_bytes, max_frame_bytes)
         self._fd: int | None = None
+        self._retiring: list[int] = []
+        """Logs replaced by a newer one whose last appends still need an fsync."""
         self._seq = 0
         self._dirty = False
+        self._size = 0
+        """Bytes of the active log that hold its header and whole, good frames."""
+        self._torn = False
+        """A failed write left bytes past `_size` that could not be cut off yet."""
         self.bytes_since_snapshot = 0
         self.snapshot_bytes = 0
         self._recovered = False
+        self._write: Callable[[int, bytes], int] = os.write
+        """The system call that appends (replaced by fault-injection tests)."""
 
     # --- recovery ----------------------------------------------------------------------------------
 
@@ -141,6 +207,7 @@ class DurableLog:
             if last:
                 self._seq = seq
                 self.bytes_since_snapshot = scan.good_bytes
+                self._size = scan.good_bytes
         if not logs:
             self._seq = base_seq
         self._open_active()
@@ -174,80 +241,163 @@ class DurableLog:
         path = self._log_path(self._seq)
         is_new = not path.exists()
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        if is_new or os.fstat(self._fd).st_size == 0:
-            os.write(self._fd, FILE_MAGIC)
-            self.bytes_since_snapshot = len(FILE_MAGIC)
+        self._size = os.fstat(self._fd).st_size
+        if is_new or self._size == 0:
+            self._write_all(FILE_MAGIC)
+            self._size = len(FILE_MAGIC)
+            self.bytes_since_snapshot = self._size
             if self.fsync:
                 os.fsync(self._fd)
                 fsync_directory(self.directory)
 
+    def _write_all(self, data: bytes) -> None:
+        assert self._fd is not None
+        written = self._write(self._fd, data)
+        if written != len(data):
+            raise OSError(errno.ENOSPC, f"short write: {written} of {len(data)} bytes")
+
+    def _cut_torn_write(self) -> bool:
+        """Truncate the active log back to its last good frame; False if even that failed."""
+        assert self._fd is not None
+        try:
+            os.ftruncate(self._fd, self._size)
+        except OSError:
+            log.warning("cannot cut a failed write off %s", self._log_path(self._seq), exc_info=True)
+            self._torn = True
+            return False
+        self._torn = False
+        return True
+
     def append(self, records: Sequence[Record]) -> None:
+        """Append one frame of records, or raise StoreError and leave the log as it was."""
         if not self._recovered:
             raise RuntimeError("recover() must run before append()")
         if not records:
             return
         assert self._fd is not None
         frame = encode_frame(records)
+        if len(frame) > self.max_frame_bytes:
+            raise StoreError(
+                f"{len(records)} records take {len(frame)} bytes, above the frame limit of "
+                f"{self.max_frame_bytes} bytes",
+                ErrorCode.message_too_large,
+            )
+        path = self._log_path(self._seq)
+        if self._torn and not self._cut_torn_write():
+            raise StoreError(f"cannot append to {path}: an earlier failed write could not be cut off")
         try:
-            written = os.write(self._fd, frame)
-            if written != len(frame):
-                raise OSError(f"short write: {written} of {len(frame)} bytes")
+            self._write_all(frame)
         except OSError as exc:
-            raise StoreError(f"cannot append to {self._log_path(self._seq)}: {exc}") from exc
+            self._cut_torn_write()
+            kind = "disk full" if exc.errno in _DISK_FULL else "I/O error"
+            raise StoreError(f"cannot append to {path} ({kind}): {exc}") from exc
+        self._size += len(frame)
         self.bytes_since_snapshot += len(frame)
         self._dirty = True
 
+    @property
+    def unsynced(self) -> bool:
+        return self._dirty
+
     def sync(self) -> None:
-        """Make every record appended before this call durable. May run in another thread than append."""
-        if self._dirty and self._fd is not None:
-            self._dirty = False  # cleared first: an append racing with the fsync marks the log dirty again
+        """Make every record appended before this call durable; StoreError if the disk refused.
+
+        May run in another thread than append."""
+        retiring = self._retiring
+        if not (self._dirty or retiring) or self._fd is None:
+            return
+        self._dirty = False  # cleared first: an append racing with the fsync marks the log dirty again
+        try:
+            while retiring:
+                if self.fsync:
+                    os.fsync(retiring[0])
+                os.close(retiring.pop(0))
             if self.fsync:
                 os.fsync(self._fd)
+        except OSError as exc:
+            self._dirty = True
+            raise StoreError(f"cannot fsync {self._log_path(self._seq)}: {exc}") from exc
 
     # --- snapshots ---------------------------------------------------------------------------------
 
     def should_snapshot(self, min_bytes: int = 64 * 1024 * 1024) -> bool:
         return self.bytes_since_snapshot > max(min_bytes, self.snapshot_bytes)
 
-    def snapshot(self, live_records: Iterable[Record], batch: int = 1000) -> None:
-        """Write the live state as a new snapshot and start a new log after it; drop what it replaces."""
-        self.sync()
-        new_seq = self._seq + 1
-        final = self.directory / f"snapshot-{new_seq:020d}.sfs"
+    def begin_snapshot(self) -> int:
+        """Start a new log for appends made from now on; the snapshot of the state at this moment
+        is then written by `write_snapshot(seq, records)`, possibly in another thread."""
+        old_fd = self._fd
+        self._seq += 1
+        self._open_active()
+        if old_fd is not None:
+            self._retiring.append(old_fd)
+        return self._seq
+
+    def write_snapshot(self, seq: int, live_records: Iterable[Record]) -> int:
+        """Write snapshot `seq` and drop the logs and snapshots it replaces; returns its size.
+
+        Until it is renamed into place, recovery reads the older snapshot and every log after it."""
+        final = self.directory / f"snapshot-{seq:020d}.sfs"
         tmp = final.with_name(final.name + ".tmp")
         size = 0
-        with open(tmp, "wb") as handle:
-            handle.write(SNAPSHOT_MAGIC)
-            size += len(SNAPSHOT_MAGIC)
-            chunk: list[Record] = []
-            for record in live_records:
-                chunk.append(record)
-                if len(chunk) >= batch:
-                    size += handle.write(encode_frame(chunk))
-                    chunk = []
-            if chunk:
-                size += handle.write(encode_frame(chunk))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, final)
-        if self._fd is not None:
-            os.close(self._fd)
-        self._seq = new_seq
-        self._open_active()
-        fsync_directory(self.directory)
+        try:
+            with open(tmp, "wb") as handle:
+                size += handle.write(SNAPSHOT_MAGIC)
+                for frame in snapshot_frames(live_records, self.snapshot_frame_bytes, self.max_frame_bytes):
+                    size += handle.write(frame)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, final)
+            fsync_directory(self.directory)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise StoreError(f"cannot write {final.name}: {exc}") from exc
+        except StoreError:
+            tmp.unlink(missing_ok=True)
+            raise
         self.snapshot_bytes = size
-        for seq, path in self._files(_LOG_NAME):
-            if seq < new_seq:
+        self.bytes_since_snapshot = self._size
+        for old, path in self._files(_LOG_NAME):
+            if old < seq:
                 path.unlink()
-        for seq, path in self._files(_SNAPSHOT_NAME):
-            if seq < new_seq:
+        for old, path in self._files(_SNAPSHOT_NAME):
+            if old < seq:
                 path.unlink()
+        return size
+
+    def snapshot(self, live_records: Iterable[Record]) -> None:
+        """Write the live state as a new snapshot and start a new log after it; drop what it replaces."""
+        seq = self.begin_snapshot()
+        self.sync()
+        self.write_snapshot(seq, live_records)
 
     def close(self) -> None:
         if self._fd is not None:
             self.sync()
             os.close(self._fd)
             self._fd = None
+
+
+def lock_data_dir(directory: str | os.PathLike[str]) -> int:
+    """Hold an exclusive lock on a data directory for the life of this process; returns its fd.
+
+    Raises DataDirLockedError, having created and changed nothing, if another process holds it."""
+    path = Path(directory) / ".lock"
+    flags = os.O_RDWR | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, flags | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise DataDirLockedError(
+            f"data directory {directory} is in use by another coordinator (lock held on {path}); "
+            "stop it first, or give this one its own --data-dir"
+        ) from None
+    return fd
 
 
 class MemoryStore:
