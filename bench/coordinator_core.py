@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "operator"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.report import publish, table
-from staticfleet.coordinator import CoordinatorConfig, GroupCoordinator, ManualClock
+from staticfleet.coordinator import CoordinatorConfig, GroupCoordinator, InProcessCoordinator, ManualClock
 from staticfleet.coordinator.log import DurableLog, MemoryStore
 from staticfleet.coordinator.messages import (
     HeartbeatRequest,
@@ -36,14 +36,14 @@ PROTOCOLS = (Protocol("range", b"\x00\x01\x00\x00\x00\x01\x00\x06orders\xff\xff\
 CONFIG = CoordinatorConfig(initial_rebalance_delay_ms=0)
 
 
-def stable_group(members: int) -> tuple[GroupCoordinator, ManualClock, list[str]]:
+def stable_group(members: int) -> tuple[InProcessCoordinator, ManualClock, list[str]]:
     clock = ManualClock()
-    coordinator = GroupCoordinator(clock, MemoryStore(), CONFIG)
+    coordinator = InProcessCoordinator(GroupCoordinator(clock, CONFIG), MemoryStore())
     ids = join_and_sync(coordinator, members)
     return coordinator, clock, ids
 
 
-def join_and_sync(coordinator: GroupCoordinator, members: int) -> list[str]:
+def join_and_sync(coordinator: InProcessCoordinator, members: int) -> list[str]:
     ctx = RequestContext(9, "bench")
     joined: list[JoinGroupResponse] = []
     for i in range(members):
@@ -92,7 +92,7 @@ def bench_heartbeats(seconds: float) -> float:
 def bench_round(members: int, repeats: int) -> float:
     best = float("inf")
     for _ in range(repeats):
-        coordinator = GroupCoordinator(ManualClock(), MemoryStore(), CONFIG)
+        coordinator = InProcessCoordinator(GroupCoordinator(ManualClock(), CONFIG), MemoryStore())
         start = time.process_time()
         join_and_sync(coordinator, members)
         best = min(best, time.process_time() - start)
@@ -132,7 +132,7 @@ def bench_recovery(records: int) -> tuple[float, int]:
         log.close()
         start = time.perf_counter()
         reopened = DurableLog(tmp, fsync=False)
-        coordinator = GroupCoordinator(ManualClock(), reopened, CONFIG)
+        coordinator = InProcessCoordinator(GroupCoordinator(ManualClock(), CONFIG), reopened)
         loaded = coordinator.load(reopened.recover())
         elapsed = time.perf_counter() - start
         reopened.close()

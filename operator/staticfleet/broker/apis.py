@@ -89,7 +89,7 @@ from staticfleet.broker.registry import (
 from staticfleet.broker.security.acl import AclOperation, ResourceType
 from staticfleet.broker.security_apis import access
 from staticfleet.broker.topiclog_errors import TopicLogError
-from staticfleet.coordinator import CoordinatorError, GroupCoordinator
+from staticfleet.coordinator import CoordinatorError, CoordinatorResult, GroupCoordinator
 from staticfleet.coordinator import messages as m
 
 E = ErrorCode
@@ -993,8 +993,8 @@ async def handle_incremental_alter_configs(
 
                 def alter(
                     c: GroupCoordinator, group: str = name, ch: dict[str, str | None] = changes
-                ) -> None:
-                    c.alter_group_config(group, ch, validate_only)
+                ) -> CoordinatorResult[None]:
+                    return c.alter_group_config(group, ch, validate_only)
 
                 ctx.host.call(alter)
             elif kind == RESOURCE_TOPIC:

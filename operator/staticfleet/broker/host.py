@@ -1,8 +1,18 @@
 """Runs the pure coordinator inside an asyncio process: its durable log, its timers, its event log.
 
-Persist first, answer second: a response produced after a record was appended is held until the log
-has been fsynced. Appends happen on the event loop; fsyncs run in a worker thread and cover every
-append made before they started, so concurrent requests share one fsync (group commit).
+The one place where decisions become durable and answers leave: every operation of the state
+machine returns a `CoordinatorResult`; the runtime appends its records and settles it; the replies
+and the response are held until the log has been fsynced (persist first, answer second). Appends
+happen on the event loop; fsyncs run in a worker thread and cover every append made before they
+started, so concurrent requests share one fsync (group commit).
+
+One failure policy. An append the disk refuses (full, or an I/O error) is cut off the log and the
+operation is undone: the client gets Kafka's answer for a failed append (NOT_COORDINATOR for a storage
+error, so it looks the coordinator up again and retries), and the next write simply tries again, so
+writes resume by themselves when space returns. A failed fsync leaves it unknown whether the records
+since the last good one are on disk: their answers stay held and new writes are refused while the
+host writes the whole live state into a fresh snapshot (with backoff); once that is durable the held
+answers go out. Reads and heartbeats never touch the disk and keep working throughout.
 """
 
 from __future__ import annotations
@@ -12,38 +22,31 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from staticfleet.coordinator import CoordinatorConfig, GroupCoordinator, SystemClock
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from staticfleet.coordinator import CoordinatorConfig, CoordinatorResult, GroupCoordinator, SystemClock
 from staticfleet.coordinator.clock import Clock
+from staticfleet.coordinator.errors import StoreError
 from staticfleet.coordinator.events import EventLogWriter, EventSink, FanOutSink
-from staticfleet.coordinator.log import DurableLog, lock_data_dir
+from staticfleet.coordinator.log import MAX_FRAME_BYTES, DurableLog, lock_data_dir
 from staticfleet.coordinator.records import Record
+from staticfleet.coordinator.result import Reply
+from staticfleet.coordinator.runtime import CoordinatorRuntime
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+SNAPSHOT_RETRY_FIRST_S = 1.0
+SNAPSHOT_RETRY_MAX_S = 300.0
+
 
 def _ignore(seconds: float) -> None:
     return None
-
-
-class _CountingStore:
-    """The coordinator's store: appends to the durable log and counts appends for the persist gate."""
-
-    def __init__(self, durable: DurableLog) -> None:
-        self.durable = durable
-        self.appended = 0
-        self.observe: Callable[[float], None] = _ignore
-
-    def append(self, records: Sequence[Record]) -> None:
-        if records:
-            start = time.perf_counter()
-            self.durable.append(records)
-            self.appended += 1
-            self.observe(time.perf_counter() - start)
 
 
 class CoordinatorHost:
@@ -57,26 +60,28 @@ class CoordinatorHost:
         rebalance_on_partition_growth: bool = True,
         extra_sinks: Sequence[EventSink] = (),
         event_log_max_bytes: int = 64 * 1024 * 1024,
+        event_log_keep: int = 8,
         snapshot_min_bytes: int = 64 * 1024 * 1024,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
     ) -> None:
         self.data_dir = Path(data_dir)
         # Before anything else touches the directory: a second coordinator on it must change nothing.
         self._lock_fd: int | None = lock_data_dir(self.data_dir)
         self.clock = clock or SystemClock()
-        self.durable = DurableLog(self.data_dir / "coordinator", fsync=fsync)
-        self.store = _CountingStore(self.durable)
-        self.event_writer = EventLogWriter(self.data_dir / "events", max_bytes=event_log_max_bytes)
+        self.durable = DurableLog(self.data_dir / "coordinator", fsync=fsync, max_frame_bytes=max_frame_bytes)
+        self.event_writer = EventLogWriter(
+            self.data_dir / "events", max_bytes=event_log_max_bytes, keep=event_log_keep
+        )
         self.events = FanOutSink(self.event_writer, *extra_sinks)
         self.coordinator = GroupCoordinator(
-            self.clock,
-            self.store,
-            config,
-            self.events,
-            rebalance_on_partition_growth=rebalance_on_partition_growth,
+            self.clock, config, self.events, rebalance_on_partition_growth=rebalance_on_partition_growth
         )
+        self.runtime = CoordinatorRuntime(self.coordinator, self)
         self.snapshot_min_bytes = snapshot_min_bytes
         self.ready = False
         self.recovered_records = 0
+        self.appended = 0
+        """Appends made so far; `_synced` of them are known durable."""
         self._synced = 0
         self._held: deque[tuple[int, Callable[[], None]]] = deque()
         self._flusher: asyncio.Task[None] | None = None
@@ -84,17 +89,47 @@ class CoordinatorHost:
         self._timer_deadline: int | None = None
         self._closed = False
         self._snapshot_task: asyncio.Task[None] | None = None
+        self._snapshot_retry_at = 0.0
+        self._snapshot_backoff_s = SNAPSHOT_RETRY_FIRST_S
+        self.storage_broken: str | None = None
+        """Why appends are refused until a fresh snapshot is durable (after a failed fsync)."""
+        self.failed_appends = 0
+        self.failed_fsyncs = 0
+        self.failed_snapshots = 0
+        self.snapshots = 0
         self.observe_fsync: Callable[[float], None] = _ignore
+        self._observe_append: Callable[[float], None] = _ignore
 
     def observe_append(self, observe: Callable[[float], None]) -> None:
-        self.store.observe = observe
+        self._observe_append = observe
+
+    def register_metrics(self, registry: CollectorRegistry) -> None:
+        registry.register(_HostCollector(self))
+
+    # --- the store the runtime appends to ----------------------------------------------------------
+
+    def append(self, records: Sequence[Record]) -> None:
+        if self.storage_broken is not None:
+            raise StoreError(
+                f"the coordinator log is not writable until it is rewritten: {self.storage_broken}"
+            )
+        start = time.perf_counter()
+        try:
+            self.durable.append(records)
+        except StoreError as exc:
+            self.failed_appends += 1
+            log.warning("append refused, answering with the storage error: %s", exc)
+            raise
+        self.appended += 1
+        self._observe_append(time.perf_counter() - start)
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
     def recover(self) -> int:
         """Load the durable state (blocking; run before serving)."""
-        self.recovered_records = self.coordinator.load(self.durable.recover())
-        self._synced = self.store.appended
+        result = self.runtime.run(self.coordinator.load(self.durable.recover()))
+        self.recovered_records = result.response
+        self._synced = self.appended
         self.ready = True
         log.info("recovered %d records, %d groups", self.recovered_records, len(self.coordinator.groups))
         return self.recovered_records
@@ -102,6 +137,10 @@ class CoordinatorHost:
     async def start(self) -> None:
         await asyncio.to_thread(self.recover)
         self.after_change()
+
+    def unload(self) -> None:
+        """Shutting down: parked joins and syncs are answered NOT_COORDINATOR, so in-flight work drains."""
+        self.call(lambda c: c.unload())
 
     async def close(self) -> None:
         """Flush and release everything. Held responses are delivered once their records are durable."""
@@ -113,7 +152,10 @@ class CoordinatorHost:
             await self._snapshot_task
         await self.flush()
         self._closed = True
-        self.durable.close()
+        try:
+            self.durable.close()
+        except StoreError:
+            log.error("the coordinator log could not be synced at close", exc_info=True)
         self.event_writer.close()
         self.release()
 
@@ -125,79 +167,129 @@ class CoordinatorHost:
 
     # --- calling the coordinator -------------------------------------------------------------------
 
-    def call(self, operation: Callable[[GroupCoordinator], T]) -> T:
-        """Run one coordinator operation, then take care of durability and timers."""
-        result = operation(self.coordinator)
+    def call(self, operation: Callable[[GroupCoordinator], CoordinatorResult[T]]) -> T:
+        """Run one coordinator operation: append what it decided, settle it, send its replies once
+        durable, and return its response (raising the request-level error it ended with, if any)."""
+        result = self.runtime.run(operation(self.coordinator))
+        self._send(result.replies)
         self.after_change()
-        return result
+        if result.error is not None:
+            raise result.error
+        return result.response
+
+    def _send(self, replies: list[Reply]) -> None:
+        for reply in replies:
+            self.deliver(reply.send)
 
     @property
     def unsynced(self) -> bool:
         """Whether some appended record is not yet durable (a response now would have to wait)."""
-        return self.store.appended > self._synced
+        return self.appended > self._synced
 
     def deliver(self, send: Callable[[], None]) -> None:
         """Send a response now, or once every record appended so far is durable."""
-        if self.store.appended > self._synced:
-            self._held.append((self.store.appended, send))
+        if self.appended > self._synced:
+            self._held.append((self.appended, send))
         else:
             send()
 
     def responder(self, future: asyncio.Future[T]) -> Callable[[T], None]:
-        """A coordinator callback that resolves `future` through the persist gate."""
+        """A coordinator callback that resolves `future` (the host sends it through the persist gate)."""
 
         def respond(value: T) -> None:
-            def send() -> None:
-                if not future.done():
-                    future.set_result(value)
-
-            self.deliver(send)
+            if not future.done():
+                future.set_result(value)
 
         return respond
 
     def after_change(self) -> None:
-        if self.store.appended > self._synced and self._flusher is None and not self._closed:
+        if self._closed:
+            return
+        if self.appended > self._synced and self._flusher is None and self.storage_broken is None:
             self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
         self._arm_timer()
-        if self.durable.should_snapshot(self.snapshot_min_bytes) and self._snapshot_task is None:
+        if (
+            self._snapshot_task is None
+            and (self.storage_broken is not None or self.durable.should_snapshot(self.snapshot_min_bytes))
+            and time.monotonic() >= self._snapshot_retry_at
+        ):
             self._snapshot_task = asyncio.get_running_loop().create_task(self._snapshot())
 
     async def flush(self) -> None:
         if self._flusher is not None:
             await self._flusher
-        if self.store.appended > self._synced:
+        if self.appended > self._synced and self.storage_broken is None:
             await self._flush_loop()
 
     async def _flush_loop(self) -> None:
         try:
-            while self.store.appended > self._synced:
-                target = self.store.appended
-                await asyncio.to_thread(self._fsync)
-                self._synced = target
-                while self._held and self._held[0][0] <= target:
-                    _, send = self._held.popleft()
-                    send()
+            while self.appended > self._synced and self.storage_broken is None:
+                target = self.appended
+                try:
+                    await asyncio.to_thread(self._fsync)
+                except StoreError as exc:
+                    self._storage_failed(f"fsync failed: {exc}")
+                    return
+                self._release_held(target)
         finally:
             self._flusher = None
 
+    def _release_held(self, target: int) -> None:
+        self._synced = max(self._synced, target)
+        while self._held and self._held[0][0] <= self._synced:
+            _, send = self._held.popleft()
+            send()
+
     def _fsync(self) -> None:
         start = time.perf_counter()
-        try:
-            self.durable.sync()
-            self.observe_fsync(time.perf_counter() - start)
-        except OSError:
-            # Durability of acknowledged-to-be records is unknown: stop rather than answer wrongly.
-            log.critical("fsync of the coordinator log failed; exiting", exc_info=True)
-            os._exit(70)
+        self.durable.sync()
+        self.observe_fsync(time.perf_counter() - start)
+
+    def _storage_failed(self, why: str) -> None:
+        """Appends since the last good fsync may be lost: refuse writes until a snapshot holds them."""
+        self.failed_fsyncs += 1
+        self.storage_broken = why
+        self._snapshot_retry_at = 0.0
+        log.error("%s; holding %d answers until a fresh snapshot is durable", why, len(self._held))
+        self.after_change()
+
+    # --- snapshots ---------------------------------------------------------------------------------
 
     async def _snapshot(self) -> None:
+        """Write the live state as a snapshot, off the event loop; retried with backoff if it fails."""
         try:
-            await self.flush()
+            if self.storage_broken is None:
+                await self.flush()
+            appended = self.appended
             records = list(self.coordinator.snapshot_records())
-            self.durable.snapshot(records)
-            log.info("wrote a snapshot of %d records", len(records))
+            try:
+                seq = self.durable.begin_snapshot()
+                size = await asyncio.to_thread(self.durable.write_snapshot, seq, records)
+            except (StoreError, OSError) as exc:
+                self.failed_snapshots += 1
+                delay = self._snapshot_backoff_s
+                self._snapshot_backoff_s = min(delay * 2, SNAPSHOT_RETRY_MAX_S)
+                self._snapshot_retry_at = time.monotonic() + delay
+                log.warning("snapshot failed, next try in %.0f s: %s", delay, exc)
+                if not self._closed:
+                    asyncio.get_running_loop().call_later(delay, self._retry_snapshot)
+                return
+            self.snapshots += 1
+            self._snapshot_backoff_s = SNAPSHOT_RETRY_FIRST_S
+            self._snapshot_retry_at = 0.0
+            log.info("wrote a snapshot of %d records (%d bytes)", len(records), size)
+            if self.storage_broken is not None:
+                log.warning("the coordinator log is writable again (%s)", self.storage_broken)
+                self.storage_broken = None
+                self._release_held(appended)  # everything appended so far is in the snapshot
         finally:
             self._snapshot_task = None
+        if not self._closed:
+            self.after_change()
+
+    def _retry_snapshot(self) -> None:
+        if not self._closed and self._snapshot_task is None:
+            self.after_change()
 
     # --- timers ------------------------------------------------------------------------------------
 
@@ -217,5 +309,38 @@ class CoordinatorHost:
     def _on_timer(self) -> None:
         self._timer = None
         self._timer_deadline = None
-        self.coordinator.fire_due_timers()
+        for result in self.runtime.fire_due_timers():
+            self._send(result.replies)
         self.after_change()
+
+
+class _HostCollector(Collector):
+    """How the coordinator's storage is doing, for /metrics."""
+
+    def __init__(self, host: CoordinatorHost) -> None:
+        self.host = host
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        host = self.host
+        counters = (
+            (
+                "staticfleet_log_append_failures",
+                "Appends the disk refused (answered with the storage error)",
+                host.failed_appends,
+            ),
+            ("staticfleet_log_fsync_failures", "Failed fsyncs of the coordinator log", host.failed_fsyncs),
+            ("staticfleet_snapshots", "Snapshots of the coordinator state written", host.snapshots),
+            ("staticfleet_snapshot_failures", "Snapshots that could not be written", host.failed_snapshots),
+            (
+                "staticfleet_event_lines_dropped",
+                "Event-log lines dropped because they could not be written",
+                host.event_writer.dropped,
+            ),
+        )
+        for name, documentation, value in counters:
+            yield CounterMetricFamily(name, documentation, value=value)
+        yield GaugeMetricFamily(
+            "staticfleet_log_writable",
+            "1 while the coordinator log takes appends, 0 while it must be rewritten after a failed fsync",
+            value=0 if host.storage_broken is not None else 1,
+        )

@@ -112,6 +112,7 @@ class BrokerServer:
         self.host.observe_append(self.metrics.log_append_latency.observe)
         self.host.observe_fsync = self.metrics.log_fsync_latency.observe
         self.metrics.watch(self.host.coordinator)
+        self.host.register_metrics(self.metrics.registry)
         self.topics: TopicLog | None = None
         self.context: BrokerContext | None = None
         self._server: asyncio.base_events.Server | None = None
@@ -252,7 +253,7 @@ class BrokerServer:
         self._stopping = True
         for server in self._servers:
             server.close()
-        self.host.coordinator.unload()  # parked joins and syncs are answered, so in-flight work drains
+        self.host.unload()  # parked joins and syncs are answered, so in-flight work drains
         if self._in_flight:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._idle.wait(), self.settings.shutdown_grace_s)

@@ -3,9 +3,10 @@ log and its event log."""
 
 from staticfleet.coordinator.clock import Clock, ManualClock, SystemClock
 from staticfleet.coordinator.config import CoordinatorConfig
-from staticfleet.coordinator.coordinator import EXPECTED_INSTANCE_IDS, GroupCoordinator, GroupStore
+from staticfleet.coordinator.coordinator import EXPECTED_INSTANCE_IDS, CoordinatorResult, GroupCoordinator
 from staticfleet.coordinator.errors import CoordinatorError, ErrorCode, StoreError
 from staticfleet.coordinator.group import ClassicGroup, GroupState, Member
+from staticfleet.coordinator.runtime import CoordinatorRuntime, GroupStore, InProcessCoordinator
 
 __all__ = [
     "EXPECTED_INSTANCE_IDS",
@@ -13,10 +14,13 @@ __all__ = [
     "Clock",
     "CoordinatorConfig",
     "CoordinatorError",
+    "CoordinatorResult",
+    "CoordinatorRuntime",
     "ErrorCode",
     "GroupCoordinator",
     "GroupState",
     "GroupStore",
+    "InProcessCoordinator",
     "ManualClock",
     "Member",
     "StoreError",

@@ -8,10 +8,11 @@ are pending sync, how the leader is chosen, which protocol wins the vote.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
+from staticfleet.coordinator.consumer_protocol import subscribed_topics
 from staticfleet.coordinator.errors import CoordinatorError, ErrorCode
 from staticfleet.coordinator.messages import (
     JoinGroupResponse,
@@ -19,7 +20,7 @@ from staticfleet.coordinator.messages import (
     Protocol,
     SyncGroupResponse,
 )
-from staticfleet.coordinator.records import GroupMetadataRecord
+from staticfleet.coordinator.records import GroupMetadataRecord, MemberRecord
 
 JoinResponder = Callable[[JoinGroupResponse], None]
 SyncResponder = Callable[[SyncGroupResponse], None]
@@ -244,6 +245,120 @@ class ClassicGroup:
     def group_assignment(self) -> dict[str, bytes]:
         return {m.member_id: m.assignment for m in self.members.values()}
 
+    def accepts_joining_member(self, member_id: str, max_size: int) -> bool:
+        """group.max.size: whether a JoinGroup from this member id may enter the group."""
+        state = self.state
+        if state in (GroupState.EMPTY, GroupState.DEAD):
+            return True
+        if state is GroupState.PREPARING_REBALANCE:
+            member = self.members.get(member_id)
+            return (
+                member is not None and member.awaiting_join is not None
+            ) or self.num_awaiting_join < max_size
+        return member_id in self.members or len(self.members) < max_size
+
+    def expected_instances_joined(self, expected: tuple[str, ...] | None) -> bool:
+        """Whether every pre-registered instance id has joined (true when none are expected)."""
+        if not expected:
+            return True
+        static = self.static_members
+        return all(instance in static for instance in expected)
+
+    def consumer_topics(self) -> frozenset[str] | None:
+        """The topics the members of a consumer group subscribe to; None if any cannot be read."""
+        if self.protocol_type != "consumer" or self.protocol_name is None:
+            return None
+        topics: set[str] = set()
+        decoded: dict[bytes, frozenset[str] | None] = {}  # members of a fleet usually send identical bytes
+        for member in self.members.values():
+            metadata = member.metadata(self.protocol_name)
+            if metadata not in decoded:
+                decoded[metadata] = subscribed_topics(metadata)
+            member_topics = decoded[metadata]
+            if member_topics is None:
+                return None
+            topics |= member_topics
+        return frozenset(topics)
+
+    def metadata_record(self, assignment: Mapping[str, bytes]) -> GroupMetadataRecord:
+        """The group as Kafka's GroupMetadataValue holds it, with the given assignment."""
+        name = self.protocol_name
+        members = []
+        for m in self.members.values():
+            if name is None:
+                raise IllegalTransition(f"group {self.group_id} has members but no protocol")
+            members.append(
+                MemberRecord(
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    rebalance_timeout_ms=m.rebalance_timeout_ms,
+                    session_timeout_ms=m.session_timeout_ms,
+                    subscription=m.metadata(name),
+                    assignment=assignment[m.member_id],
+                )
+            )
+        return GroupMetadataRecord(
+            group_id=self.group_id,
+            protocol_type=self.protocol_type or "",
+            generation=self.generation_id,
+            protocol=name,
+            leader=self.leader_id,
+            current_state_timestamp=self.current_state_timestamp or -1,
+            members=tuple(members),
+        )
+
+    def empty_record(self) -> GroupMetadataRecord:
+        """The record that commits a newly created group to the log, as Kafka writes it."""
+        return GroupMetadataRecord(
+            group_id=self.group_id,
+            protocol_type="",
+            generation=0,
+            protocol=None,
+            leader=None,
+            current_state_timestamp=self.current_state_timestamp or -1,
+            members=(),
+        )
+
+    def validate_sync(
+        self,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+    ) -> ErrorCode | None:
+        """SyncGroup's checks, in Kafka's order: identity, generation, then protocol."""
+        if self.state is GroupState.DEAD:
+            return ErrorCode.coordinator_not_available
+        try:
+            self.validate_member(member_id, instance_id)
+        except CoordinatorError as exc:
+            return exc.code
+        if generation_id != self.generation_id:
+            return ErrorCode.illegal_generation
+        if _inconsistent(protocol_type, self.protocol_type) or _inconsistent(
+            protocol_name, self.protocol_name
+        ):
+            return ErrorCode.inconsistent_group_protocol
+        return None
+
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation_id: int) -> None:
+        """OffsetCommit's checks; raises CoordinatorError with the code Kafka answers."""
+        if self.state is GroupState.DEAD:
+            raise CoordinatorError(ErrorCode.coordinator_not_available)
+        if generation_id < 0 and self.state is GroupState.EMPTY:
+            return
+        if generation_id >= 0 or member_id or instance_id is not None:
+            self.validate_member(member_id, instance_id)
+            if generation_id != self.generation_id:
+                raise CoordinatorError(ErrorCode.illegal_generation)
+        elif self.state is not GroupState.EMPTY:
+            raise CoordinatorError(ErrorCode.unknown_member_id)
+        if self.state is GroupState.COMPLETING_REBALANCE:
+            raise CoordinatorError(ErrorCode.rebalance_in_progress)
+
     def validate_member(self, member_id: str, instance_id: str | None) -> None:
         """The identity check every member API runs before looking at generations."""
         if instance_id is not None:
@@ -398,3 +513,7 @@ class ClassicGroup:
         member.awaiting_sync = None
         responder(response)
         return True
+
+
+def _inconsistent(given: str | None, current: str | None) -> bool:
+    return given is not None and current is not None and given != current

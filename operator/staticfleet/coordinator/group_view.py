@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from staticfleet.coordinator.consumer_protocol import assignment_partitions, subscribed_topics
-from staticfleet.coordinator.coordinator import EXPECTED_INSTANCE_IDS, GroupCoordinator
 from staticfleet.coordinator.group import ClassicGroup, Member, RebalanceRecord
+from staticfleet.coordinator.state import EXPECTED_INSTANCE_IDS
 
 __all__ = ["CoordinatorGroupView", "RebalanceRecord", "rebalance_from_json", "rebalance_to_json"]
 
@@ -37,6 +37,12 @@ def rebalance_from_json(data: Mapping[str, Any]) -> RebalanceRecord:
     )
 
 
+class GroupConfigSource(Protocol):
+    """Where a view finds a group's configs (the coordinator)."""
+
+    def describe_group_config(self, group_id: str) -> dict[str, str]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class CoordinatorGroupView:
     """One group; the fields after `last_rebalance` are only in the detailed view of one group."""
@@ -58,7 +64,7 @@ class CoordinatorGroupView:
     member_list: tuple[dict[str, Any], ...] = ()
 
     @classmethod
-    def of(cls, coordinator: GroupCoordinator, group: ClassicGroup) -> CoordinatorGroupView:
+    def of(cls, coordinator: GroupConfigSource, group: ClassicGroup) -> CoordinatorGroupView:
         leader = group.members.get(group.leader_id) if group.leader_id else None
         expected = coordinator.describe_group_config(group.group_id).get(EXPECTED_INSTANCE_IDS)
         return cls(

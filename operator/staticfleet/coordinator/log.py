@@ -25,6 +25,7 @@ import logging
 import os
 import re
 import struct
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,7 +131,6 @@ def _scan(data: bytes, magic: bytes) -> _Scan:
     return _Scan(frames, pos, None)
 
 
-
 class DurableLog:
     """Append-only record log with snapshots. Not thread-safe: one owner appends; `sync` and the
     writing half of a snapshot (`write_snapshot`) may run in a worker thread."""
@@ -151,8 +151,9 @@ class DurableLog:
         self.max_frame_bytes = max_frame_bytes
         self.snapshot_frame_bytes = min(snapshot_frame_bytes, max_frame_bytes)
         self._fd: int | None = None
-        self._retiring: list[int] = []
-        """Logs replaced by a newer one whose last appends still need an fsync."""
+        self._retiring: list[tuple[int, int]] = []
+        """(seq, fd) of logs replaced by a newer one whose last appends still need an fsync."""
+        self._sync_lock = threading.Lock()
         self._seq = 0
         self._dirty = False
         self._size = 0
@@ -306,17 +307,18 @@ class DurableLog:
         retiring = self._retiring
         if not (self._dirty or retiring) or self._fd is None:
             return
-        self._dirty = False  # cleared first: an append racing with the fsync marks the log dirty again
-        try:
-            while retiring:
+        with self._sync_lock:
+            self._dirty = False  # cleared first: an append racing with the fsync marks the log dirty again
+            try:
+                while retiring:
+                    if self.fsync:
+                        os.fsync(retiring[0][1])
+                    os.close(retiring.pop(0)[1])
                 if self.fsync:
-                    os.fsync(retiring[0])
-                os.close(retiring.pop(0))
-            if self.fsync:
-                os.fsync(self._fd)
-        except OSError as exc:
-            self._dirty = True
-            raise StoreError(f"cannot fsync {self._log_path(self._seq)}: {exc}") from exc
+                    os.fsync(self._fd)
+            except OSError as exc:
+                self._dirty = True
+                raise StoreError(f"cannot fsync {self._log_path(self._seq)}: {exc}") from exc
 
     # --- snapshots ---------------------------------------------------------------------------------
 
@@ -326,11 +328,18 @@ class DurableLog:
     def begin_snapshot(self) -> int:
         """Start a new log for appends made from now on; the snapshot of the state at this moment
         is then written by `write_snapshot(seq, records)`, possibly in another thread."""
-        old_fd = self._fd
+        if self._torn and not self._cut_torn_write():
+            raise StoreError(f"cannot start a snapshot: {self._log_path(self._seq)} ends in a failed write")
+        old_fd, old_seq = self._fd, self._seq
         self._seq += 1
-        self._open_active()
+        try:
+            self._open_active()
+        except OSError as exc:
+            self._log_path(self._seq).unlink(missing_ok=True)
+            self._fd, self._seq = old_fd, old_seq
+            raise StoreError(f"cannot start a new log for a snapshot: {exc}") from exc
         if old_fd is not None:
-            self._retiring.append(old_fd)
+            self._retiring.append((old_seq, old_fd))
         return self._seq
 
     def write_snapshot(self, seq: int, live_records: Iterable[Record]) -> int:
@@ -357,6 +366,11 @@ class DurableLog:
             raise
         self.snapshot_bytes = size
         self.bytes_since_snapshot = self._size
+        with self._sync_lock:
+            # The snapshot holds what the replaced logs hold: their fsyncs are owed no more.
+            for entry in [e for e in self._retiring if e[0] < seq]:
+                self._retiring.remove(entry)
+                os.close(entry[1])
         for old, path in self._files(_LOG_NAME):
             if old < seq:
                 path.unlink()
@@ -373,9 +387,14 @@ class DurableLog:
 
     def close(self) -> None:
         if self._fd is not None:
-            self.sync()
-            os.close(self._fd)
-            self._fd = None
+            try:
+                self.sync()
+            finally:
+                for _, fd in self._retiring:
+                    os.close(fd)
+                self._retiring.clear()
+                os.close(self._fd)
+                self._fd = None
 
 
 def lock_data_dir(directory: str | os.PathLike[str]) -> int:

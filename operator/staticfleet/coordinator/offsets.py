@@ -1,11 +1,36 @@
-"""Committed offsets, keyed group -> topic -> partition. The stored value is the record that committed it."""
+"""Committed offsets, keyed group -> topic -> partition (the stored value is the record that committed
+it), and the rules of OffsetCommit, OffsetFetch and offset retention."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
 
-from staticfleet.coordinator.records import OffsetCommitRecord
+from staticfleet.coordinator import events as ev
+from staticfleet.coordinator.errors import CoordinatorError, ErrorCode
+from staticfleet.coordinator.group import ClassicGroup, GroupState
+from staticfleet.coordinator.messages import (
+    FetchedOffset,
+    FetchedTopic,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    PartitionResult,
+    RequestContext,
+    TopicResult,
+)
+from staticfleet.coordinator.records import GroupTombstone, OffsetCommitRecord, OffsetTombstone, Record
+
+if TYPE_CHECKING:
+    from staticfleet.coordinator.membership import Membership
+    from staticfleet.coordinator.state import CoordinatorState
+
+log = logging.getLogger(__name__)
+
+_CLEANUP: Final = "offsets-cleanup"
 
 
 @dataclass(slots=True)
@@ -41,6 +66,9 @@ class OffsetStore:
         if not topics:
             del self.by_group[group_id]
 
+    def delete_group(self, group_id: str) -> None:
+        self.by_group.pop(group_id, None)
+
     def of_group(self, group_id: str) -> dict[str, dict[int, OffsetCommitRecord]]:
         return self.by_group.get(group_id, {})
 
@@ -54,3 +82,174 @@ class OffsetStore:
 
     def __len__(self) -> int:
         return sum(len(p) for topics in self.by_group.values() for p in topics.values())
+
+
+def _metadata_length(metadata: str | None) -> int:
+    """Kafka measures offset metadata in UTF-16 code units (java.lang.String.length)."""
+    return 0 if metadata is None else len(metadata.encode("utf-16-le")) // 2
+
+
+class OffsetManager:
+    """OffsetCommit, OffsetFetch and offset retention (Kafka's OffsetMetadataManager)."""
+
+    def __init__(self, state: CoordinatorState, membership: Membership) -> None:
+        self.state = state
+        self.membership = membership
+        self.store = state.offsets
+
+    def commit_offsets(self, ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
+        state = self.state
+        group = state.groups.get(request.group_id)
+        if group is None:
+            if request.generation_id >= 0:
+                error = ErrorCode.group_id_not_found if ctx.api_version >= 9 else ErrorCode.illegal_generation
+                return OffsetCommitResponse.all_failed(request, error)
+            # No group and no generation: a consumer outside group management. Kafka calls it a simple group.
+            group = created = state.create_group(request.group_id)
+        else:
+            created = None
+        try:
+            group.validate_offset_commit(request.member_id, request.group_instance_id, request.generation_id)
+        except CoordinatorError as exc:
+            if exc.code == ErrorCode.fenced_instance_id:
+                state.emit_fenced(group, request.member_id, request.group_instance_id, "OffsetCommit")
+            return OffsetCommitResponse.all_failed(request, exc.code)
+        if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
+            self.membership.reschedule_member_heartbeat(group, group.member(request.member_id))
+        now = state.clock.now_ms()
+        expire = now + request.retention_time_ms if request.retention_time_ms != -1 else -1
+        records: list[OffsetCommitRecord] = []
+        topics: list[TopicResult] = []
+        max_metadata = state.config.offset_metadata_max_bytes
+        for topic in request.topics:
+            results = []
+            for p in topic.partitions:
+                if _metadata_length(p.metadata) > max_metadata:
+                    results.append(PartitionResult(p.partition, ErrorCode.offset_metadata_too_large))
+                    continue
+                results.append(PartitionResult(p.partition))
+                records.append(
+                    OffsetCommitRecord(
+                        request.group_id,
+                        topic.name,
+                        p.partition,
+                        p.offset,
+                        p.leader_epoch,
+                        "" if p.metadata is None else p.metadata,
+                        now,
+                        expire,
+                    )
+                )
+            topics.append(TopicResult(topic.name, tuple(results)))
+        if records:
+            put = self.store.put
+
+            def written() -> None:
+                for record in records:
+                    put(record)
+
+            def failed(error: ErrorCode, message: str) -> None:
+                state.recorder.respond_instead(OffsetCommitResponse.all_failed(request, error))
+                if created is not None and state.groups.get(created.group_id) is created:
+                    del state.groups[created.group_id]  # the simple group this commit created is undone
+
+            state.recorder.write(records, written, failed)
+        return OffsetCommitResponse(tuple(topics))
+
+    def fetch_offsets(self, ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
+        group = self.state.groups.get(request.group_id)
+        known = group is not None and not group.is_in(GroupState.DEAD)
+        committed = self.store.of_group(request.group_id) if known else {}
+        if request.topics is None:
+            return OffsetFetchResponse(
+                request.group_id,
+                tuple(
+                    FetchedTopic(
+                        topic,
+                        tuple(
+                            FetchedOffset(p, r.offset, r.leader_epoch, r.metadata)
+                            for p, r in partitions.items()
+                        ),
+                    )
+                    for topic, partitions in committed.items()
+                ),
+            )
+        topics = []
+        for topic in request.topics:
+            by_partition = committed.get(topic.name, {})
+            fetched = []
+            for p in topic.partitions:
+                record = by_partition.get(p)
+                if record is None:
+                    fetched.append(FetchedOffset(p))
+                else:
+                    fetched.append(FetchedOffset(p, record.offset, record.leader_epoch, record.metadata))
+            topics.append(FetchedTopic(topic.name, tuple(fetched)))
+        return OffsetFetchResponse(request.group_id, tuple(topics))
+
+    def tombstones(self, group_id: str) -> list[Record]:
+        """Records that delete every committed offset of a group."""
+        return [
+            OffsetTombstone(group_id, topic, partition)
+            for topic, partitions in self.store.of_group(group_id).items()
+            for partition in partitions
+        ]
+
+    # --- retention ---------------------------------------------------------------------------------
+
+    def schedule_cleanup(self) -> None:
+        state = self.state
+        state.timers.schedule(
+            (_CLEANUP,),
+            state.clock.now_ms() + state.config.offsets_retention_check_interval_ms,
+            self.cleanup_expired_offsets,
+        )
+
+    def cleanup_expired_offsets(self) -> None:
+        """Expire offsets past retention and delete Empty groups left with none, as Kafka's cleanup does."""
+        state = self.state
+        now = state.clock.now_ms()
+        retention = state.config.offsets_retention_ms
+        records: list[Record] = []
+        expired: list[OffsetCommitRecord] = []
+        doomed: list[ClassicGroup] = []
+        for group in list(state.groups.values()):
+            if group.protocol_type is not None and not group.is_empty:
+                continue  # offsets of an active group never expire
+            base_on_state = group.protocol_type is not None
+            offsets = self.store.of_group(group.group_id)
+            expired_here = []
+            for partitions in offsets.values():
+                for record in partitions.values():
+                    if record.expire_timestamp != -1:
+                        is_expired = now >= record.expire_timestamp
+                    else:
+                        base = (
+                            group.current_state_timestamp
+                            if base_on_state and group.current_state_timestamp is not None
+                            else record.commit_timestamp
+                        )
+                        is_expired = now - base >= retention
+                    if is_expired:
+                        expired_here.append(record)
+            remaining = sum(len(p) for p in offsets.values()) - len(expired_here)
+            records.extend(OffsetTombstone(r.group_id, r.topic, r.partition) for r in expired_here)
+            expired.extend(expired_here)
+            if remaining == 0 and group.is_empty:
+                records.append(GroupTombstone(group.group_id))
+                doomed.append(group)
+        if records:
+
+            def written() -> None:
+                for record in expired:
+                    self.store.delete(record.group_id, record.topic, record.partition)
+                for group in doomed:
+                    self.membership.drop_group(group)
+                    state.emit(ev.GROUP_DELETED, group.group_id, cause="expired")
+
+            def failed(error: ErrorCode, message: str) -> None:
+                # Nothing changed: the next check expires them.
+                log.warning("could not persist offset expiration: %s", message)
+
+            state.recorder.write(records, written, failed)
+        self.schedule_cleanup()

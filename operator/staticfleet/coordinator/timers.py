@@ -1,4 +1,4 @@
-"""Keyed timers in virtual time.
+"""Keyed timers in virtual time. The coordinator's payloads are named closures to run when due.
 
 Scheduling a key replaces any timer already under that key, as Kafka's coordinator timer does.
 Rescheduling to a later deadline (every heartbeat does this) costs a dict lookup and an attribute
@@ -30,6 +30,7 @@ class Timers:
     _seq: itertools.count[int] = field(default_factory=itertools.count)
 
     def schedule(self, key: Hashable, deadline: int, payload: Any = None) -> None:
+        """Due at `deadline` with `payload`, instead of whatever was scheduled under `key`."""
         entry = self._entries.get(key)
         if entry is not None and entry.queued_at <= deadline:
             entry.deadline = deadline
@@ -40,6 +41,17 @@ class Timers:
         entry = _Entry(key, deadline, payload, deadline)
         self._entries[key] = entry
         heapq.heappush(self._heap, (deadline, next(self._seq), entry))
+
+    def reschedule(self, key: Hashable, deadline: int) -> bool:
+        """Move the timer under `key` to `deadline`, keeping its payload; False if there is none."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return False
+        if entry.queued_at <= deadline:
+            entry.deadline = deadline
+        else:
+            self.schedule(key, deadline, entry.payload)
+        return True
 
     def cancel(self, key: Hashable) -> None:
         entry = self._entries.pop(key, None)
@@ -76,7 +88,7 @@ class Timers:
         return None if entry is None else entry.deadline
 
     def pop_due(self, now: int) -> tuple[Hashable, Any] | None:
-        """Remove and return the earliest timer due at `now`, or None."""
+        """Remove and return the key and payload of the earliest timer due at `now`, or None."""
         entry = self._earliest()
         if entry is None or entry.deadline > now:
             return None

@@ -6,7 +6,13 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from staticfleet.coordinator import GroupCoordinator, GroupState, ManualClock
+from staticfleet.coordinator import (
+    ClassicGroup,
+    GroupCoordinator,
+    GroupState,
+    InProcessCoordinator,
+    ManualClock,
+)
 from staticfleet.coordinator.config import CoordinatorConfig
 from staticfleet.coordinator.events import ListSink
 from staticfleet.coordinator.log import MemoryStore
@@ -66,13 +72,15 @@ class Harness:
 
     def __post_init__(self) -> None:
         counter = self.counter
-        self.coordinator = GroupCoordinator(
-            self.clock,
+        self.coordinator = InProcessCoordinator(
+            GroupCoordinator(
+                self.clock,
+                self.config,
+                self.events,
+                new_uuid=lambda: f"uuid{next(counter)}",
+                rebalance_on_partition_growth=self.rebalance_on_partition_growth,
+            ),
             self.store,
-            self.config,
-            self.events,
-            new_uuid=lambda: f"uuid{next(counter)}",
-            rebalance_on_partition_growth=self.rebalance_on_partition_growth,
         )
 
     # --- requests ------------------------------------------------------------------------------
@@ -138,7 +146,8 @@ class Harness:
         self, *members: tuple[str, str | None], group: str = "g", version: int = 5
     ) -> LeaveGroupResponse:
         request = LeaveGroupRequest(group, tuple(MemberIdentity(m, i) for m, i in members))
-        return self.coordinator.leave_group(RequestContext(version), request)
+        response: LeaveGroupResponse = self.coordinator.leave_group(RequestContext(version), request)
+        return response
 
     def commit(
         self,
@@ -161,10 +170,12 @@ class Harness:
             instance,
             tuple(OffsetCommitTopic(t, tuple(p)) for t, p in by_topic.items()),
         )
-        return self.coordinator.commit_offsets(RequestContext(version), request)
+        response: OffsetCommitResponse = self.coordinator.commit_offsets(RequestContext(version), request)
+        return response
 
     def describe(self, group: str = "g", version: int = 5) -> DescribedGroup:
-        return self.coordinator.describe_groups(RequestContext(version), [group])[0]
+        described: list[DescribedGroup] = self.coordinator.describe_groups(RequestContext(version), [group])
+        return described[0]
 
     # --- time ----------------------------------------------------------------------------------
 
@@ -190,10 +201,14 @@ class Harness:
         return GroupState.DEAD if g is None else g.state
 
     def generation(self, group: str = "g") -> int:
-        return self.coordinator.groups[group].generation_id
+        return self.group(group).generation_id
 
     def leader(self, group: str = "g") -> str | None:
-        return self.coordinator.groups[group].leader_id
+        return self.group(group).leader_id
+
+    def group(self, group: str = "g") -> ClassicGroup:
+        found: ClassicGroup = self.coordinator.groups[group]
+        return found
 
     def event_types(self) -> list[str]:
         return [e["type"] for e in self.events.events]

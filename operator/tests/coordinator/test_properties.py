@@ -269,7 +269,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         group = self.h.coordinator.groups.get(GROUP)
         event(f"state {group.state if group else None}")
         event(f"replacements {min(len(self.h.events.of_type('static_member_replaced')), 3)}")
-        replayed = GroupCoordinator(self.h.clock, self.h.store)
+        replayed = GroupCoordinator(self.h.clock)
         for record in self.h.store.records:
             replayed.replay(record)
         live = self.h.coordinator

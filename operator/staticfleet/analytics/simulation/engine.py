@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from staticfleet.coordinator import CoordinatorConfig, GroupCoordinator, ManualClock
+from staticfleet.coordinator import CoordinatorConfig, GroupCoordinator, InProcessCoordinator, ManualClock
 from staticfleet.coordinator.events import EventSink
 from staticfleet.coordinator.records import Record
 
@@ -63,12 +63,14 @@ class Simulation:
         self.clock = ManualClock(start_ms)
         self._sink = _NotingSink(events)
         uuids = random.Random(uuid_seed)
-        self.coordinator = GroupCoordinator(
-            self.clock,
+        self.coordinator = InProcessCoordinator(
+            GroupCoordinator(
+                self.clock,
+                config,
+                self._sink,
+                new_uuid=lambda: str(uuid.UUID(int=uuids.getrandbits(128), version=4)),
+            ),
             DiscardingStore(),
-            config,
-            self._sink,
-            new_uuid=lambda: str(uuid.UUID(int=uuids.getrandbits(128), version=4)),
         )
         self.operator_events = operator_events
         self.lane = -1
