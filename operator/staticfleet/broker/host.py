@@ -59,8 +59,8 @@ class CoordinatorHost:
         fsync: bool = True,
         rebalance_on_partition_growth: bool = True,
         extra_sinks: Sequence[EventSink] = (),
-        event_log_max_bytes: int = 64 * 1024 * 1024,
-        event_log_keep: int = 8,
+        event_log_max_bytes: int = 32 * 1024 * 1024,
+        event_log_keep: int = 4,
         snapshot_min_bytes: int = 64 * 1024 * 1024,
         max_frame_bytes: int = MAX_FRAME_BYTES,
     ) -> None:

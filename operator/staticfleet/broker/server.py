@@ -38,6 +38,7 @@ from staticfleet.broker.codec import (
     frame_body,
     parse_request,
 )
+from staticfleet.broker.connections import STREAM_BUFFER_BYTES, ConnectionLimits, ConnectionRegistry
 from staticfleet.broker.host import CoordinatorHost
 from staticfleet.broker.http import HttpApi, start_http
 from staticfleet.broker.metrics import BrokerMetrics
@@ -51,13 +52,11 @@ from staticfleet.broker.security.settings import SecuritySettings
 from staticfleet.broker.security.state import SecurityState
 from staticfleet.broker.security.tls import ClientAuth, ReloadingContext, principal_from_certificate
 from staticfleet.broker.security.users import CredentialStore
-from staticfleet.broker.topiclog import TopicLog
+from staticfleet.broker.topiclog import BOUNDED_TOPIC_DEFAULTS, TopicLog
 from staticfleet.coordinator import CoordinatorConfig
 from staticfleet.coordinator.clock import Clock
 
 log = logging.getLogger(__name__)
-
-MAX_REQUEST_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 
 
 @dataclass
@@ -75,7 +74,8 @@ class BrokerSettings:
     auto_create_topics: bool = True
     default_partitions: int = 1
     rebalance_on_partition_growth: bool = True
-    max_request_bytes: int = MAX_REQUEST_BYTES
+    connection_limits: ConnectionLimits = field(default_factory=ConnectionLimits)
+    topic_defaults: dict[str, str] = field(default_factory=lambda: dict(BOUNDED_TOPIC_DEFAULTS))
     topic_flush_interval_s: float = 1.0
     retention_check_interval_s: float = 60.0
     shutdown_grace_s: float = 10.0
@@ -118,6 +118,7 @@ class BrokerServer:
         self._server: asyncio.base_events.Server | None = None
         self._http: HttpApi | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self.connections = ConnectionRegistry(settings.connection_limits)
         self._in_flight = 0
         self._idle = asyncio.Event()
         self._background: list[asyncio.Task[None]] = []
@@ -156,7 +157,10 @@ class BrokerServer:
             )
             self.http_port = self._http.port
         self.topics = await asyncio.to_thread(
-            TopicLog, s.data_dir / "topics", default_partitions=s.default_partitions
+            TopicLog,
+            s.data_dir / "topics",
+            default_partitions=s.default_partitions,
+            default_configs=s.topic_defaults,
         )
         self.topics.subscribe_partitions_changed(self._on_partitions_changed)
         await self.host.start()
@@ -176,7 +180,7 @@ class BrokerServer:
                 functools.partial(self._connection, listener),
                 listener.bind.host or None,
                 listener.bind.port,
-                limit=2**20,
+                limit=STREAM_BUFFER_BYTES,
                 ssl=self._tls_context(listener),
             )
             self._servers.append(server)
@@ -344,29 +348,25 @@ class BrokerServer:
             task.add_done_callback(self._connections.discard)
         peer = writer.get_extra_info("peername")
         client_host = f"/{peer[0]}" if peer else "/unknown"
-        reason = "client"
+        connection = self.connections.admit(client_host)
+        reason = "client" if connection is not None else "refused"
         principal = "User:ANONYMOUS"
         ssl_object = writer.get_extra_info("ssl_object")
         if ssl_object is not None and listener.protocol == SecurityProtocol.SSL:
             principal = principal_from_certificate(ssl_object.getpeercert(binary_form=True))
         gate = self._gate(listener, client_host)
         try:
-            while not self._stopping:
-                try:
-                    head = await reader.readexactly(4)
-                except (asyncio.IncompleteReadError, ConnectionError):
-                    return
-                size = int.from_bytes(head, "big", signed=True)
-                if size <= 0 or size > self.settings.max_request_bytes:
-                    reason = "bad-size"
-                    log.warning("closing %s: request size %d out of bounds", client_host, size)
-                    return
-                try:
-                    frame = await reader.readexactly(size)
-                except (asyncio.IncompleteReadError, ConnectionError):
+            while connection is not None and not self._stopping:
+                frame = await connection.read_request(reader)
+                if frame is None:
+                    reason = connection.close_reason
+                    if reason == "bad-size":
+                        log.warning("closing %s: request size out of bounds", client_host)
                     return
                 if gate is not None:
                     passed = gate.on_frame(frame)
+                    if not isinstance(passed, Forward):
+                        connection.done_with_request()  # the gate answered it: its bytes are free
                     if isinstance(passed, Drop):
                         reason = "authentication"
                         log.info("closing %s on %s: %s", client_host, listener.name, passed.reason)
@@ -387,6 +387,7 @@ class BrokerServer:
                 try:
                     response = await self._handle(frame, client_host, principal, listener.name)
                 finally:
+                    connection.done_with_request()
                     self._in_flight -= 1
                     if not self._in_flight:
                         self._idle.set()
@@ -402,6 +403,8 @@ class BrokerServer:
             reason = "error"
             log.exception("closing connection from %s after an unexpected error", client_host)
         finally:
+            if connection is not None:
+                connection.close()
             self.metrics.connections.labels(reason).inc()
             writer.close()
             with contextlib.suppress(Exception):

@@ -147,6 +147,13 @@ DEFAULT_TOPIC_CONFIGS: Final[Mapping[str, str]] = {
     "segment.ms": "604800000",
 }
 
+BOUNDED_TOPIC_DEFAULTS: Final[Mapping[str, str]] = {
+    "retention.bytes": str(32 * 1024 * 1024),
+    "segment.bytes": str(8 * 1024 * 1024),
+}
+"""The coordinator's broker-level defaults (Kafka's log.retention.bytes, log.segment.bytes): a partition
+keeps at most about retention.bytes + segment.bytes, so the topic log fits the chart's volume."""
+
 # Integer configs and their smallest legal value (Kafka's bounds).
 _INT_CONFIGS: Final[Mapping[str, int]] = {
     "index.interval.bytes": 0,

@@ -8,8 +8,10 @@ import logging
 import os
 from pathlib import Path
 
+from staticfleet.broker.connections import ConnectionLimits
 from staticfleet.broker.security import settings as security_settings
 from staticfleet.broker.security.http_auth import TokenFileError, TokenSource
+from staticfleet.broker.topiclog import BOUNDED_TOPIC_DEFAULTS
 from staticfleet.coordinator import CoordinatorConfig
 
 
@@ -70,6 +72,53 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument(
         "--no-fsync", action="store_true", help="skip fsync (tests only: loses data on power loss)"
     )
+    limits = ConnectionLimits()
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=limits.max_connections,
+        help=f"max.connections: open Kafka connections at most (default {limits.max_connections})",
+    )
+    p.add_argument(
+        "--max-connections-per-ip",
+        type=int,
+        default=limits.max_connections_per_ip,
+        help="max.connections.per.ip (default unbounded, as Kafka)",
+    )
+    p.add_argument(
+        "--connections-max-idle-ms",
+        type=int,
+        default=limits.connections_max_idle_ms,
+        help="connections.max.idle.ms: close a connection without a complete request for this long "
+        f"(default {limits.connections_max_idle_ms})",
+    )
+    p.add_argument(
+        "--socket-request-max-bytes",
+        type=int,
+        default=limits.socket_request_max_bytes,
+        help=f"socket.request.max.bytes: the largest request (default {limits.socket_request_max_bytes})",
+    )
+    p.add_argument(
+        "--queued-max-request-bytes",
+        type=int,
+        default=limits.queued_max_request_bytes,
+        help="queued.max.request.bytes: large-request bytes buffered at once over all connections "
+        f"(default {limits.queued_max_request_bytes})",
+    )
+    p.add_argument(
+        "--log-retention-bytes",
+        type=int,
+        default=int(BOUNDED_TOPIC_DEFAULTS["retention.bytes"]),
+        help="log.retention.bytes: default retention.bytes of topics, per partition; -1 for none "
+        f"(default {BOUNDED_TOPIC_DEFAULTS['retention.bytes']})",
+    )
+    p.add_argument(
+        "--log-segment-bytes",
+        type=int,
+        default=int(BOUNDED_TOPIC_DEFAULTS["segment.bytes"]),
+        help="log.segment.bytes: default segment.bytes of topics "
+        f"(default {BOUNDED_TOPIC_DEFAULTS['segment.bytes']})",
+    )
     p.add_argument("--log-level", default="INFO")
     security_settings.add_arguments(p)
     p.set_defaults(run=run)
@@ -88,6 +137,13 @@ def run(args: argparse.Namespace) -> int:
             max_session_timeout_ms=args.group_max_session_timeout_ms,
             initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
             max_size=args.group_max_size,
+        )
+        connection_limits = ConnectionLimits(
+            max_connections=args.max_connections,
+            max_connections_per_ip=args.max_connections_per_ip,
+            connections_max_idle_ms=args.connections_max_idle_ms,
+            socket_request_max_bytes=args.socket_request_max_bytes,
+            queued_max_request_bytes=args.queued_max_request_bytes,
         )
     except ValueError as exc:
         logging.error("%s", exc)
@@ -129,6 +185,11 @@ def run(args: argparse.Namespace) -> int:
         default_partitions=args.default_partitions,
         rebalance_on_partition_growth=not args.no_rebalance_on_partition_growth,
         security=security,
+        connection_limits=connection_limits,
+        topic_defaults={
+            "retention.bytes": str(args.log_retention_bytes),
+            "segment.bytes": str(args.log_segment_bytes),
+        },
     )
 
     async def main() -> None:

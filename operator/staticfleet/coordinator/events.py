@@ -91,7 +91,7 @@ class EventLogWriter:
     """
 
     def __init__(
-        self, directory: str | os.PathLike[str], max_bytes: int = 64 * 1024 * 1024, keep: int = 8
+        self, directory: str | os.PathLike[str], max_bytes: int = 32 * 1024 * 1024, keep: int = 4
     ) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
