@@ -321,6 +321,18 @@ class _Topic:
         return TopicDescription(self.name, self.topic_id, len(self.partitions), dict(self.overrides))
 
 
+@dataclass(frozen=True, slots=True)
+class _TopicPlan:
+    """A topic about to be created: everything decided, nothing written yet."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    overrides: dict[str, str]
+    log_config: LogConfig
+    created_ms: int
+
+
 @dataclass(eq=False)
 class _Waiter:
     positions: dict[TopicPartition, int]
@@ -378,6 +390,8 @@ class TopicLog:
         self._clock_ms = clock_ms
         self._topics: dict[str, _Topic] = {}
         self._by_id: dict[uuid.UUID, str] = {}
+        self._creating: set[str] = set()
+        """Topics whose files are being written by `create_topic_async`."""
         self._waiters: dict[TopicPartition, set[_Waiter]] = {}
         self._listeners: list[PartitionsChangedCallback] = []
         self._closed = False
@@ -458,12 +472,47 @@ class TopicLog:
     ) -> TopicDescription:
         """Create a topic (CreateTopics). -1 partitions means the default; the replication factor must be
         1 or -1 on this single node. With `validate_only`, check everything and change nothing."""
+        plan = self._plan_topic(name, num_partitions, replication_factor, configs)
+        if validate_only:
+            return TopicDescription(name, plan.topic_id, plan.partitions, plan.overrides)
+        self._stage_topic(plan)
+        return self._open_topic(plan)
+
+    async def create_topic_async(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str | None] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> TopicDescription:
+        """`create_topic` with its file-system work (directories, fsyncs) in a worker thread, so that
+        creating many topics does not hold up the event loop."""
+        plan = self._plan_topic(name, num_partitions, replication_factor, configs)
+        if validate_only:
+            return TopicDescription(name, plan.topic_id, plan.partitions, plan.overrides)
+        self._creating.add(name)
+        try:
+            await asyncio.to_thread(self._stage_topic, plan)
+            self._check_open()
+            return self._open_topic(plan)
+        finally:
+            self._creating.discard(name)
+
+    def _plan_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str | None] | None,
+    ) -> _TopicPlan:
         self._check_open()
         validate_topic_name(name)
-        if name in self._topics:
+        if name in self._topics or name in self._creating:
             raise TopicAlreadyExistsError(f"topic {name!r} already exists")
         key = _collision_key(name)
-        for existing in self._topics:
+        for existing in (*self._topics, *self._creating):
             if _collision_key(existing) == key:
                 raise InvalidTopicError(
                     f"topic {name!r} collides with existing topic {existing!r}: "
@@ -485,29 +534,33 @@ class TopicLog:
             )
         overrides = validate_topic_configs(configs or {})
         log_config = log_config_from({**self._defaults, **overrides})
-        topic_id = new_topic_id()
-        created_ms = self._clock_ms()
-        if validate_only:
-            return TopicDescription(name, topic_id, num_partitions, overrides)
+        return _TopicPlan(name, new_topic_id(), num_partitions, overrides, log_config, self._clock_ms())
+
+    def _stage_topic(self, plan: _TopicPlan) -> None:
+        """Write the topic's directories and file, then rename them into place (blocking I/O)."""
         staging = self._staging_dir / uuid.uuid4().hex
-        final = self._topics_dir / name
+        final = self._topics_dir / plan.name
         try:
             staging.mkdir()
-            for partition in range(num_partitions):
+            for partition in range(plan.partitions):
                 (staging / str(partition)).mkdir()
             _write_json_atomically(
                 staging / _TOPIC_FILE,
-                self._topic_file(name, topic_id, num_partitions, overrides, created_ms),
+                self._topic_file(plan.name, plan.topic_id, plan.partitions, plan.overrides, plan.created_ms),
             )
             os.rename(staging, final)
             fsync_directory(self._topics_dir)
         except OSError as exc:
             shutil.rmtree(staging, ignore_errors=True)
-            raise KafkaStorageError(f"cannot create topic {name!r}: {exc}") from exc
-        topic = _Topic(name, topic_id, final, overrides, log_config, created_ms)
+            raise KafkaStorageError(f"cannot create topic {plan.name!r}: {exc}") from exc
+
+    def _open_topic(self, plan: _TopicPlan) -> TopicDescription:
+        name = plan.name
+        final = self._topics_dir / name
+        topic = _Topic(name, plan.topic_id, final, plan.overrides, plan.log_config, plan.created_ms)
         try:
-            for partition in range(num_partitions):
-                topic.partitions.append(PartitionLog(final / str(partition), log_config))
+            for partition in range(plan.partitions):
+                topic.partitions.append(PartitionLog(final / str(partition), plan.log_config))
         except TopicLogError:
             for opened in topic.partitions:
                 opened.close_without_flush()
@@ -515,8 +568,8 @@ class TopicLog:
                 os.rename(final, self._trash_dir / uuid.uuid4().hex)
             raise
         self._topics[name] = topic
-        self._by_id[topic_id] = name
-        self._partitions_changed(name, 0, num_partitions)
+        self._by_id[plan.topic_id] = name
+        self._partitions_changed(name, 0, plan.partitions)
         return topic.describe()
 
     def _check_partition_limit(self, count: int) -> None:

@@ -820,3 +820,34 @@ def test_long_poll_wakes_when_the_topic_is_deleted(tl: TopicLog) -> None:
         return await asyncio.wait_for(waiter, timeout=5)
 
     assert asyncio.run(scenario())
+
+
+def test_topics_created_off_the_event_loop_exist_once_and_survive_a_reopen(
+    tmp_path: Path, clock: Clock
+) -> None:
+    async def main() -> None:
+        log = TopicLog(tmp_path, clock_ms=clock)
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        ticker = asyncio.create_task(tick())
+        names = [f"auto-{i}" for i in range(50)]
+        created = await asyncio.gather(*(log.create_topic_async(n, 2) for n in names))
+        twice = await asyncio.gather(
+            log.create_topic_async("same", 1), log.create_topic_async("same", 1), return_exceptions=True
+        )
+        ticker.cancel()
+        assert [d.name for d in created] == names and all(d.partitions == 2 for d in created)
+        assert sum(isinstance(r, TopicAlreadyExistsError) for r in twice) == 1
+        assert ticks > 0, "the loop ran other work while topics were being created"
+        log.close()
+
+    asyncio.run(main())
+    reopened = TopicLog(tmp_path, clock_ms=clock)
+    assert {f"auto-{i}" for i in range(50)} | {"same"} == set(reopened.topic_names())
+    reopened.close()
