@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import time
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -95,42 +96,38 @@ class Connection:
 
     registry: ConnectionRegistry
     ip: str
+    writer: asyncio.StreamWriter
+    idle_since: float = field(default_factory=time.monotonic)
+    """When the connection last answered a request (or opened): the idle clock."""
     reserved: int = 0
+    handling: bool = False
+    """A request is being answered (a parked JoinGroup may take minutes): not idle."""
     close_reason: str = "client"
     _open: bool = field(default=True, repr=False)
 
     async def read_request(self, reader: asyncio.StreamReader) -> bytes | None:
         """The next request frame, or None when the connection should close (see `close_reason`)."""
         limits = self.registry.limits
-        idle_s = limits.connections_max_idle_ms / 1000
         try:
-            head = await asyncio.wait_for(reader.readexactly(4), idle_s)
-        except TimeoutError:
-            self.close_reason = "idle"
-            return None
+            head = await reader.readexactly(4)
+            size = int.from_bytes(head, "big", signed=True)
+            if size <= 0 or size > limits.socket_request_max_bytes:
+                self.close_reason = "bad-size"
+                return None
+            if size > SMALL_REQUEST_BYTES:
+                await self.registry.pool.reserve(size)
+                self.reserved = size
+            frame = await reader.readexactly(size)
         except (asyncio.IncompleteReadError, ConnectionError):
+            self.done_with_request()
             return None
-        size = int.from_bytes(head, "big", signed=True)
-        if size <= 0 or size > limits.socket_request_max_bytes:
-            self.close_reason = "bad-size"
-            return None
-        try:
-            return await asyncio.wait_for(self._read_body(reader, size), idle_s)
-        except TimeoutError:
-            self.close_reason = "idle"
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        self.done_with_request()
-        return None
-
-    async def _read_body(self, reader: asyncio.StreamReader, size: int) -> bytes:
-        if size > SMALL_REQUEST_BYTES:
-            await self.registry.pool.reserve(size)
-            self.reserved = size
-        return await reader.readexactly(size)
+        self.handling = True
+        return frame
 
     def done_with_request(self) -> None:
-        """The request's bytes are no longer held: give its reservation back."""
+        """The request was answered (or abandoned): its bytes are no longer held, the idle clock restarts."""
+        self.handling = False
+        self.idle_since = time.monotonic()
         if self.reserved:
             self.registry.pool.release(self.reserved)
             self.reserved = 0
@@ -146,25 +143,45 @@ class ConnectionRegistry:
     def __init__(self, limits: ConnectionLimits | None = None) -> None:
         self.limits = limits or ConnectionLimits()
         self.pool = BytePool(self.limits.queued_max_request_bytes)
-        self.open_connections = 0
+        self.connections: set[Connection] = set()
         self.per_ip: collections.Counter[str] = collections.Counter()
         self.refused: collections.Counter[str] = collections.Counter()
+        self._sweeper: asyncio.Task[None] | None = None
 
-    def admit(self, ip: str) -> Connection | None:
+    @property
+    def open_connections(self) -> int:
+        return len(self.connections)
+
+    def admit(self, ip: str, writer: asyncio.StreamWriter) -> Connection | None:
         """A slot for a new connection from `ip`, or None (refused: close it)."""
         limits = self.limits
-        if self.open_connections >= limits.max_connections:
+        if len(self.connections) >= limits.max_connections:
             self.refused["max-connections"] += 1
             return None
         if self.per_ip[ip] >= limits.max_connections_per_ip:
             self.refused["max-connections-per-ip"] += 1
             return None
-        self.open_connections += 1
+        connection = Connection(self, ip, writer)
+        self.connections.add(connection)
         self.per_ip[ip] += 1
-        return Connection(self, ip)
+        if self._sweeper is None or self._sweeper.done():
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_idle())
+        return connection
 
     def _closed(self, connection: Connection) -> None:
-        self.open_connections -= 1
+        self.connections.discard(connection)
         self.per_ip[connection.ip] -= 1
         if not self.per_ip[connection.ip]:
             del self.per_ip[connection.ip]
+
+    async def _sweep_idle(self) -> None:
+        """Close connections idle for connections.max.idle.ms, checking a few times per period (one
+        task for all connections: no timer per request on the hot path)."""
+        idle_s = self.limits.connections_max_idle_ms / 1000
+        while self.connections:
+            await asyncio.sleep(min(idle_s / 4, 1.0))
+            deadline = time.monotonic() - idle_s
+            for connection in [c for c in self.connections if c.idle_since < deadline and not c.handling]:
+                connection.close_reason = "idle"
+                connection.idle_since = float("inf")  # once
+                connection.writer.transport.abort()

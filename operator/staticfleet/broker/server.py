@@ -348,7 +348,7 @@ class BrokerServer:
             task.add_done_callback(self._connections.discard)
         peer = writer.get_extra_info("peername")
         client_host = f"/{peer[0]}" if peer else "/unknown"
-        connection = self.connections.admit(client_host)
+        connection = self.connections.admit(client_host, writer)
         reason = "client" if connection is not None else "refused"
         principal = "User:ANONYMOUS"
         ssl_object = writer.get_extra_info("ssl_object")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -10,17 +11,23 @@ from staticfleet.broker.connections import BytePool, ConnectionLimits, Connectio
 
 
 def test_connections_over_max_connections_or_the_per_ip_limit_are_refused() -> None:
-    registry = ConnectionRegistry(ConnectionLimits(max_connections=3, max_connections_per_ip=2))
-    a1, a2 = registry.admit("/a"), registry.admit("/a")
-    assert a1 is not None and a2 is not None
-    assert registry.admit("/a") is None, "a third from one address"
-    b1 = registry.admit("/b")
-    assert b1 is not None
-    assert registry.admit("/c") is None, "a fourth in all"
-    a1.close()
-    a1.close()  # closing twice counts once
-    assert registry.admit("/c") is not None
-    assert registry.refused == {"max-connections-per-ip": 1, "max-connections": 1}
+    async def main() -> None:
+        registry = ConnectionRegistry(ConnectionLimits(max_connections=3, max_connections_per_ip=2))
+        writer: Any = None  # never used: nothing is idle long enough here
+        a1, a2 = registry.admit("/a", writer), registry.admit("/a", writer)
+        assert a1 is not None and a2 is not None
+        assert registry.admit("/a", writer) is None, "a third from one address"
+        b1 = registry.admit("/b", writer)
+        assert b1 is not None
+        assert registry.admit("/c", writer) is None, "a fourth in all"
+        a1.close()
+        a1.close()  # closing twice counts once
+        assert registry.admit("/c", writer) is not None
+        assert registry.refused == {"max-connections-per-ip": 1, "max-connections": 1}
+        for connection in list(registry.connections):
+            connection.close()
+
+    asyncio.run(main())
 
 
 def test_the_pool_grants_in_arrival_order_and_a_waiter_that_gives_up_takes_nothing() -> None:
