@@ -32,8 +32,8 @@ class ConnectionLimits:
     max_connections_per_ip: int = INT32_MAX
     """max.connections.per.ip (Kafka's default)"""
     connections_max_idle_ms: int = 600_000
-    """connections.max.idle.ms (Kafka's default): a connection with no complete request for this long
-    is closed, and so is one whose request has been arriving for this long"""
+    """connections.max.idle.ms (Kafka's default): a connection not answering a request for this long
+    is closed, including one whose request has been arriving (stalled) for this long"""
     socket_request_max_bytes: int = 104_857_600
     """socket.request.max.bytes (Kafka's default): the largest request; more closes the connection"""
     queued_max_request_bytes: int = 200 * 1024 * 1024

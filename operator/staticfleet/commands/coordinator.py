@@ -89,7 +89,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--connections-max-idle-ms",
         type=int,
         default=limits.connections_max_idle_ms,
-        help="connections.max.idle.ms: close a connection without a complete request for this long "
+        help="connections.max.idle.ms: close a connection that answered no request for this long "
         f"(default {limits.connections_max_idle_ms})",
     )
     p.add_argument(
