@@ -88,7 +88,7 @@ from staticfleet.broker.registry import (
 )
 from staticfleet.broker.security.acl import AclOperation, ResourceType
 from staticfleet.broker.security_apis import access
-from staticfleet.broker.topiclog_errors import TopicLogError
+from staticfleet.broker.topiclog_errors import TopicAlreadyExistsError, TopicLogError
 from staticfleet.coordinator import CoordinatorError, CoordinatorResult, GroupCoordinator
 from staticfleet.coordinator import messages as m
 
@@ -228,7 +228,9 @@ async def handle_metadata(
         if not ctx.topics.has_topic(name):
             if auto_create:
                 try:
-                    ctx.topics.create_topic(name)
+                    await ctx.topics.create_topic_async(name)
+                except TopicAlreadyExistsError:
+                    pass  # another request is creating it
                 except TopicLogError as exc:
                     error = exc.error_code
             else:
@@ -1062,7 +1064,7 @@ async def handle_create_topics(
                 partitions, replication = len(topic.assignments), 1
             else:
                 partitions, replication = topic.num_partitions, topic.replication_factor
-            description = ctx.topics.create_topic(
+            description = await ctx.topics.create_topic_async(
                 topic.name, partitions, replication, configs, validate_only=validate_only
             )
             effective = ctx.topics.topic_configs(topic.name) if not validate_only else {}
