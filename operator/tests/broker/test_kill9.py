@@ -111,7 +111,7 @@ def test_kill_9_loses_no_acknowledged_commit_and_causes_no_rebalance(tmp_path: P
             fleet.start(instance)
         producer.start()
         before = fleet.settled_with("c0", "c1", "c2")
-        assignments = {i: len(fleet.consumers[i].of("assigned")) for i in ("c0", "c1")}
+        rebalances_before = _rebalances(coordinator, fleet.group)
         for kill in range(KILLS):
             if kill % 7 == 3:
                 # A consumer restarts: it rejoins with its instance id and replaces itself, no rebalance.
@@ -139,9 +139,9 @@ def test_kill_9_loses_no_acknowledged_commit_and_causes_no_rebalance(tmp_path: P
         lost = {p: o for p, o in acknowledged.items() if final.get(p, -1) < o}
         assert not lost, f"acknowledged consumer commits lost: {lost} (now {final})"
         assert sum(acknowledged.values()) > 0 and probe_commits > 100
-        for instance in ("c0", "c1"):
-            consumer = fleet.consumers[instance]
-            assert len(consumer.of("assigned")) == assignments[instance], consumer.describe()
+        # A consumer that could not reach the coordinator for its whole session may join again, with its
+        # member id, and be answered from the current generation: that is no rebalance.
+        assert _rebalances(coordinator, fleet.group) == rebalances_before, "a restart caused a rebalance"
         restarts_s.sort()
         print(
             f"\n{KILLS} kills: {probe_commits} probe commits and {sum(acknowledged.values())} consumed"
@@ -153,6 +153,10 @@ def test_kill_9_loses_no_acknowledged_commit_and_causes_no_rebalance(tmp_path: P
         for consumer in fleet.consumers.values():
             consumer.stop()
         coordinator.stop()
+
+
+def _rebalances(coordinator: CoordinatorProcess, group: str) -> int:
+    return sum(1 for e in coordinator.events() if e["type"] == "rebalance_started" and e["group"] == group)
 
 
 async def _killed_during(coordinator: CoordinatorProcess, prober: Prober, after_s: float) -> int:
