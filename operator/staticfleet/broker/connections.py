@@ -6,7 +6,7 @@ through it. A request up to `SMALL_REQUEST_BYTES` is read straight away, so hear
 never held up by anyone else's large requests; a larger one first reserves its size from a pool shared
 by all connections (`queued.max.request.bytes`), and while the pool is spent the connection is not
 read from (the kernel's socket buffer pushes back on the sender), as Kafka mutes a channel. So the
-request bytes the listener holds are bounded by about max.connections x 3 x SMALL_REQUEST_BYTES (what a
+request bytes the listener holds are bounded by about max.connections x 2 x STREAM_BUFFER_BYTES (what a
 connection buffers before its reads pause) + queued.max.request.bytes.
 """
 
@@ -20,9 +20,10 @@ from typing import Final
 
 INT32_MAX: Final = 2**31 - 1
 SMALL_REQUEST_BYTES: Final = 64 * 1024
-STREAM_BUFFER_BYTES: Final = SMALL_REQUEST_BYTES
+STREAM_BUFFER_BYTES: Final = 256 * 1024
 """The stream reader's limit: a connection not being read from stops reading its socket once about
-twice this much is buffered, so one waiting for the pool holds little."""
+twice this much is buffered, so one waiting for the pool holds little (smaller costs throughput:
+more pauses and resumes of reading)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +98,11 @@ class Connection:
     registry: ConnectionRegistry
     ip: str
     writer: asyncio.StreamWriter
+    answered: int = 0
+    """Requests answered so far: the sweeper watches this move (cheaper than a clock per request)."""
     idle_since: float = field(default_factory=time.monotonic)
-    """When the connection last answered a request (or opened): the idle clock."""
+    """When the sweeper last saw the connection answer a request (or when it opened)."""
+    seen_answered: int = 0
     reserved: int = 0
     handling: bool = False
     """A request is being answered (a parked JoinGroup may take minutes): not idle."""
@@ -127,7 +131,7 @@ class Connection:
     def done_with_request(self) -> None:
         """The request was answered (or abandoned): its bytes are no longer held, the idle clock restarts."""
         self.handling = False
-        self.idle_since = time.monotonic()
+        self.answered += 1
         if self.reserved:
             self.registry.pool.release(self.reserved)
             self.reserved = 0
@@ -180,8 +184,15 @@ class ConnectionRegistry:
         idle_s = self.limits.connections_max_idle_ms / 1000
         while self.connections:
             await asyncio.sleep(min(idle_s / 4, 1.0))
-            deadline = time.monotonic() - idle_s
-            for connection in [c for c in self.connections if c.idle_since < deadline and not c.handling]:
+            now = time.monotonic()
+            idle = []
+            for connection in self.connections:
+                if connection.handling or connection.answered != connection.seen_answered:
+                    connection.seen_answered = connection.answered
+                    connection.idle_since = now
+                elif now - connection.idle_since >= idle_s:
+                    idle.append(connection)
+            for connection in idle:
                 connection.close_reason = "idle"
                 connection.idle_since = float("inf")  # once
                 connection.writer.transport.abort()

@@ -87,6 +87,10 @@ class GroupCoordinator:
         self.offset_manager = OffsetManager(state, self.membership)
         self.configs = GroupConfigs(state, self.membership)
         self.loader = Loader(state, self.configs)
+        # Reads answer directly; bound once, as the heartbeat is the hottest call there is.
+        self.heartbeat: Callable[[RequestContext, HeartbeatRequest], HeartbeatResponse] = (
+            self.membership.heartbeat
+        )
 
     # === the runtime's side ========================================================================
 
@@ -174,9 +178,6 @@ class GroupCoordinator:
         return self._recorder.run(self.membership.unload)
 
     # === reads =====================================================================================
-
-    def heartbeat(self, ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
-        return self.membership.heartbeat(ctx, request)
 
     def fetch_offsets(self, ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
         return self.offset_manager.fetch_offsets(ctx, request)

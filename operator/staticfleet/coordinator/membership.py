@@ -815,7 +815,9 @@ class Membership:
             return _HB_ILLEGAL_GENERATION
         if state is GroupState.EMPTY:
             return _HB_UNKNOWN
-        self.schedule_heartbeat(group, member_id, member.session_timeout_ms)
+        deadline = self.clock.now_ms() + member.session_timeout_ms
+        if not self.timers.reschedule((_HEARTBEAT, group.group_id, member_id), deadline):
+            self.schedule_heartbeat(group, member_id, member.session_timeout_ms)
         return _HB_REBALANCING if state is GroupState.PREPARING_REBALANCE else _HB_NONE
 
     # === LeaveGroup ================================================================================
