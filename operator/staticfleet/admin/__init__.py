@@ -11,6 +11,7 @@ from staticfleet.admin.errors import (
     error_name,
 )
 from staticfleet.admin.model import (
+    AclBinding,
     GroupDescription,
     LagSummary,
     MemberDescription,
@@ -22,6 +23,7 @@ from staticfleet.admin.model import (
 )
 
 __all__ = [
+    "AclBinding",
     "AdminError",
     "AuthenticationFailed",
     "ConfigRejected",

@@ -27,6 +27,7 @@ from staticfleet.admin.errors import (
     error_name,
 )
 from staticfleet.admin.model import (
+    AclBinding,
     GroupDescription,
     MemberDescription,
     MemberRemoval,
@@ -333,6 +334,152 @@ class GroupAdmin:
                 raise KafkaErrorResponse(answer.error_code, text)
 
         self._call(f"changing config {name} of group {group_id}", run)
+
+    # -- users and ACLs (what the operator provisions for a fleet) ------------------------------------------
+
+    def scram_mechanisms(self, user: str) -> frozenset[str]:
+        """The SCRAM mechanisms `user` has credentials for (DescribeUserScramCredentials); none when the
+        cluster does not know the user."""
+
+        def run(admin: Any) -> frozenset[str]:
+            found = admin.describe_user_scram_credentials([user]).get(user) or {}
+            if found.get("error"):  # RESOURCE_NOT_FOUND: no credential of any mechanism
+                return frozenset()
+            return frozenset(
+                info["mechanism"].name.replace("_", "-") for info in found.get("credential_infos", [])
+            )
+
+        return self._call(f"describing the SCRAM credentials of {user}", run)
+
+    def upsert_scram(self, user: str, mechanism: str, password: str, iterations: int = 4096) -> None:
+        """AlterUserScramCredentials: create or replace `user`'s credential for `mechanism` (the salted
+        password is computed here; the password itself never leaves this process)."""
+        from kafka.admin import UserScramCredentialUpsertion
+
+        def run(admin: Any) -> None:
+            change = UserScramCredentialUpsertion(user, mechanism, password, iterations=iterations)
+            error = admin.alter_user_scram_credentials([change]).get(user)
+            if error is not None:
+                raise KafkaErrorResponse(-1, f"setting the {mechanism} credential of {user}: {error}")
+
+        self._call(f"setting the {mechanism} credential of {user}", run)
+
+    def delete_scram(self, user: str, mechanisms: Iterable[str]) -> None:
+        """Removes `user`'s credentials for these mechanisms; a credential already gone is no error."""
+        from kafka.admin import UserScramCredentialDeletion
+
+        present = self.scram_mechanisms(user) & frozenset(mechanisms)
+        if not present:
+            return
+
+        def run(admin: Any) -> None:
+            changes = [UserScramCredentialDeletion(user, m) for m in sorted(present)]
+            error = admin.alter_user_scram_credentials(changes).get(user)
+            if error is not None:
+                raise KafkaErrorResponse(-1, f"deleting the credentials of {user}: {error}")
+
+        self._call(f"deleting the SCRAM credentials of {user}", run)
+
+    def acls_of(self, principal: str) -> frozenset[AclBinding]:
+        """Every ACL naming `principal` (DescribeAcls). KafkaErrorResponse SECURITY_DISABLED when the
+        cluster has no authorizer."""
+        from kafka.admin import (
+            ACLFilter,
+            ACLOperation,
+            ACLPermissionType,
+            ACLResourcePatternType,
+            ResourcePatternFilter,
+            ResourceType,
+        )
+
+        def run(admin: Any) -> frozenset[AclBinding]:
+            pattern = ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY)
+            acls, _ = admin.describe_acls(
+                ACLFilter(principal, None, ACLOperation.ANY, ACLPermissionType.ANY, pattern)
+            )
+            return frozenset(_binding(acl) for acl in acls)
+
+        return self._call(f"describing the ACLs of {principal}", run)
+
+    def create_acls(self, bindings: Iterable[AclBinding]) -> None:
+        """CreateAcls; an ACL that exists already is no error (Kafka answers NONE)."""
+        wanted = sorted(set(bindings))
+        if not wanted:
+            return
+
+        def run(admin: Any) -> None:
+            result = admin.create_acls([_kafka_acl(b) for b in wanted])
+            if result["failed"]:
+                names = ", ".join(sorted({getattr(e, "message", str(e)) for e in result["failed"]}))
+                code = int(getattr(result["failed"][0], "errno", -1))
+                raise KafkaErrorResponse(code, f"creating ACLs: {names}")
+
+        self._call(f"creating {len(wanted)} ACLs", run)
+
+    def delete_acls(self, bindings: Iterable[AclBinding]) -> None:
+        """DeleteAcls, one exact filter per binding (a binding already gone matches nothing)."""
+        from kafka.admin import ACLFilter, ResourcePatternFilter
+
+        doomed = sorted(set(bindings))
+        if not doomed:
+            return
+
+        def run(admin: Any) -> None:
+            filters = []
+            for b in doomed:
+                acl = _kafka_acl(b)
+                pattern = acl.resource_pattern
+                filters.append(
+                    ACLFilter(
+                        acl.principal,
+                        acl.host,
+                        acl.operation,
+                        acl.permission_type,
+                        ResourcePatternFilter(
+                            pattern.resource_type, pattern.resource_name, pattern.pattern_type
+                        ),
+                    )
+                )
+            for _, _, error in admin.delete_acls(filters):
+                code = int(getattr(error, "errno", None) or 0)
+                if code:
+                    raise KafkaErrorResponse(code, f"deleting ACLs: {error_name(code)}")
+
+        self._call(f"deleting {len(doomed)} ACLs", run)
+
+
+def _binding(acl: Any) -> AclBinding:
+    pattern = acl.resource_pattern
+    return AclBinding(
+        resource_type=pattern.resource_type.name,
+        name=pattern.resource_name,
+        principal=acl.principal,
+        operation=acl.operation.name,
+        pattern=pattern.pattern_type.name,
+        host=acl.host,
+        permission=acl.permission_type.name,
+    )
+
+
+def _kafka_acl(binding: AclBinding) -> Any:
+    from kafka.admin import (
+        ACL,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        ResourcePattern,
+        ResourceType,
+    )
+
+    return ACL(
+        principal=binding.principal,
+        host=binding.host,
+        operation=ACLOperation[binding.operation],
+        permission_type=ACLPermissionType[binding.permission],
+        resource_pattern=ResourcePattern(
+            ResourceType[binding.resource_type], binding.name, ACLResourcePatternType[binding.pattern]
+        ),
+    )
 
 
 def _group_description(group: Any, coordinator: Node) -> GroupDescription:

@@ -181,3 +181,24 @@ def lag_summary(offsets: Iterable[PartitionOffsets]) -> LagSummary:
         partitions=len(rows),
         uncommitted=len(rows) - len(known),
     )
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class AclBinding:
+    """One Kafka ACL, in Kafka's own names (as `kafka-acls --list` prints them, upper case)."""
+
+    resource_type: str
+    """TOPIC, GROUP or CLUSTER."""
+    name: str
+    principal: str
+    operation: str
+    """READ, DESCRIBE, ALTER, ..."""
+    pattern: str = "LITERAL"
+    host: str = "*"
+    permission: str = "ALLOW"
+
+    def describe(self) -> str:
+        return (
+            f"{self.permission} {self.principal} {self.operation} on {self.resource_type} "
+            f"{self.name}{'' if self.pattern == 'LITERAL' else f' ({self.pattern})'}"
+        )

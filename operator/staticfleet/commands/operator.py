@@ -51,6 +51,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="HTTP API of the default (embedded) coordinator (env STATICFLEET_DEFAULT_COORDINATOR_API)",
     )
     p.add_argument(
+        "--kafka-config",
+        type=Path,
+        default=os.environ.get("STATICFLEET_KAFKA_CONFIG"),
+        metavar="FILE",
+        help="the operator's own Kafka login: a Kafka client properties file (security.protocol, "
+        "sasl.mechanism, sasl.jaas.config, ssl.truststore.location with ssl.truststore.type=PEM), used for "
+        "every resource without kafka.sasl. With SASL in it, each fleet gets its own SCRAM user, Secret "
+        "and ACLs (kafka.credentials: Provisioned). Read again on every use (env STATICFLEET_KAFKA_CONFIG)",
+    )
+    p.add_argument(
         "--max-replicas",
         type=int,
         default=int(os.environ.get("STATICFLEET_MAX_REPLICAS", DEFAULT_MAX_REPLICAS)),
@@ -145,13 +155,27 @@ def run(args: argparse.Namespace) -> int:
     import kopf
     from prometheus_client import start_http_server
 
+    from staticfleet.admin import AdminError
     from staticfleet.kube import handlers
+    from staticfleet.kube.access import OperatorKafka
     from staticfleet.kube.context import OperatorContext
     from staticfleet.kube.kubeapi import KubeApi
     from staticfleet.kube.limits import Limits
     from staticfleet.kube.metrics import OperatorMetrics
     from staticfleet.kube.spec import OperatorDefaults
 
+    kafka = OperatorKafka(Path(args.kafka_config)) if args.kafka_config else None
+    if kafka is not None:
+        try:  # a file that cannot be used stops the start, with the property to fix
+            security = kafka.fleet_security()
+        except (AdminError, OSError) as exc:
+            logging.error("--kafka-config %s: %s", args.kafka_config, exc)
+            return 2
+        logging.info(
+            "Kafka login from %s; fleets get their own users: %s",
+            args.kafka_config,
+            f"yes ({security.mechanism} over {security.security_protocol})" if security else "no (no SASL)",
+        )
     metrics = OperatorMetrics()
     if args.metrics_port:
         start_http_server(args.metrics_port, addr=args.metrics_host, registry=metrics.registry)
@@ -161,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
         metrics=metrics,
         admin_timeout_s=args.admin_timeout,
         step_timeout=timedelta(seconds=args.scale_down_step_timeout),
+        kafka=kafka,
         limits=Limits.from_flags(
             args.max_replicas,
             args.allowed_bootstrap_servers,
@@ -210,7 +235,7 @@ def _dashboard(args: argparse.Namespace, namespaces: list[str], ctx: OperatorCon
         args,
         namespaces,
         ctx.defaults,
-        lambda spec: connection(ctx.api, ctx.secret_files, spec),
+        lambda spec: connection(ctx.api, ctx.secret_files, spec, ctx.own_options()),
         refusal,
     )
 

@@ -8,11 +8,14 @@ parent's labels, because a selector cannot change after creation.
 
 from __future__ import annotations
 
+import base64
 import copy
+from collections.abc import Mapping
 from typing import Any, cast
 
 import kopf
 
+from staticfleet.kube.access import CA_KEY, PASSWORD_KEY, USERNAME_KEY, FleetAccess
 from staticfleet.kube.spec import API_VERSION, KIND, GroupSpec, Manifest
 
 NAME_LABEL = "app.kubernetes.io/name"
@@ -25,6 +28,9 @@ POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 
 TLS_VOLUME = "staticfleet-kafka-tls"
 TLS_MOUNT_PATH = "/etc/staticfleet/kafka-tls"
+# The CA from a provisioned fleet's own Secret (only that key is mounted, never the password).
+USER_CA_VOLUME = "staticfleet-kafka-user-ca"
+USER_CA_MOUNT_PATH = "/etc/staticfleet/kafka-user"
 
 # Names the operator owns in every consumer container (a template's own value for one is replaced).
 POD_NAME_ENV = "STATICFLEET_POD_NAME"
@@ -64,7 +70,7 @@ def _owner(spec: GroupSpec) -> kopf.Body:
     return kopf.Body(cast(kopf.RawBody, raw))
 
 
-def _metadata(spec: GroupSpec, name: str) -> Manifest:
+def child_metadata(spec: GroupSpec, name: str) -> Manifest:
     """Owned by the resource (controller, blocking its deletion), so the garbage collector removes the
     children with it. Only the stable labels: never the parent's, which may change."""
     child: Manifest = {"metadata": {"name": name, "namespace": spec.namespace, "labels": stable_labels(spec)}}
@@ -94,8 +100,11 @@ def instance_id_env(spec: GroupSpec) -> Manifest:
     return {"name": INSTANCE_ID_ENV, "value": value}
 
 
-def consumer_env(spec: GroupSpec, bootstrap_servers: str) -> list[Manifest]:
-    """The environment contract, in dependency order (a $(VAR) may only name an earlier variable)."""
+def consumer_env(
+    spec: GroupSpec, bootstrap_servers: str, access: FleetAccess | None = None
+) -> list[Manifest]:
+    """The environment contract, in dependency order (a $(VAR) may only name an earlier variable).
+    With `access` (a provisioned fleet) the SASL settings name the fleet's own user and Secret."""
     env: list[Manifest] = [
         {"name": POD_NAME_ENV, **_field_ref("metadata.name")},
         {"name": POD_ORDINAL_ENV, **_field_ref(f"metadata.labels['{POD_INDEX_LABEL}']")},
@@ -109,6 +118,8 @@ def consumer_env(spec: GroupSpec, bootstrap_servers: str) -> list[Manifest]:
         env.append({"name": HEARTBEAT_INTERVAL_ENV, "value": str(spec.heartbeat_interval_ms)})
     if spec.rebalance_timeout_ms is not None:
         env.append({"name": REBALANCE_TIMEOUT_ENV, "value": str(spec.rebalance_timeout_ms)})
+    if access is not None:
+        return env + _provisioned_env(spec, access)
     env.append({"name": SECURITY_PROTOCOL_ENV, "value": spec.security_protocol})
     if spec.sasl is not None:
         sasl = spec.sasl
@@ -124,13 +135,59 @@ def consumer_env(spec: GroupSpec, bootstrap_servers: str) -> list[Manifest]:
     return env
 
 
-def _with_contract(container: Manifest, env: list[Manifest], tls: bool) -> Manifest:
+def _provisioned_env(spec: GroupSpec, access: FleetAccess) -> list[Manifest]:
+    """The fleet's own user: protocol and mechanism of the cluster, name and password from the fleet's
+    Secret, and the CA (the resource's kafka.tls if set, else the one copied into the Secret)."""
+
+    def from_secret(name: str, key: str) -> Manifest:
+        return {"name": name, "valueFrom": {"secretKeyRef": {"name": access.secret_name, "key": key}}}
+
+    env: list[Manifest] = [
+        {"name": SECURITY_PROTOCOL_ENV, "value": access.security_protocol},
+        {"name": SASL_MECHANISM_ENV, "value": access.mechanism},
+        from_secret(SASL_USERNAME_ENV, USERNAME_KEY),
+        from_secret(SASL_PASSWORD_ENV, PASSWORD_KEY),
+    ]
+    if spec.tls is not None:
+        tls = spec.tls
+        env.append({"name": SSL_CA_ENV, "value": f"{TLS_MOUNT_PATH}/{tls.ca_key}"})
+        if tls.cert_key and tls.key_key:
+            env.append({"name": SSL_CERT_ENV, "value": f"{TLS_MOUNT_PATH}/{tls.cert_key}"})
+            env.append({"name": SSL_KEY_ENV, "value": f"{TLS_MOUNT_PATH}/{tls.key_key}"})
+    elif access.ca is not None:
+        env.append({"name": SSL_CA_ENV, "value": f"{USER_CA_MOUNT_PATH}/ca.crt"})
+    return env
+
+
+def _mounts(spec: GroupSpec, access: FleetAccess | None) -> list[tuple[Manifest, Manifest]]:
+    """(volume, mount) pairs the contract adds to the pod and to every container."""
+    pairs: list[tuple[Manifest, Manifest]] = []
+    if spec.tls is not None:
+        pairs.append(
+            (
+                {"name": TLS_VOLUME, "secret": {"secretName": spec.tls.secret_name}},
+                {"name": TLS_VOLUME, "mountPath": TLS_MOUNT_PATH, "readOnly": True},
+            )
+        )
+    elif access is not None and access.ca is not None:
+        secret = {"secretName": access.secret_name, "items": [{"key": CA_KEY, "path": "ca.crt"}]}
+        pairs.append(
+            (
+                {"name": USER_CA_VOLUME, "secret": secret},
+                {"name": USER_CA_VOLUME, "mountPath": USER_CA_MOUNT_PATH, "readOnly": True},
+            )
+        )
+    return pairs
+
+
+def _with_contract(container: Manifest, env: list[Manifest], mounts: list[Manifest]) -> Manifest:
     ours = {e["name"] for e in env}
     out = dict(container)
     out["env"] = [*env, *(e for e in container.get("env", []) or [] if e.get("name") not in ours)]
-    if tls:
-        mounts = [m for m in container.get("volumeMounts", []) or [] if m.get("name") != TLS_VOLUME]
-        out["volumeMounts"] = [*mounts, {"name": TLS_VOLUME, "mountPath": TLS_MOUNT_PATH, "readOnly": True}]
+    if mounts:
+        names = {m["name"] for m in mounts}
+        kept = [m for m in container.get("volumeMounts", []) or [] if m.get("name") not in names]
+        out["volumeMounts"] = [*kept, *mounts]
     return out
 
 
@@ -165,23 +222,26 @@ def with_restricted_defaults(pod: Manifest) -> Manifest:
     return out
 
 
-def pod_template(spec: GroupSpec, bootstrap_servers: str) -> Manifest:
+def pod_template(spec: GroupSpec, bootstrap_servers: str, access: FleetAccess | None = None) -> Manifest:
     template: Manifest = copy.deepcopy(spec.template)
     metadata: Manifest = template.setdefault("metadata", {})
     metadata["labels"] = {**(metadata.get("labels") or {}), **stable_labels(spec)}
     pod: Manifest = template.setdefault("spec", {})
-    env = consumer_env(spec, bootstrap_servers)
-    tls = spec.tls is not None
-    pod["containers"] = [_with_contract(c, env, tls) for c in pod.get("containers", []) or []]
-    if tls:
-        assert spec.tls is not None
-        volumes = [v for v in pod.get("volumes", []) or [] if v.get("name") != TLS_VOLUME]
-        pod["volumes"] = [*volumes, {"name": TLS_VOLUME, "secret": {"secretName": spec.tls.secret_name}}]
+    env = consumer_env(spec, bootstrap_servers, access)
+    pairs = _mounts(spec, access)
+    mounts = [mount for _, mount in pairs]
+    pod["containers"] = [_with_contract(c, env, mounts) for c in pod.get("containers", []) or []]
+    if pairs:
+        names = {volume["name"] for volume, _ in pairs}
+        volumes = [v for v in pod.get("volumes", []) or [] if v.get("name") not in names]
+        pod["volumes"] = [*volumes, *(volume for volume, _ in pairs)]
     template["spec"] = with_restricted_defaults(pod)
     return template
 
 
-def statefulset(spec: GroupSpec, bootstrap_servers: str, replicas: int) -> Manifest:
+def statefulset(
+    spec: GroupSpec, bootstrap_servers: str, replicas: int, access: FleetAccess | None = None
+) -> Manifest:
     """The StatefulSet; `replicas` is the scale flow's decision, which may lag spec.replicas."""
     body: dict[str, Any] = {
         "replicas": replicas,
@@ -189,7 +249,7 @@ def statefulset(spec: GroupSpec, bootstrap_servers: str, replicas: int) -> Manif
         "podManagementPolicy": "Parallel",
         "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
         "selector": {"matchLabels": selector_labels(spec)},
-        "template": pod_template(spec, bootstrap_servers),
+        "template": pod_template(spec, bootstrap_servers, access),
         "persistentVolumeClaimRetentionPolicy": {
             "whenDeleted": spec.pvc_retention.get("whenDeleted", "Retain"),
             "whenScaled": spec.pvc_retention.get("whenScaled", "Retain"),
@@ -203,7 +263,7 @@ def statefulset(spec: GroupSpec, bootstrap_servers: str, replicas: int) -> Manif
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": _metadata(spec, spec.name),
+        "metadata": child_metadata(spec, spec.name),
         "spec": body,
     }
 
@@ -213,7 +273,7 @@ def headless_service(spec: GroupSpec) -> Manifest:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(spec, spec.name),
+        "metadata": child_metadata(spec, spec.name),
         "spec": {
             "clusterIP": "None",
             "selector": selector_labels(spec),
@@ -227,8 +287,19 @@ def pod_disruption_budget(spec: GroupSpec) -> Manifest:
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": _metadata(spec, spec.name),
+        "metadata": child_metadata(spec, spec.name),
         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector_labels(spec)}},
+    }
+
+
+def credentials_secret(spec: GroupSpec, access: FleetAccess, data: Mapping[str, bytes]) -> Manifest:
+    """A provisioned fleet's Secret (access.secret_data), owned by the resource so that it goes with it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": child_metadata(spec, access.secret_name),
+        "type": "Opaque",
+        "data": {k: base64.b64encode(v).decode() for k, v in sorted(data.items())},
     }
 
 

@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any, Protocol, cast
 
 from staticfleet.admin import GroupAdmin, KafkaConnection
+from staticfleet.kube.access import OperatorKafka
 from staticfleet.kube.kubeapi import KubeApi
 from staticfleet.kube.limits import Limits
 from staticfleet.kube.metrics import OperatorMetrics
@@ -105,6 +106,8 @@ class OperatorContext:
     limits: Limits = field(default_factory=Limits)
     step_timeout: timedelta = DEFAULT_STEP_TIMEOUT
     """How long a scale-down phase may wait on pods or the coordinator before it counts as blocked."""
+    kafka: OperatorKafka | None = None
+    """The operator's own Kafka login (--kafka-config); with SASL in it, fleets get their own users."""
     admins: AdminCache = field(init=False)
 
     def __post_init__(self) -> None:
@@ -112,6 +115,10 @@ class OperatorContext:
 
     def admin(self, connection: KafkaConnection) -> GroupAdmin:
         return self.admins(connection)
+
+    def own_options(self) -> dict[str, object] | None:
+        """The operator's own connection settings, read again (a rotated Secret applies at once)."""
+        return self.kafka.options() if self.kafka is not None else None
 
     def forget(self, namespace: str, name: str) -> None:
         """The resource is gone: drop what was kept for it."""

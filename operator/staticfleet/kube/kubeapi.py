@@ -54,9 +54,18 @@ def pdb_path(namespace: str, name: str) -> str:
     return f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/{name}"
 
 
+def secret_path(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/secrets/{name}"
+
+
 def object_path(manifest: Mapping[str, Any]) -> str:
     kind, meta = manifest["kind"], manifest["metadata"]
-    paths = {"StatefulSet": statefulset_path, "Service": service_path, "PodDisruptionBudget": pdb_path}
+    paths = {
+        "StatefulSet": statefulset_path,
+        "Service": service_path,
+        "PodDisruptionBudget": pdb_path,
+        "Secret": secret_path,
+    }
     return paths[kind](meta["namespace"], meta["name"])
 
 
@@ -176,4 +185,4 @@ class KubeApi:
         return self.list_items(f"/api/v1/namespaces/{namespace}/pods", label_selector)
 
     def get_secret(self, namespace: str, name: str) -> Manifest | None:
-        return self.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
+        return self.get(secret_path(namespace, name))

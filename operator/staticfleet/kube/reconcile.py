@@ -9,23 +9,35 @@ from a fresh read.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from staticfleet.admin import (
+    AclBinding,
     AdminError,
     CoordinatorUnreachable,
     GroupAdmin,
     GroupNotFound,
+    KafkaErrorResponse,
     LagSummary,
     lag_summary,
 )
 from staticfleet.admin.coordinator_api import CoordinatorApiUnavailable, fetch_group_view
 from staticfleet.coordinator import EXPECTED_INSTANCE_IDS as PRE_REGISTRATION_CONFIG
 from staticfleet.kube import builders, secrets
+from staticfleet.kube.access import (
+    SCRAM_MECHANISMS,
+    AccessObservation,
+    FleetAccess,
+    fleet_access,
+    new_password,
+)
 from staticfleet.kube.claims import Claim, conflicting_owner, servers_key
 from staticfleet.kube.context import OperatorContext
 from staticfleet.kube.kubeapi import KubeApi, KubeError
@@ -110,6 +122,46 @@ def observe_lag(admin: GroupAdmin, spec: GroupSpec) -> LagSummary | None:
         return None
 
 
+def _fleet_access(ctx: OperatorContext, spec: GroupSpec) -> FleetAccess | None:
+    return fleet_access(spec, ctx.kafka.fleet_security()) if ctx.kafka is not None else None
+
+
+def _secret_data(ctx: OperatorContext, spec: GroupSpec, access: FleetAccess) -> dict[str, bytes] | None:
+    """The fleet's Secret, if there is one; a Secret of that name the resource does not own is refused
+    (the operator never takes over a Secret someone else made)."""
+    secret = ctx.api.get_secret(spec.namespace, access.secret_name)
+    if secret is None:
+        return None
+    owners = (secret.get("metadata") or {}).get("ownerReferences") or []
+    if not any(o.get("uid") == spec.uid and o.get("controller") for o in owners):
+        raise SpecError(
+            f"Secret {spec.namespace}/{access.secret_name} exists and is not owned by this resource: the "
+            "operator keeps the fleet's provisioned credentials there. Rename or delete that Secret, or "
+            "set kafka.credentials to External"
+        )
+    return {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
+
+
+def observe_access(
+    ctx: OperatorContext, admin: GroupAdmin, spec: GroupSpec, access: FleetAccess, unreachable: str | None
+) -> AccessObservation:
+    """The fleet's Secret, its user's SCRAM mechanisms and its ACLs (no authorizer: acls None)."""
+    secret = _secret_data(ctx, spec, access)
+    if unreachable is not None:
+        return AccessObservation(access, secret, frozenset(), None, error=unreachable)
+    try:
+        mechanisms = admin.scram_mechanisms(access.user)
+        try:
+            acls: frozenset[AclBinding] | None = admin.acls_of(access.principal)
+        except KafkaErrorResponse as exc:
+            if exc.code != ErrorCode.security_disabled:
+                raise
+            acls = None
+    except AdminError as exc:
+        return AccessObservation(access, secret, frozenset(), None, error=str(exc))
+    return AccessObservation(access, secret, mechanisms, acls, new_password())
+
+
 def claim_of(body: Mapping[str, Any], defaults: OperatorDefaults) -> tuple[str, Claim] | None:
     """The index entry of a resource: group id -> its claim (with its cluster, as far as known)."""
     meta = body.get("metadata", {})
@@ -158,7 +210,8 @@ def observe(
         refusal = ctx.limits.refusal(spec)
         if refusal is not None:
             return Invalid(body, generation, previous, refusal.message, now, refusal.reason), None
-        connection = secrets.connection(ctx.api, ctx.secret_files, spec)
+        connection = secrets.connection(ctx.api, ctx.secret_files, spec, ctx.own_options())
+        access = _fleet_access(ctx, spec)
     except SpecError as exc:
         return Invalid(body, generation, previous, str(exc), now), None
     admin = ctx.admin(connection)
@@ -170,6 +223,10 @@ def observe(
     winner = _winner(spec, cluster_id, claims)
     if winner is not None:
         return Conflicting(body, spec, generation, previous, winner, now, cluster_id), None
+    try:
+        access_seen = observe_access(ctx, admin, spec, access, unreachable) if access is not None else None
+    except SpecError as exc:
+        return Invalid(body, generation, previous, str(exc), now), None
     statefulset = ctx.api.get_statefulset(spec.namespace, spec.name)
     pods = _pods(ctx.api, spec)
     group = GroupObservation(error=unreachable) if unreachable else observe_group(admin, spec)
@@ -187,6 +244,7 @@ def observe(
             ctx.step_timeout,
             cluster_id,
             lag=observe_lag(admin, spec) if group.reachable else None,
+            access=access_seen,
         ),
         admin,
     )
@@ -352,6 +410,55 @@ def finalize(ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequence
 
 
 def _finalize(ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequence[Claim]]) -> str:
+    """The members first (their pods stop before anything else), then the fleet's provisioned user and
+    its ACLs, whatever the deletionPolicy: the Secret goes with the resource, so the user would be left
+    with a password nobody holds."""
+    members = _finalize_members(ctx, body, claims)
+    revoked = _revoke_access(ctx, body)
+    return members if revoked is None else f"{members}; {revoked}"
+
+
+def _patience_left(body: Manifest) -> bool:
+    deleted_at = parse_time(str(body["metadata"].get("deletionTimestamp") or "")) or now_utc()
+    return (now_utc() - deleted_at).total_seconds() < DELETION_PATIENCE_S
+
+
+def _revoke_access(ctx: OperatorContext, body: Manifest) -> str | None:
+    """Deletes the fleet's ACLs and SCRAM credentials (None: the operator provisioned nothing for it)."""
+    try:
+        spec = parse_group(body, ctx.defaults)
+    except SpecError:
+        return None
+    if ctx.kafka is None or not spec.bootstrap_servers:
+        return None
+    refusal = ctx.limits.refusal(spec)
+    if refusal is not None and refusal.reason != REPLICAS_ABOVE_LIMIT:
+        return None
+    access = _fleet_access(ctx, spec)
+    if access is None:
+        return None
+    admin = ctx.admin(secrets.connection(ctx.api, ctx.secret_files, spec, ctx.own_options()))
+    try:
+        try:
+            acls = admin.acls_of(access.principal)
+        except KafkaErrorResponse as exc:
+            if exc.code != ErrorCode.security_disabled:
+                raise
+            acls = frozenset()
+        admin.delete_acls(acls)
+        admin.delete_scram(access.user, SCRAM_MECHANISMS)
+    except AdminError as exc:
+        if _patience_left(body):
+            raise Retry(f"cannot remove user {access.user} and its ACLs yet: {exc}") from exc
+        message = f"deleted without removing user {access.user} and its ACLs: {exc}"
+        post_event(ctx, body, EventSpec("Warning", "AccessNotRevoked", message))
+        return message
+    message = f"user {access.user} and its {len(acls)} ACLs removed"
+    post_event(ctx, body, EventSpec("Normal", "UserRemoved", message))
+    return message
+
+
+def _finalize_members(ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequence[Claim]]) -> str:
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     try:
@@ -375,7 +482,7 @@ def _finalize(ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequenc
     pods = _pods(api, spec)
     if pods:
         raise Retry(f"waiting for {len(pods)} pods to stop before removing their members")
-    admin = ctx.admin(secrets.connection(api, ctx.secret_files, spec))
+    admin = ctx.admin(secrets.connection(api, ctx.secret_files, spec, ctx.own_options()))
     previous = body.get("status") or {}
     known = max(
         min(spec.replicas, ctx.limits.max_replicas),
@@ -393,8 +500,7 @@ def _finalize(ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequenc
         with contextlib.suppress(AdminError):  # without pre-registration there is nothing to withdraw
             admin.set_group_config(spec.group_id, PRE_REGISTRATION_CONFIG, None)
     except (CoordinatorUnreachable, AdminError) as exc:
-        deleted_at = parse_time(str(meta.get("deletionTimestamp") or "")) or now_utc()
-        if (now_utc() - deleted_at).total_seconds() < DELETION_PATIENCE_S:
+        if _patience_left(body):
             raise Retry(f"cannot remove the members yet: {exc}") from exc
         post_event(
             ctx,

@@ -13,8 +13,9 @@ import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from staticfleet.admin import KafkaConnection
 from staticfleet.kube.kubeapi import KubeApi
@@ -78,10 +79,18 @@ def _key(namespace: str, secret: str, data: dict[str, bytes], key: str) -> bytes
     return data[key]
 
 
-def connection(api: KubeApi, files: SecretFiles, spec: GroupSpec) -> KafkaConnection:
-    """How the operator reaches the resource's cluster, with its credentials."""
+def connection(
+    api: KubeApi, files: SecretFiles, spec: GroupSpec, own: Mapping[str, object] | None = None
+) -> KafkaConnection:
+    """How the operator reaches the resource's cluster, with its credentials: the resource's kafka.sasl
+    Secret when it names one, else the operator's own settings (`own`, from --kafka-config) when it has
+    them, else the resource's kafka.tls Secret alone."""
     assert spec.bootstrap_servers is not None
     namespace = spec.namespace
+    if spec.sasl is None and own is not None:
+        files.forget(namespace, spec.name)
+        own_options = {"client_id": COMPONENT, **cast(dict[str, Any], dict(own))}
+        return KafkaConnection(spec.bootstrap_servers, **own_options)
     options: dict[str, Any] = {}
     if spec.sasl is not None:
         sasl = spec.sasl

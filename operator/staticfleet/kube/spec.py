@@ -23,6 +23,8 @@ IMMEDIATE = "Immediate"
 AFTER_SESSION_TIMEOUT = "AfterSessionTimeout"
 REMOVE_MEMBERS = "RemoveMembers"
 RETAIN = "Retain"
+PROVISIONED = "Provisioned"
+EXTERNAL = "External"
 
 Manifest = dict[str, Any]
 
@@ -84,6 +86,9 @@ class GroupSpec:
     pvc_retention: Manifest
     deletion_policy: str
     labels: Mapping[str, str] = field(default_factory=dict)
+    credentials: str = PROVISIONED
+    """Provisioned: on a secured cluster the operator makes the fleet's own SASL user and ACLs.
+    External: the fleet's credentials are managed elsewhere (always so when kafka.sasl is set)."""
 
     @property
     def security_protocol(self) -> str:
@@ -153,6 +158,14 @@ def parse_group(body: Mapping[str, Any], defaults: OperatorDefaults | None = Non
         if sasl_spec
         else None
     )
+    credentials = str(kafka.get("credentials") or (EXTERNAL if sasl else PROVISIONED))
+    if credentials not in (PROVISIONED, EXTERNAL):
+        raise SpecError(f"kafka.credentials must be {PROVISIONED} or {EXTERNAL}, not {credentials}")
+    if credentials == PROVISIONED and sasl is not None:
+        raise SpecError(
+            "kafka.credentials Provisioned means the operator makes the fleet's SASL user: remove "
+            "kafka.sasl, or set kafka.credentials to External"
+        )
     topics = tuple(str(t) for t in spec.get("topics", []) or [])
     if not topics:
         raise SpecError("spec.topics must list at least one topic")
@@ -182,4 +195,5 @@ def parse_group(body: Mapping[str, Any], defaults: OperatorDefaults | None = Non
         pvc_retention=dict(spec.get("persistentVolumeClaimRetentionPolicy", {}) or {}),
         deletion_policy=str(spec.get("deletionPolicy", REMOVE_MEMBERS)),
         labels=dict(meta.get("labels", {}) or {}),
+        credentials=credentials,
     )

@@ -17,6 +17,7 @@ from staticfleet.admin.client import natural_key
 from staticfleet.admin.coordinator_api import CoordinatorGroupView
 from staticfleet.admin.model import GroupDescription, LagSummary
 from staticfleet.coordinator import GroupState
+from staticfleet.kube.access import FleetAccess
 from staticfleet.kube.builders import pod_ordinal, selector_string
 from staticfleet.kube.scaling import Blocked, PreRegistration, ScaleDownState, iso, parse_time
 from staticfleet.kube.spec import GroupSpec, Manifest
@@ -31,6 +32,7 @@ PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 SCALE_DOWN_BLOCKED = "ScaleDownBlocked"
 INVALID_SPEC = "InvalidSpec"
+ACCESS_NOT_PROVISIONED = "AccessNotProvisioned"
 
 # status.group.state also says when the group could not be described: words of ours, not group states.
 NOT_FOUND = "NotFound"
@@ -107,6 +109,10 @@ class StatusInputs:
     pre_registration: PreRegistration | None = None
     last_scale: Mapping[str, Any] | None = None
     removal_error: str | None = None
+    access_error: str | None = None
+    """Provisioning the fleet's user or ACLs failed."""
+    access: FleetAccess | None = None
+    """The fleet's provisioned user (shown in status.kafkaUser)."""
     blocked: Blocked | None = None
     cluster_id: str | None = None
     lag: LagSummary | None = None
@@ -438,6 +444,8 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
         )
     elif inputs.removal_error:
         degraded = (True, "MemberRemovalFailed", inputs.removal_error)
+    elif inputs.access_error:
+        degraded = (True, ACCESS_NOT_PROVISIONED, inputs.access_error)
     else:
         degraded = (False, "AsExpected", "")
 
@@ -477,6 +485,11 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
         "preRegistration": pre.to_status() if pre else None,
         "lastScale": last_scale,
         "lag": inputs.lag.to_json() if inputs.lag is not None else inputs.previous.get("lag"),
+        "kafkaUser": (
+            {"name": inputs.access.user, "secretName": inputs.access.secret_name}
+            if inputs.access is not None
+            else None
+        ),
         "conditions": conditions,
     }
     return StatusResult(status, tuple(events), completed_scale)

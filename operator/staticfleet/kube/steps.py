@@ -18,9 +18,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from staticfleet.admin import AdminError, ConfigRejected, LagSummary, RemovalReport
+from staticfleet.admin import AclBinding, AdminError, ConfigRejected, LagSummary, RemovalReport
 from staticfleet.coordinator import EXPECTED_INSTANCE_IDS as PRE_REGISTRATION_CONFIG
 from staticfleet.kube import builders, faults
+from staticfleet.kube.access import (
+    SCRAM_ITERATIONS,
+    AccessObservation,
+    FleetAccess,
+    plan_access,
+)
 from staticfleet.kube.claims import Claim
 from staticfleet.kube.kubeapi import KubeError
 from staticfleet.kube.scaling import (
@@ -108,6 +114,12 @@ class Observed:
     """The id of the cluster the resource names (claims compare it), when known."""
     lag: LagSummary | None = None
     """The group's lag; None when the offsets could not be read this time."""
+    access: AccessObservation | None = None
+    """The fleet's provisioned user, Secret and ACLs (None: the operator provisions nothing for it)."""
+
+    @property
+    def fleet_access(self) -> FleetAccess | None:
+        return self.access.access if self.access is not None else None
 
     @property
     def scale_down(self) -> ScaleDownState | None:
@@ -157,6 +169,8 @@ class Outcome:
     acted_on_group: bool = False
     """A step changed the group: read it again before computing status."""
     shrunk: bool = False
+    access_error: str | None = None
+    """Provisioning the fleet's user or ACLs failed (Degraded says why; the next pass tries again)."""
 
 
 class StepIO(Protocol):
@@ -226,6 +240,72 @@ class WithdrawPreRegistration:
 
 
 @dataclass(frozen=True, slots=True)
+class SetFleetCredential:
+    """The fleet's SCRAM credential (AlterUserScramCredentials upsert), before any Secret names it."""
+
+    user: str
+    mechanism: str
+    password: str = field(repr=False)
+
+    def run(self, io: StepIO) -> None:
+        try:
+            io.admin.upsert_scram(self.user, self.mechanism, self.password, SCRAM_ITERATIONS)
+        except AdminError as exc:
+            io.outcome.access_error = f"could not set the SCRAM credential of {self.user}: {exc}"
+            return
+        io.outcome.events.append(
+            EventSpec("Normal", "UserProvisioned", f"{self.mechanism} credential of user {self.user} set")
+        )
+        faults.checkpoint("fleet-credential-set")
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyFleetSecret:
+    """The Secret the pods read the fleet's user from (owned by the resource)."""
+
+    data: Mapping[str, bytes] = field(repr=False)
+
+    def run(self, io: StepIO) -> None:
+        if io.outcome.access_error is not None:
+            return  # never a password the cluster was not given
+        access = io.observed.fleet_access
+        assert access is not None
+        try:
+            io.api.apply(builders.credentials_secret(io.observed.spec, access, self.data))
+        except KubeError as exc:
+            if exc.status in (400, 403, 422):
+                io.outcome.access_error = f"the Secret {access.secret_name} was rejected: {exc}"
+                return
+            raise
+
+
+@dataclass(frozen=True, slots=True)
+class GrantAcls:
+    """CreateAcls for the fleet's user: what fleet_acls wants and the cluster does not have yet."""
+
+    bindings: frozenset[AclBinding]
+
+    def run(self, io: StepIO) -> None:
+        try:
+            io.admin.create_acls(self.bindings)
+        except AdminError as exc:
+            io.outcome.access_error = f"could not create ACLs: {exc}"
+
+
+@dataclass(frozen=True, slots=True)
+class RevokeAcls:
+    """DeleteAcls of the fleet's user's ACLs that fleet_acls no longer wants (a topic dropped)."""
+
+    bindings: frozenset[AclBinding]
+
+    def run(self, io: StepIO) -> None:
+        try:
+            io.admin.delete_acls(self.bindings)
+        except AdminError as exc:
+            io.outcome.access_error = f"could not delete ACLs: {exc}"
+
+
+@dataclass(frozen=True, slots=True)
 class ApplyChildren:
     """Service and PDB first (the StatefulSet names the Service), then the StatefulSet at `replicas`."""
 
@@ -237,7 +317,9 @@ class ApplyChildren:
         try:
             io.api.apply(builders.headless_service(spec))
             io.api.apply(builders.pod_disruption_budget(spec))
-            applied = io.api.apply(builders.statefulset(spec, spec.bootstrap_servers, self.replicas))
+            applied = io.api.apply(
+                builders.statefulset(spec, spec.bootstrap_servers, self.replicas, io.observed.fleet_access)
+            )
         except KubeError as exc:
             if exc.status in (400, 403, 422):
                 # The API server refused our objects (an invalid pod template, or missing permissions):
@@ -299,7 +381,11 @@ class WriteStatus:
 
 
 Step = (
-    PersistScaleDownRecord
+    SetFleetCredential
+    | ApplyFleetSecret
+    | GrantAcls
+    | RevokeAcls
+    | PersistScaleDownRecord
     | PreRegister
     | WithdrawPreRegistration
     | ApplyChildren
@@ -332,7 +418,7 @@ def plan_actions(obs: Observed) -> ActionPlan:
     """The steps that change the cluster or the group, in order. Pure."""
     spec = obs.spec
     scale = plan_scale(spec, obs.scale_down, obs.fleet(), obs.now, obs.step_timeout)
-    steps: list[Step] = []
+    steps: list[Step] = list(plan_access_steps(obs))
     if scale.persist_first and scale.scale_down is not None:
         steps.append(PersistScaleDownRecord(scale.scale_down))
     if scale.pre_register_ids is not None:
@@ -344,6 +430,24 @@ def plan_actions(obs: Observed) -> ActionPlan:
         reason = f"staticfleet: scaled down to {scale.scale_down.to_replicas}, pods gone"
         steps.append(RemoveMembers(scale.remove_instance_ids, reason))
     return ActionPlan(tuple(steps), scale)
+
+
+def plan_access_steps(obs: Observed) -> tuple[Step, ...]:
+    """A provisioned fleet's user, Secret and ACLs, before the children (the pods read the Secret)."""
+    if obs.access is None:
+        return ()
+    access = obs.access.access
+    plan = plan_access(obs.access, obs.spec)
+    steps: list[Step] = []
+    if plan.credential_password is not None:
+        steps.append(SetFleetCredential(access.user, access.mechanism, plan.credential_password))
+    if plan.secret is not None:
+        steps.append(ApplyFleetSecret(plan.secret))
+    if plan.grant:
+        steps.append(GrantAcls(plan.grant))
+    if plan.revoke:
+        steps.append(RevokeAcls(plan.revoke))
+    return tuple(steps)
 
 
 def pre_registration_finished(obs: Observed) -> bool:
@@ -446,6 +550,8 @@ def plan_status(
             pre_registration=pre,
             last_scale=last_scale,
             removal_error=outcome.removal_error,
+            access_error=outcome.access_error or (obs.access.error if obs.access is not None else None),
+            access=obs.fleet_access,
             blocked=scale.blocked,
             cluster_id=obs.cluster_id,
             lag=obs.lag,

@@ -1,0 +1,301 @@
+"""Per-fleet least privilege: the fleet's own user, Secret and ACLs, as planner rules (pure) and as a pass
+against in-memory stand-ins (the real coordinator and Apache Kafka: e2e/tests/operator/test_security.py)."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from staticfleet.admin import AclBinding, KafkaErrorResponse
+from staticfleet.kube import builders
+from staticfleet.kube.access import (
+    AccessObservation,
+    FleetSecurity,
+    OperatorKafka,
+    fleet_access,
+    fleet_acls,
+    plan_access,
+    secret_data,
+)
+from staticfleet.kube.reconcile import finalize, reconcile
+from staticfleet.kube.spec import SpecError
+from staticfleet.kube.steps import (
+    ApplyChildren,
+    ApplyFleetSecret,
+    GrantAcls,
+    SetFleetCredential,
+    plan_actions,
+)
+
+from .fixtures import group_spec, resource
+from .test_reconcile import Context, FakeAdmin, FakeKube, context
+from .test_steps import group, observed
+
+SECURITY = FleetSecurity("SASL_SSL", "SCRAM-SHA-512", b"-----BEGIN CERTIFICATE-----\nca\n")
+USER = "staticfleet.shop.orders"
+PRINCIPAL = f"User:{USER}"
+
+
+def access_seen(**changes: Any) -> AccessObservation:
+    access = fleet_access(group_spec(), SECURITY)
+    assert access is not None
+    fields: dict[str, Any] = {
+        "access": access,
+        "secret": secret_data(access, "known-password"),
+        "mechanisms": frozenset({"SCRAM-SHA-512"}),
+        "acls": fleet_acls(group_spec(), PRINCIPAL),
+        "candidate_password": "fresh-password",
+    }
+    fields.update(changes)
+    return AccessObservation(**fields)
+
+
+# -- who gets what -------------------------------------------------------------------------------------------
+
+
+def test_a_fleet_may_read_its_group_and_read_and_describe_its_topics_and_nothing_else() -> None:
+    assert fleet_acls(group_spec(), PRINCIPAL) == {
+        AclBinding("GROUP", "shop.orders", PRINCIPAL, "READ"),
+        AclBinding("TOPIC", "orders", PRINCIPAL, "READ"),
+        AclBinding("TOPIC", "orders", PRINCIPAL, "DESCRIBE"),
+        AclBinding("TOPIC", "refunds", PRINCIPAL, "READ"),
+        AclBinding("TOPIC", "refunds", PRINCIPAL, "DESCRIBE"),
+    }
+
+
+def test_a_fleet_gets_its_own_user_only_when_the_operator_logs_in_with_sasl_and_it_does_not_opt_out() -> None:
+    access = fleet_access(group_spec(), SECURITY)
+    assert access is not None
+    assert (access.user, access.secret_name, access.principal) == (USER, "orders-kafka-user", PRINCIPAL)
+    assert fleet_access(group_spec(), None) is None
+    external = group_spec(kafka={"bootstrapServers": "kafka:9092", "credentials": "External"})
+    assert fleet_access(external, SECURITY) is None
+
+
+def test_kafka_sasl_means_credentials_managed_elsewhere_and_cannot_be_provisioned() -> None:
+    sasl = {"bootstrapServers": "kafka:9092", "sasl": {"secretName": "mine"}}
+    assert group_spec(kafka=sasl).credentials == "External"
+    assert group_spec().credentials == "Provisioned"
+    with pytest.raises(SpecError, match=r"remove kafka\.sasl, or set kafka\.credentials to External"):
+        group_spec(kafka={**sasl, "credentials": "Provisioned"})
+
+
+def test_the_fleet_mechanism_is_the_operators_scram_mechanism_or_scram_sha_512(tmp_path: Path) -> None:
+    config = tmp_path / "kafka.properties"
+    ca = tmp_path / "ca.crt"
+    ca.write_bytes(b"the CA")
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="op" password="p";'
+    config.write_text(
+        f"security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.jaas.config={jaas}\n"
+        f"ssl.truststore.type=PEM\nssl.truststore.location={ca}\n"
+    )
+    assert OperatorKafka(config).fleet_security() == FleetSecurity("SASL_SSL", "SCRAM-SHA-512", b"the CA")
+    config.write_text(config.read_text().replace("=PLAIN", "=SCRAM-SHA-256"))
+    assert OperatorKafka(config).fleet_security() == FleetSecurity("SASL_SSL", "SCRAM-SHA-256", b"the CA")
+    config.write_text("security.protocol=SSL\n")
+    assert OperatorKafka(config).fleet_security() is None
+
+
+# -- the planner rule ----------------------------------------------------------------------------------------
+
+
+def test_a_new_fleet_sets_its_credential_before_its_secret_then_grants_its_acls() -> None:
+    plan = plan_access(access_seen(secret=None, mechanisms=frozenset(), acls=frozenset()), group_spec())
+    assert plan.credential_password == "fresh-password"
+    assert plan.secret is not None and plan.secret["password"] == b"fresh-password"
+    assert plan.secret["ca.crt"] == SECURITY.ca
+    assert plan.grant == fleet_acls(group_spec(), PRINCIPAL) and not plan.revoke
+
+
+def test_a_provisioned_fleet_needs_nothing() -> None:
+    plan = plan_access(access_seen(), group_spec())
+    assert (plan.credential_password, plan.secret, plan.grant, plan.revoke) == (
+        None,
+        None,
+        frozenset(),
+        frozenset(),
+    )
+
+
+def test_a_user_the_cluster_lost_gets_the_password_of_its_secret_again() -> None:
+    plan = plan_access(access_seen(mechanisms=frozenset()), group_spec())
+    assert plan.credential_password == "known-password" and plan.secret is None
+
+
+def test_a_dropped_topic_loses_its_acls_and_a_new_one_gains_them() -> None:
+    spec = group_spec(topics=["orders", "returns"])
+    plan = plan_access(access_seen(), spec)
+    assert plan.grant == {
+        AclBinding("TOPIC", "returns", PRINCIPAL, "READ"),
+        AclBinding("TOPIC", "returns", PRINCIPAL, "DESCRIBE"),
+    }
+    assert plan.revoke == {
+        AclBinding("TOPIC", "refunds", PRINCIPAL, "READ"),
+        AclBinding("TOPIC", "refunds", PRINCIPAL, "DESCRIBE"),
+    }
+
+
+def test_without_an_authorizer_no_acls_are_planned_and_an_unreachable_cluster_plans_nothing() -> None:
+    plan = plan_access(access_seen(acls=None), group_spec())
+    assert not plan.grant and not plan.revoke
+    failed = plan_access(access_seen(secret=None, error="unreachable"), group_spec())
+    assert (failed.credential_password, failed.secret) == (None, None)
+
+
+def test_the_access_steps_come_before_the_children() -> None:
+    base = observed(3, 3, {0, 1, 2}, group("orders-0", "orders-1", "orders-2"))
+    obs = dataclasses.replace(base, access=access_seen(secret=None, mechanisms=frozenset(), acls=frozenset()))
+    steps = plan_actions(obs).steps
+    assert [type(s) for s in steps] == [SetFleetCredential, ApplyFleetSecret, GrantAcls, ApplyChildren]
+    assert "fresh-password" not in repr(steps), "a plan never shows a password"
+
+
+# -- the pods ------------------------------------------------------------------------------------------------
+
+
+def test_a_provisioned_fleet_reads_its_user_from_its_secret_and_mounts_only_the_ca() -> None:
+    spec = group_spec()
+    access = fleet_access(spec, SECURITY)
+    template = builders.pod_template(spec, "kafka:9094", access)
+    (container,) = template["spec"]["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["KAFKA_SECURITY_PROTOCOL"]["value"] == "SASL_SSL"
+    assert env["KAFKA_SASL_MECHANISM"]["value"] == "SCRAM-SHA-512"
+    for name, key in (("KAFKA_SASL_USERNAME", "username"), ("KAFKA_SASL_PASSWORD", "password")):
+        assert env[name]["valueFrom"]["secretKeyRef"] == {"name": "orders-kafka-user", "key": key}
+    assert env["KAFKA_SSL_CA_LOCATION"]["value"] == "/etc/staticfleet/kafka-user/ca.crt"
+    (volume,) = template["spec"]["volumes"]
+    assert volume["secret"] == {
+        "secretName": "orders-kafka-user",
+        "items": [{"key": "ca.crt", "path": "ca.crt"}],
+    }
+    assert {
+        "name": volume["name"],
+        "mountPath": "/etc/staticfleet/kafka-user",
+        "readOnly": True,
+    } in container["volumeMounts"]
+
+
+def test_the_secret_is_owned_by_the_resource() -> None:
+    spec = group_spec()
+    access = fleet_access(spec, SECURITY)
+    assert access is not None
+    secret = builders.credentials_secret(spec, access, secret_data(access, "pw"))
+    (owner,) = secret["metadata"]["ownerReferences"]
+    assert (owner["uid"], owner["controller"]) == ("uid-1", True)
+    assert base64.b64decode(secret["data"]["username"]) == USER.encode()
+
+
+# -- a pass and a deletion -----------------------------------------------------------------------------------
+
+
+class SecretKube(FakeKube):
+    def __init__(self, body: dict[str, Any]) -> None:
+        super().__init__(body)
+        self.secrets: dict[str, dict[str, Any]] = {}
+
+    def apply(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        if manifest["kind"] != "Secret":
+            return super().apply(manifest)
+        self.calls.append("apply Secret")
+        self.secrets[manifest["metadata"]["name"]] = copy.deepcopy(manifest)
+        return manifest
+
+    def get_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return copy.deepcopy(self.secrets.get(name))
+
+
+class AccessAdmin(FakeAdmin):
+    def __init__(self) -> None:
+        super().__init__(set())
+        self.credentials: dict[str, str] = {}
+        self.acls: set[AclBinding] = set()
+        self.refuse_alter = False
+        self.calls: list[str] = []
+
+    def scram_mechanisms(self, user: str) -> frozenset[str]:
+        return frozenset({"SCRAM-SHA-512"}) if user in self.credentials else frozenset()
+
+    def upsert_scram(self, user: str, mechanism: str, password: str, iterations: int = 4096) -> None:
+        if self.refuse_alter:
+            raise KafkaErrorResponse(31, "CLUSTER_AUTHORIZATION_FAILED")
+        self.calls.append("upsert")
+        self.credentials[user] = password
+
+    def delete_scram(self, user: str, mechanisms: Any) -> None:
+        self.calls.append("delete user")
+        self.credentials.pop(user, None)
+
+    def acls_of(self, principal: str) -> frozenset[AclBinding]:
+        return frozenset(a for a in self.acls if a.principal == principal)
+
+    def create_acls(self, bindings: Any) -> None:
+        self.calls.append("create acls")
+        self.acls |= set(bindings)
+
+    def delete_acls(self, bindings: Any) -> None:
+        self.calls.append("delete acls")
+        self.acls -= set(bindings)
+
+
+def secured(tmp_path: Path) -> tuple[SecretKube, AccessAdmin, Context]:
+    config = tmp_path / "operator.properties"
+    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="op" password="x";'
+    config.write_text(
+        f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config={jaas}\n"
+    )
+    kube, admin = SecretKube(resource(replicas=1)), AccessAdmin()
+    ctx = context(kube, admin)
+    ctx.kafka = OperatorKafka(config)
+    return kube, admin, ctx
+
+
+def test_a_pass_provisions_the_user_secret_and_acls_once(tmp_path: Path) -> None:
+    kube, admin, ctx = secured(tmp_path)
+    reconcile(ctx, "shop", "orders", {})
+    password = base64.b64decode(kube.secrets["orders-kafka-user"]["data"]["password"]).decode()
+    assert admin.credentials == {USER: password}
+    assert admin.acls == fleet_acls(group_spec(), PRINCIPAL)
+    assert admin.calls == ["upsert", "create acls"]
+    assert kube.group["status"]["kafkaUser"] == {"name": USER, "secretName": "orders-kafka-user"}
+    sts_env = kube.objects["StatefulSet"]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "KAFKA_SECURITY_PROTOCOL", "value": "SASL_PLAINTEXT"} in sts_env
+    reconcile(ctx, "shop", "orders", {})
+    assert admin.calls == ["upsert", "create acls"], "a second pass changes nothing"
+    assert kube.calls.count("apply Secret") == 1
+
+
+def test_a_refused_credential_is_degraded_and_no_secret_is_written(tmp_path: Path) -> None:
+    kube, admin, ctx = secured(tmp_path)
+    admin.refuse_alter = True
+    reconcile(ctx, "shop", "orders", {})
+    degraded = {c["type"]: c for c in kube.group["status"]["conditions"]}["Degraded"]
+    assert (degraded["status"], degraded["reason"]) == ("True", "AccessNotProvisioned")
+    assert "CLUSTER_AUTHORIZATION_FAILED" in degraded["message"]
+    assert kube.secrets == {}
+
+
+def test_a_secret_of_that_name_the_resource_does_not_own_is_never_taken_over(tmp_path: Path) -> None:
+    kube, admin, ctx = secured(tmp_path)
+    kube.secrets["orders-kafka-user"] = {"metadata": {"name": "orders-kafka-user"}, "data": {}}
+    reconcile(ctx, "shop", "orders", {})
+    degraded = {c["type"]: c for c in kube.group["status"]["conditions"]}["Degraded"]
+    assert "is not owned by this resource" in degraded["message"]
+    assert admin.calls == [] and kube.secrets["orders-kafka-user"]["data"] == {}
+
+
+def test_deletion_removes_the_user_and_its_acls_whatever_the_deletion_policy(tmp_path: Path) -> None:
+    kube, admin, ctx = secured(tmp_path)
+    kube.group["spec"]["deletionPolicy"] = "Retain"
+    reconcile(ctx, "shop", "orders", {})
+    other = AclBinding("GROUP", "other", "User:someone-else", "READ")
+    admin.acls.add(other)
+    message = finalize(ctx, kube.group, {})
+    assert f"user {USER} and its 5 ACLs removed" in message
+    assert admin.credentials == {} and admin.acls == {other}
+    assert [e["reason"] for e in kube.events][-1] == "UserRemoved"
