@@ -92,14 +92,27 @@ class Coordinator:
 
 
 def start_coordinator(
-    workdir: Path, extra_args: Sequence[str] = (), ports: tuple[int, int] | None = None
+    workdir: Path,
+    extra_args: Sequence[str] = (),
+    ports: tuple[int, int] | None = None,
+    protocol: str | None = None,
 ) -> Coordinator:
     """`staticfleet coordinator` on free 127.0.0.1 ports (or these Kafka and HTTP ports, to restart one
-    where it was), ready to serve; stop it with stop_coordinator."""
+    where it was), ready to serve; stop it with stop_coordinator. With `protocol` (e.g. SASL_SSL) its
+    one listener is of that kind (extra_args then carry the security settings)."""
     port, http = ports or (free_port(), free_port())
+    listener = (
+        [
+            "--listener",
+            f"{protocol}://127.0.0.1:{port}",
+            "--advertised-listener",
+            f"{protocol}://127.0.0.1:{port}",
+        ]
+        if protocol
+        else ["--listen", f"127.0.0.1:{port}", "--advertised-listener", f"127.0.0.1:{port}"]
+    )
     argv = [
-        sys.executable, "-m", "staticfleet.cli", "coordinator",
-        "--listen", f"127.0.0.1:{port}", "--advertised-listener", f"127.0.0.1:{port}",
+        sys.executable, "-m", "staticfleet.cli", "coordinator", *listener,
         "--http", f"127.0.0.1:{http}", "--data-dir", str(workdir / "data"), "--no-fsync", *extra_args,
     ]  # fmt: skip
     workdir.mkdir(parents=True, exist_ok=True)

@@ -18,11 +18,15 @@ class CoordinatorApiUnavailable(AdminError):
     pass
 
 
-def fetch_group_view(base_url: str, group_id: str, timeout_s: float = 3.0) -> CoordinatorGroupView | None:
-    """The group as the coordinator sees it; None when it does not know the group."""
+def fetch_group_view(
+    base_url: str, group_id: str, timeout_s: float = 3.0, token: str | None = None
+) -> CoordinatorGroupView | None:
+    """The group as the coordinator sees it; None when it does not know the group. `token` is the
+    coordinator's HTTP bearer token (--http-token-file), when it requires one."""
     url = f"{base_url.rstrip('/')}/api/groups/{urllib.parse.quote(group_id, safe='')}"
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
             data = json.loads(response.read())
     except urllib.error.HTTPError as exc:
         if exc.code == 404:

@@ -61,6 +61,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "and ACLs (kafka.credentials: Provisioned). Read again on every use (env STATICFLEET_KAFKA_CONFIG)",
     )
     p.add_argument(
+        "--coordinator-api-token-file",
+        type=Path,
+        default=os.environ.get("STATICFLEET_COORDINATOR_API_TOKEN_FILE"),
+        metavar="FILE",
+        help="bearer token of the default coordinator's HTTP API (its --http-token-file); sent to "
+        "--default-coordinator-api only (env STATICFLEET_COORDINATOR_API_TOKEN_FILE)",
+    )
+    p.add_argument(
         "--max-replicas",
         type=int,
         default=int(os.environ.get("STATICFLEET_MAX_REPLICAS", DEFAULT_MAX_REPLICAS)),
@@ -186,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
         admin_timeout_s=args.admin_timeout,
         step_timeout=timedelta(seconds=args.scale_down_step_timeout),
         kafka=kafka,
+        api_token_file=args.coordinator_api_token_file,
         limits=Limits.from_flags(
             args.max_replicas,
             args.allowed_bootstrap_servers,

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, Protocol, cast
 
 from staticfleet.admin import GroupAdmin, KafkaConnection
@@ -18,7 +19,7 @@ from staticfleet.kube.limits import Limits
 from staticfleet.kube.metrics import OperatorMetrics
 from staticfleet.kube.scaling import DEFAULT_STEP_TIMEOUT
 from staticfleet.kube.secrets import SecretFiles
-from staticfleet.kube.spec import OperatorDefaults
+from staticfleet.kube.spec import GroupSpec, OperatorDefaults
 from staticfleet.kube.status import EventSpec
 
 
@@ -108,6 +109,8 @@ class OperatorContext:
     """How long a scale-down phase may wait on pods or the coordinator before it counts as blocked."""
     kafka: OperatorKafka | None = None
     """The operator's own Kafka login (--kafka-config); with SASL in it, fleets get their own users."""
+    api_token_file: Path | None = None
+    """The default coordinator's HTTP bearer token (--coordinator-api-token-file)."""
     admins: AdminCache = field(init=False)
 
     def __post_init__(self) -> None:
@@ -119,6 +122,14 @@ class OperatorContext:
     def own_options(self) -> dict[str, object] | None:
         """The operator's own connection settings, read again (a rotated Secret applies at once)."""
         return self.kafka.options() if self.kafka is not None else None
+
+    def api_token(self, spec: GroupSpec) -> str | None:
+        """The bearer token for the resource's coordinator API: only ever sent to the operator's own
+        default coordinator (read again each time, so a rotated Secret applies at once)."""
+        default = (self.defaults.coordinator_api or "").rstrip("/")
+        if self.api_token_file is None or not default or spec.coordinator_api != default:
+            return None
+        return self.api_token_file.read_text().strip() or None
 
     def forget(self, namespace: str, name: str) -> None:
         """The resource is gone: drop what was kept for it."""

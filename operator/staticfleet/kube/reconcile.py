@@ -85,7 +85,7 @@ class Retry(Exception):
 # -- observation -------------------------------------------------------------------------------------------
 
 
-def observe_group(admin: GroupAdmin, spec: GroupSpec) -> GroupObservation:
+def observe_group(admin: GroupAdmin, spec: GroupSpec, token: str | None = None) -> GroupObservation:
     try:
         description = admin.describe_group(spec.group_id)
         not_found = False
@@ -96,7 +96,7 @@ def observe_group(admin: GroupAdmin, spec: GroupSpec) -> GroupObservation:
     view = None
     if spec.coordinator_api:
         try:
-            view = fetch_group_view(spec.coordinator_api, spec.group_id)
+            view = fetch_group_view(spec.coordinator_api, spec.group_id, token=token)
         except CoordinatorApiUnavailable as exc:
             log.info("%s/%s: %s; rebalances are inferred instead", spec.namespace, spec.name, exc)
     missing: list[str] = []
@@ -229,7 +229,8 @@ def observe(
         return Invalid(body, generation, previous, str(exc), now), None
     statefulset = ctx.api.get_statefulset(spec.namespace, spec.name)
     pods = _pods(ctx.api, spec)
-    group = GroupObservation(error=unreachable) if unreachable else observe_group(admin, spec)
+    token = ctx.api_token(spec)
+    group = GroupObservation(error=unreachable) if unreachable else observe_group(admin, spec, token)
     return (
         Observed(
             body,
@@ -379,7 +380,7 @@ def _reconcile(ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequen
         outcome.acted_on_group or plan.scale.started or plan.scale.completed_scale_down
     ):
         # Read what the steps changed again, so the status shows this pass's outcome.
-        group, pods = observe_group(admin, obs.spec), _pods(ctx.api, obs.spec)
+        group, pods = observe_group(admin, obs.spec, ctx.api_token(obs.spec)), _pods(ctx.api, obs.spec)
     status = plan_status(obs, plan, outcome, group, pods)
     status.step.run(io)
     if status.completed_scale is not None:
