@@ -45,6 +45,11 @@ INVALID = [
     ({"volumeClaimTemplates": [{"spec": {}}]}, "every volumeClaimTemplate needs metadata.name"),
     ({"scaleDown": {"removeMembers": "Later"}}, 'supported values: "Immediate", "AfterSessionTimeout"'),
     ({"deletionPolicy": "Delete"}, 'supported values: "RemoveMembers", "Retain"'),
+    ({"kafka": {"credentials": "Operator"}}, 'supported values: "Provisioned", "External"'),
+    (
+        {"kafka": {"credentials": "Provisioned", "sasl": {"secretName": "mine"}}},
+        "kafka.credentials Provisioned means the operator makes the fleet's SASL user",
+    ),
 ]
 
 
@@ -58,6 +63,20 @@ def test_an_invalid_resource_is_rejected_with_a_clear_message(
     assert done.returncode != 0
     assert message in done.stderr, done.stderr
     assert not cluster.kubectl.items("staticconsumergroups", namespace)
+
+
+def test_credentials_managed_elsewhere_are_accepted_with_or_without_kafka_sasl(
+    cluster: Cluster, namespace: str
+) -> None:
+    for name, kafka in (
+        ("external", {"credentials": "External"}),
+        ("sasl", {"credentials": "External", "sasl": {"secretName": "mine"}}),
+    ):
+        cluster.kubectl.run(
+            "apply", "-n", namespace, "-f", "-", stdin=json.dumps(manifest(name, kafka=kafka))
+        )
+        stored = cluster.kubectl.get("staticconsumergroup", name, namespace)["spec"]["kafka"]
+        assert stored["credentials"] == "External"
 
 
 def test_a_name_too_long_for_pod_names_is_rejected(cluster: Cluster, namespace: str) -> None:
