@@ -82,3 +82,30 @@ under the headless Service. */}}
 {{- define "staticfleet.urlHost" -}}
 {{- if contains ":" . -}}[{{ . }}]{{- else -}}{{ . }}{{- end -}}
 {{- end -}}
+
+{{/* Kafka's super.users for the secured coordinator: the listed ones, and the operator's user when asked. */}}
+{{- define "staticfleet.superUsers" -}}
+{{- $sec := .Values.coordinator.security -}}
+{{- $users := $sec.superUsers -}}
+{{- if $sec.operatorSuperUser -}}
+{{- $users = append $users (printf "User:%s" .Values.operator.kafka.user) -}}
+{{- end -}}
+{{- join ";" (uniq $users) -}}
+{{- end -}}
+
+{{/* A secured coordinator needs its users file, its certificate for SASL_SSL, and an operator that can
+log in. */}}
+{{- define "staticfleet.checkSecurity" -}}
+{{- $sec := .Values.coordinator.security -}}
+{{- if and .Values.coordinator.enabled $sec.enabled -}}
+{{- if not $sec.usersSecret -}}
+{{- fail "coordinator.security.enabled needs coordinator.security.usersSecret: a Secret whose key `users` lists the bootstrap users (at least the operator's)" -}}
+{{- end -}}
+{{- if and (eq $sec.protocol "SASL_SSL") (not $sec.tlsSecret) -}}
+{{- fail "coordinator.security.protocol SASL_SSL needs coordinator.security.tlsSecret: a kubernetes.io/tls Secret with the coordinator's certificate" -}}
+{{- end -}}
+{{- if not .Values.operator.kafka.configSecret -}}
+{{- fail "coordinator.security.enabled needs operator.kafka.configSecret: the operator's own Kafka login (a Secret with client.properties)" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
