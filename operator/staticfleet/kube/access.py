@@ -143,7 +143,7 @@ class AccessObservation:
     """What one pass reads about a provisioned fleet's identity."""
 
     access: FleetAccess
-    secret: Mapping[str, bytes] | None
+    secret: Mapping[str, bytes] | None = field(repr=False)
     """The Secret's data (None: there is no Secret)."""
     mechanisms: frozenset[str]
     """SCRAM mechanisms the cluster holds a credential of the user for."""
@@ -158,6 +158,16 @@ class AccessObservation:
     def password(self) -> str | None:
         found = (self.secret or {}).get(PASSWORD_KEY)
         return found.decode() if found else None
+
+
+@dataclass(frozen=True, slots=True)
+class RetiredUser:
+    """A user the operator made for this resource (status.kafkaUser) that it should no longer have:
+    kafka.credentials became External. Its ACLs and credentials, as the cluster holds them now."""
+
+    user: str
+    mechanisms: frozenset[str]
+    acls: frozenset[AclBinding]
 
 
 @dataclass(frozen=True, slots=True)

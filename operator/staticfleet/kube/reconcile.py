@@ -35,6 +35,7 @@ from staticfleet.kube.access import (
     SCRAM_MECHANISMS,
     AccessObservation,
     FleetAccess,
+    RetiredUser,
     fleet_access,
     new_password,
 )
@@ -156,10 +157,35 @@ def observe_access(
         except KafkaErrorResponse as exc:
             if exc.code != ErrorCode.security_disabled:
                 raise
-            acls = None
+            acls = None  # no authorizer: no ACLs to grant
     except AdminError as exc:
         return AccessObservation(access, secret, frozenset(), None, error=str(exc))
     return AccessObservation(access, secret, mechanisms, acls, new_password())
+
+
+def _acls_or_none(admin: GroupAdmin, principal: str) -> frozenset[AclBinding]:
+    """The principal's ACLs; none on a cluster without an authorizer."""
+    try:
+        return admin.acls_of(principal)
+    except KafkaErrorResponse as exc:
+        if exc.code != ErrorCode.security_disabled:
+            raise
+        return frozenset()
+
+
+def observe_retired(
+    ctx: OperatorContext, admin: GroupAdmin, previous: Mapping[str, Any]
+) -> RetiredUser | None:
+    """The user status.kafkaUser names, when the resource no longer has it provisioned (None when
+    there is none, or the cluster cannot say now: the record stays and the next pass asks again)."""
+    user = (previous.get("kafkaUser") or {}).get("name")
+    if not user or ctx.kafka is None:
+        return None
+    try:
+        return RetiredUser(str(user), admin.scram_mechanisms(str(user)), _acls_or_none(admin, f"User:{user}"))
+    except AdminError as exc:
+        log.info("former user %s: %s", user, exc)
+        return None
 
 
 def claim_of(body: Mapping[str, Any], defaults: OperatorDefaults) -> tuple[str, Claim] | None:
@@ -227,6 +253,7 @@ def observe(
         access_seen = observe_access(ctx, admin, spec, access, unreachable) if access is not None else None
     except SpecError as exc:
         return Invalid(body, generation, previous, str(exc), now), None
+    retired = observe_retired(ctx, admin, previous) if access is None and unreachable is None else None
     statefulset = ctx.api.get_statefulset(spec.namespace, spec.name)
     pods = _pods(ctx.api, spec)
     token = ctx.api_token(spec)
@@ -246,6 +273,7 @@ def observe(
             cluster_id,
             lag=observe_lag(admin, spec) if group.reachable else None,
             access=access_seen,
+            retired=retired,
         ),
         admin,
     )
@@ -436,25 +464,24 @@ def _revoke_access(ctx: OperatorContext, body: Manifest) -> str | None:
     if refusal is not None and refusal.reason != REPLICAS_ABOVE_LIMIT:
         return None
     access = _fleet_access(ctx, spec)
-    if access is None:
+    # A user provisioned before kafka.credentials became External, not yet removed, is still ours.
+    user = (
+        access.user if access is not None else ((body.get("status") or {}).get("kafkaUser") or {}).get("name")
+    )
+    if not user:
         return None
     admin = ctx.admin(secrets.connection(ctx.api, ctx.secret_files, spec, ctx.own_options()))
     try:
-        try:
-            acls = admin.acls_of(access.principal)
-        except KafkaErrorResponse as exc:
-            if exc.code != ErrorCode.security_disabled:
-                raise
-            acls = frozenset()
+        acls = _acls_or_none(admin, f"User:{user}")
         admin.delete_acls(acls)
-        admin.delete_scram(access.user, SCRAM_MECHANISMS)
+        admin.delete_scram(str(user), SCRAM_MECHANISMS)
     except AdminError as exc:
         if _patience_left(body):
-            raise Retry(f"cannot remove user {access.user} and its ACLs yet: {exc}") from exc
-        message = f"deleted without removing user {access.user} and its ACLs: {exc}"
+            raise Retry(f"cannot remove user {user} and its ACLs yet: {exc}") from exc
+        message = f"deleted without removing user {user} and its ACLs: {exc}"
         post_event(ctx, body, EventSpec("Warning", "AccessNotRevoked", message))
         return message
-    message = f"user {access.user} and its {len(acls)} ACLs removed"
+    message = f"user {user} and its {len(acls)} ACLs removed"
     post_event(ctx, body, EventSpec("Normal", "UserRemoved", message))
     return message
 

@@ -17,7 +17,6 @@ from staticfleet.admin.client import natural_key
 from staticfleet.admin.coordinator_api import CoordinatorGroupView
 from staticfleet.admin.model import GroupDescription, LagSummary
 from staticfleet.coordinator import GroupState
-from staticfleet.kube.access import FleetAccess
 from staticfleet.kube.builders import pod_ordinal, selector_string
 from staticfleet.kube.scaling import Blocked, PreRegistration, ScaleDownState, iso, parse_time
 from staticfleet.kube.spec import GroupSpec, Manifest
@@ -111,8 +110,8 @@ class StatusInputs:
     removal_error: str | None = None
     access_error: str | None = None
     """Provisioning the fleet's user or ACLs failed."""
-    access: FleetAccess | None = None
-    """The fleet's provisioned user (shown in status.kafkaUser)."""
+    kafka_user: Mapping[str, Any] | None = None
+    """status.kafkaUser: the fleet's provisioned user (name, secretName)."""
     blocked: Blocked | None = None
     cluster_id: str | None = None
     lag: LagSummary | None = None
@@ -485,11 +484,7 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
         "preRegistration": pre.to_status() if pre else None,
         "lastScale": last_scale,
         "lag": inputs.lag.to_json() if inputs.lag is not None else inputs.previous.get("lag"),
-        "kafkaUser": (
-            {"name": inputs.access.user, "secretName": inputs.access.secret_name}
-            if inputs.access is not None
-            else None
-        ),
+        "kafkaUser": dict(inputs.kafka_user) if inputs.kafka_user else None,
         "conditions": conditions,
     }
     return StatusResult(status, tuple(events), completed_scale)

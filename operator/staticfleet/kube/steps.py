@@ -25,6 +25,7 @@ from staticfleet.kube.access import (
     SCRAM_ITERATIONS,
     AccessObservation,
     FleetAccess,
+    RetiredUser,
     plan_access,
 )
 from staticfleet.kube.claims import Claim
@@ -116,6 +117,8 @@ class Observed:
     """The group's lag; None when the offsets could not be read this time."""
     access: AccessObservation | None = None
     """The fleet's provisioned user, Secret and ACLs (None: the operator provisions nothing for it)."""
+    retired: RetiredUser | None = None
+    """A user provisioned before that the resource no longer wants (kafka.credentials now External)."""
 
     @property
     def fleet_access(self) -> FleetAccess | None:
@@ -171,6 +174,7 @@ class Outcome:
     shrunk: bool = False
     access_error: str | None = None
     """Provisioning the fleet's user or ACLs failed (Degraded says why; the next pass tries again)."""
+    user_retired: bool = False
 
 
 class StepIO(Protocol):
@@ -306,6 +310,29 @@ class RevokeAcls:
 
 
 @dataclass(frozen=True, slots=True)
+class RetireFleetUser:
+    """A user the resource no longer wants: its ACLs, then its SCRAM credentials, are deleted (status
+    keeps its name until this succeeds). Its Secret stays until the resource goes."""
+
+    user: RetiredUser
+
+    def run(self, io: StepIO) -> None:
+        retired = self.user
+        try:
+            io.admin.delete_acls(retired.acls)
+            io.admin.delete_scram(retired.user, retired.mechanisms)
+        except AdminError as exc:
+            io.outcome.access_error = f"could not remove the former user {retired.user}: {exc}"
+            return
+        io.outcome.user_retired = True
+        io.outcome.events.append(
+            EventSpec(
+                "Normal", "UserRemoved", f"user {retired.user} and its {len(retired.acls)} ACLs removed"
+            )
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class ApplyChildren:
     """Service and PDB first (the StatefulSet names the Service), then the StatefulSet at `replicas`."""
 
@@ -385,6 +412,7 @@ Step = (
     | ApplyFleetSecret
     | GrantAcls
     | RevokeAcls
+    | RetireFleetUser
     | PersistScaleDownRecord
     | PreRegister
     | WithdrawPreRegistration
@@ -434,6 +462,8 @@ def plan_actions(obs: Observed) -> ActionPlan:
 
 def plan_access_steps(obs: Observed) -> tuple[Step, ...]:
     """A provisioned fleet's user, Secret and ACLs, before the children (the pods read the Secret)."""
+    if obs.retired is not None:
+        return (RetireFleetUser(obs.retired),)
     if obs.access is None:
         return ()
     access = obs.access.access
@@ -551,13 +581,22 @@ def plan_status(
             last_scale=last_scale,
             removal_error=outcome.removal_error,
             access_error=outcome.access_error or (obs.access.error if obs.access is not None else None),
-            access=obs.fleet_access,
+            kafka_user=kafka_user_status(obs, outcome),
             blocked=scale.blocked,
             cluster_id=obs.cluster_id,
             lag=obs.lag,
         )
     )
     return StatusPlan(WriteStatus(result.status, (*events, *result.events)), result.completed_scale)
+
+
+def kafka_user_status(obs: Observed, outcome: Outcome) -> Mapping[str, Any] | None:
+    """status.kafkaUser: the provisioned user; a former one stays there until it is removed."""
+    access = obs.fleet_access
+    if access is not None:
+        return {"name": access.user, "secretName": access.secret_name}
+    previous = obs.previous.get("kafkaUser")
+    return None if outcome.user_retired or not previous else dict(previous)
 
 
 def plan_invalid(obs: Invalid) -> WriteStatus:

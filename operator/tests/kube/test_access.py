@@ -216,6 +216,7 @@ class AccessAdmin(FakeAdmin):
         self.credentials: dict[str, str] = {}
         self.acls: set[AclBinding] = set()
         self.refuse_alter = False
+        self.refuse_delete = False
         self.calls: list[str] = []
 
     def scram_mechanisms(self, user: str) -> frozenset[str]:
@@ -228,6 +229,8 @@ class AccessAdmin(FakeAdmin):
         self.credentials[user] = password
 
     def delete_scram(self, user: str, mechanisms: Any) -> None:
+        if self.refuse_delete:
+            raise KafkaErrorResponse(31, "CLUSTER_AUTHORIZATION_FAILED")
         self.calls.append("delete user")
         self.credentials.pop(user, None)
 
@@ -299,3 +302,30 @@ def test_deletion_removes_the_user_and_its_acls_whatever_the_deletion_policy(tmp
     assert f"user {USER} and its 5 ACLs removed" in message
     assert admin.credentials == {} and admin.acls == {other}
     assert [e["reason"] for e in kube.events][-1] == "UserRemoved"
+
+
+def test_opting_out_later_removes_the_former_user_and_keeps_its_name_until_then(tmp_path: Path) -> None:
+    kube, admin, ctx = secured(tmp_path)
+    reconcile(ctx, "shop", "orders", {})
+    assert USER in admin.credentials
+    kube.group["spec"]["kafka"]["credentials"] = "External"
+    admin.refuse_delete = True
+    reconcile(ctx, "shop", "orders", {})
+    assert kube.group["status"]["kafkaUser"]["name"] == USER, "kept while the user is still there"
+    degraded = {c["type"]: c for c in kube.group["status"]["conditions"]}["Degraded"]
+    assert (degraded["reason"], "could not remove the former user" in degraded["message"]) == (
+        "AccessNotProvisioned",
+        True,
+    )
+    admin.refuse_delete = False
+    reconcile(ctx, "shop", "orders", {})
+    assert admin.credentials == {} and admin.acls == set()
+    assert "kafkaUser" not in kube.group["status"]
+    env = kube.objects["StatefulSet"]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert not [e for e in env if e["name"].startswith("KAFKA_SASL_")]
+    reconcile(ctx, "shop", "orders", {})
+    assert admin.calls.count("delete user") == 1, "nothing left to remove"
+
+
+def test_an_observation_never_shows_the_password() -> None:
+    assert "known-password" not in repr(access_seen())
