@@ -246,6 +246,7 @@ def _dashboard(args: argparse.Namespace, namespaces: list[str], ctx: OperatorCon
         ctx.defaults,
         lambda spec: connection(ctx.api, ctx.secret_files, spec, ctx.own_options()),
         refusal,
+        ctx.api_token,
     )
 
 

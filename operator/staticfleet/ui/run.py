@@ -30,10 +30,12 @@ def start_dashboard(
     defaults: OperatorDefaults,
     connect: Callable[[GroupSpec], KafkaConnection],
     refusal: Callable[[GroupSpec], str | None] | None = None,
+    api_token: Callable[[GroupSpec], str | None] | None = None,
 ) -> DashboardThread:
     """The dashboard reads through its own Kubernetes and Kafka connections (`connect` builds the
     operator's, with the resource's TLS/SASL settings), so a slow page never holds up a reconcile. It
-    contacts no cluster the operator refuses (`refusal` says why, from the operator's limits)."""
+    contacts no cluster the operator refuses (`refusal` says why, from the operator's limits), and
+    sends the coordinator API's bearer token where the operator would (`api_token`)."""
     host, port = parse_listen(args.ui)
     token = read_token(args)
 
@@ -44,6 +46,7 @@ def start_dashboard(
             defaults=defaults,
             connect=connect,
             refusal=refusal,
+            api_token=api_token,
             admin_timeout_s=args.admin_timeout,
         )
 

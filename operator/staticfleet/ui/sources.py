@@ -92,6 +92,7 @@ class LiveSource:
         defaults: OperatorDefaults | None = None,
         connect: Callable[[GroupSpec], KafkaConnection] | None = None,
         refusal: Callable[[GroupSpec], str | None] | None = None,
+        api_token: Callable[[GroupSpec], str | None] | None = None,
         admin_timeout_s: float = 5.0,
         tracker: AssignmentTracker | None = None,
     ) -> None:
@@ -100,6 +101,7 @@ class LiveSource:
         self.defaults = defaults or OperatorDefaults()
         self.connect = connect or _plain_connection
         self.refusal = refusal or (lambda spec: None)
+        self.api_token = api_token or (lambda spec: None)
         self.admin_timeout_s = admin_timeout_s
         self.tracker = tracker or AssignmentTracker()
         self._admins: dict[KafkaConnection, GroupAdmin] = {}
@@ -184,12 +186,15 @@ class LiveSource:
 
     # -- the coordinator's HTTP API --------------------------------------------------------------------------
 
-    async def _coordinator(self, base: str, group_id: str) -> tuple[CoordinatorView | None, str | None]:
+    async def _coordinator(
+        self, base: str, group_id: str, token: str | None = None
+    ) -> tuple[CoordinatorView | None, str | None]:
         if self._http is None:
             self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=COORDINATOR_API_TIMEOUT_S))
         url = f"{base.rstrip('/')}/api/groups/{urllib.parse.quote(group_id, safe='')}"
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
         try:
-            async with self._http.get(url) as response:
+            async with self._http.get(url, headers=headers) as response:
                 if response.status == 404:
                     return None, None
                 if response.status != 200:
@@ -214,7 +219,9 @@ class LiveSource:
             return FleetInputs(body=body, now_ms=now_ms, group_error=refused)
         kafka = asyncio.to_thread(self._kafka, spec)
         coordinator = (
-            self._coordinator(spec.coordinator_api, spec.group_id) if spec.coordinator_api else _none_pair()
+            self._coordinator(spec.coordinator_api, spec.group_id, self.api_token(spec))
+            if spec.coordinator_api
+            else _none_pair()
         )
         kube = self._kube_detail(spec) if detail else _no_detail()
         cluster, (view, api_error), (pods, events, revisions, kube_error) = await asyncio.gather(

@@ -202,3 +202,44 @@ def test_a_cluster_the_operator_refuses_is_never_contacted_by_the_dashboard() ->
     source = LiveSource(cast(KubeApi, None), connect=connect, refusal=lambda spec: why)
     inputs = asyncio.run(source.read(fleet(), detail=True))
     assert inputs.group_error == why and inputs.group is None and not inputs.pods
+
+
+def test_the_coordinator_view_is_read_with_the_coordinators_bearer_token(tmp_path: Any) -> None:
+    """A coordinator started with --http-token-file answers /api/* only with its token; the dashboard
+    sends the token the operator would send, and says why when it has none."""
+    import asyncio
+    from typing import cast
+
+    from aiohttp import web
+
+    from staticfleet.broker.security.http_auth import TokenSource, bearer_middleware
+    from staticfleet.kube.kubeapi import KubeApi
+    from staticfleet.ui.sources import LiveSource
+
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret\n")
+
+    async def group(request: web.Request) -> web.Response:
+        return web.json_response({"state": "Stable", "generation": 7, "rebalances": 7})
+
+    async def scenario() -> tuple[Any, Any]:
+        app = web.Application(middlewares=[bearer_middleware(TokenSource(token_file))])
+        app.add_routes([web.get("/api/groups/{group_id}", group)])
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        base = f"http://127.0.0.1:{port}"
+        source = LiveSource(cast(KubeApi, None))
+        try:
+            with_token = await source._coordinator(base, "shop.orders", "s3cret")
+            without = await source._coordinator(base, "shop.orders")
+        finally:
+            await source.close()
+            await runner.cleanup()
+        return with_token, without
+
+    (view, error), (no_view, refusal) = asyncio.run(scenario())
+    assert error is None and view is not None and view.generation == 7
+    assert no_view is None and refusal is not None and "HTTP 401" in refusal
