@@ -409,3 +409,16 @@ def test_contradictory_values_fail_with_a_message_that_says_what_to_set(
     with pytest.raises(HelmError) as raised:
         helm.template(values)
     assert message in raised.value.stderr
+
+
+def test_an_ipv6_bind_address_renders_flags_the_programs_parse(helm: Helm) -> None:
+    """`::` ends a flag with a colon: unquoted, YAML would read `--metrics-host=::` as a mapping."""
+    from staticfleet.commands.coordinator import host_port
+
+    docs = helm.template({"bindAddress": "::"})
+    operator = container(one(docs, "Deployment", "sf-staticfleet-operator"))
+    assert flag(operator["args"], "metrics-host") == "::"
+    coordinator = container(one(docs, "StatefulSet", "sf-staticfleet-coordinator"))
+    listen, http = flag(coordinator["args"], "listen"), flag(coordinator["args"], "http")
+    assert listen is not None and http is not None
+    assert host_port(listen) == ("::", 9092) and host_port(http)[0] == "::"

@@ -16,9 +16,12 @@ from staticfleet.coordinator import CoordinatorConfig
 
 
 def host_port(value: str) -> tuple[str, int]:
+    """HOST:PORT, with an IPv6 host in brackets as in a URL ([::]:9092)."""
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit():
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
     return host or "0.0.0.0", int(port)
 
 
