@@ -1,41 +1,53 @@
-"""Fleet operations on Kubernetes: time from `kubectl scale` to a Stable group of the new size, and the
-rebalances each operation costs, with staticfleet's flows versus plain static membership.
+"""Fleet operations side by side: staticfleet, plain static membership and plain dynamic membership.
 
-    .venv/bin/python bench/fleet_ops.py [--runs N] [--session-timeout-ms MS]
+    .venv/bin/python bench/fleet_ops.py [--replicas 20] [--runs 3] [--backend embedded|kafka|both]
 
 Everything is real and local: the e2e control plane (kube-apiserver, etcd, kube-controller-manager) with
-the local pod runner, `staticfleet coordinator` and `staticfleet operator` as local processes, and pods
-running examples/consumer/consumer.py (confluent-kafka). Two fleet configurations:
+the local pod runner, `staticfleet operator` as a local process, and pods running
+examples/consumer/consumer.py (confluent-kafka). The group coordinator is the embedded one
+(`staticfleet coordinator`) or Apache Kafka (conformance/kafka_broker.py, the cached jars).
 
-- staticfleet: scaleDown.removeMembers Immediate (departed members removed by LeaveGroup once their pods
-  are gone) and scaleUp.preRegister true (the coordinator holds one join phase for all new instances);
-- plain static membership: removeMembers AfterSessionTimeout and preRegister false, i.e. what static
-  membership gives without the operator's help (departed members expire after the session timeout).
+Three fleets of the same StaticConsumerGroup run at once, each with its own topic and group:
 
-Rebalances are counted by the coordinator (its HTTP API), from the scale command until the group has been
-Stable with the new members for a settle period.
+- staticfleet: static members, scaleDown.removeMembers Immediate, scaleUp.preRegister true (the defaults);
+- plain static: static members, removeMembers AfterSessionTimeout, preRegister false: what static
+  membership gives without the operator (departed members expire after the session timeout);
+- plain dynamic: the consumer with KAFKA_MEMBERSHIP=dynamic (no group.instance.id) and no operator help.
+
+Each operation is applied to the three fleets one right after the other and timed per fleet, from its own
+command until its group is Stable with exactly the expected members, every one of them assigned (for a
+rolling restart: and every pod replaced and ready). Rebalances are counted by the coordinator over the
+operation plus a settle period: the generation on the embedded coordinator, the broker's "Preparing to
+rebalance" log lines on Apache Kafka. The machine is shared: only the figures of one run, side by side,
+compare; the medians and ranges across runs show the noise.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import os
-import secrets
+import re
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "operator"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.report import publish, table
+from bench.report import ROOT, machine, publish, table
 from e2e.helpers import Kubectl, wait_until
 from e2e.localcluster import binaries, procs
 from e2e.localcluster.controlplane import LocalCluster
@@ -43,40 +55,197 @@ from e2e.localcluster.podrunner import DEFAULT_NODE_NAME, RUNNER_MARKER, runner_
 from e2e.tests.operator.harness import (
     CRD_DIR,
     REPO_ROOT,
-    Coordinator,
     OperatorRunner,
     consumer_template,
     fleet_manifest,
-    ready_with,
-    start_coordinator,
-    stop_coordinator,
-    wait_fleet,
+    free_port,
 )
+from examples.demo.fleet import FLEET_KINDS, kind_spec, membership, with_membership
 
 NAME = "fleet"
 SETTLE_S = 5.0
-CONFIGS = {
-    "staticfleet": {"scaleDown": {"removeMembers": "Immediate"}, "scaleUp": {"preRegister": True}},
-    "plain static membership": {
-        "scaleDown": {"removeMembers": "AfterSessionTimeout"},
-        "scaleUp": {"preRegister": False},
-    },
-}
-STAGGER_S = 2
-# (label, from, to, pod k starts its consumer k x stagger seconds late: uneven image pulls or init containers)
-OPERATIONS = (
-    ("3→1", 3, 1, 0),
-    ("1→4, pods start together", 1, 4, 0),
-    (f"1→4, pods start {STAGGER_S} s apart", 1, 4, STAGGER_S),
-)
+POLL_S = 0.2
+README = ROOT / "README.md"
+EMBEDDED, KAFKA = "embedded", "kafka"
+ROLLING_RESTART = "rolling restart"
+SCALE_DOWN = "scale down by half"
+SCALE_UP = "scale up by half"
+COORDINATOR_RESTART = "coordinator restart"
+OPERATIONS = (ROLLING_RESTART, SCALE_DOWN, SCALE_UP, COORDINATOR_RESTART)
 
 
-@dataclass
-class Sample:
-    config: str
-    operation: str
-    seconds: float
-    rebalances: int
+# -- the coordinator: the embedded one or Apache Kafka ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GroupView:
+    state: str
+    members: frozenset[str]  # instance ids of static members, member ids of dynamic ones
+    assigned: bool  # every member holds an assignment
+
+
+class Backend(Protocol):
+    name: str
+    bootstrap: str
+    api: str | None
+
+    def view(self, group: str) -> GroupView | None: ...
+    def rebalance_mark(self, group: str) -> int: ...
+    def create_topic(self, topic: str, partitions: int) -> None: ...
+    def restart(self) -> None: ...
+    def stop(self) -> None: ...
+
+
+def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, partitions, 1)])
+    finally:
+        admin.close()
+
+
+class Embedded:
+    """`staticfleet coordinator` on fixed free ports, so that a restart comes back at the same address."""
+
+    name = EMBEDDED
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        port, http = free_port(), free_port()
+        self.bootstrap = f"127.0.0.1:{port}"
+        self.api: str | None = f"http://127.0.0.1:{http}"
+        self.argv = [
+            sys.executable, "-m", "staticfleet.cli", "coordinator",
+            "--listen", self.bootstrap, "--advertised-listener", self.bootstrap,
+            "--http", f"127.0.0.1:{http}", "--data-dir", str(workdir / "data"),
+        ]  # fmt: skip
+        self.process: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        with (self.workdir / "coordinator.log").open("ab") as log:
+            self.process = procs.spawn(self.argv, log=log, env=dict(os.environ), cwd=REPO_ROOT)
+        wait_until(self._ready, timeout=60, what="the coordinator to be ready", interval=0.1)
+
+    def _ready(self) -> bool:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise RuntimeError(f"the coordinator exited; see {self.workdir / 'coordinator.log'}")
+        try:
+            with urllib.request.urlopen(f"{self.api}/readyz", timeout=2) as response:
+                return bool(response.status == 200)
+        except OSError:
+            return False
+
+    def _group(self, group: str) -> dict[str, Any] | None:
+        try:
+            with urllib.request.urlopen(f"{self.api}/api/groups/{group}", timeout=3) as response:
+                data: dict[str, Any] = json.loads(response.read())
+                return data
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return None
+            raise
+
+    def view(self, group: str) -> GroupView | None:
+        data = self._group(group)
+        if data is None:
+            return None
+        members = data.get("memberList", [])
+        return GroupView(
+            state="PreparingRebalance" if data.get("rebalanceInProgress") else str(data.get("state")),
+            members=frozenset(str(m.get("instanceId") or m.get("memberId")) for m in members),
+            assigned=all(m.get("partitions") for m in members),
+        )
+
+    def rebalance_mark(self, group: str) -> int:
+        """The group's generation: each rebalance's join phase raises it by one, and it is durable."""
+        data = self._group(group) or {}
+        return int(data.get("generation", 0))
+
+    def create_topic(self, topic: str, partitions: int) -> None:
+        _create_topic(self.bootstrap, topic, partitions)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def stop(self) -> None:
+        if self.process is not None:
+            procs.stop(self.process, grace_seconds=10)
+            self.process = None
+
+
+class Kafka:
+    """Apache Kafka (single-node KRaft) from the conformance suite's cached jars, with Kafka's group
+    defaults (initial rebalance delay 3 s, session timeouts 6 s to 30 min)."""
+
+    name = KAFKA
+    api: str | None = None
+
+    def __init__(self, workdir: Path) -> None:
+        from conformance.kafka_broker import GroupSettings, KafkaBroker
+
+        settings = GroupSettings(
+            initial_rebalance_delay_ms=3000, min_session_timeout_ms=6000, max_session_timeout_ms=1_800_000
+        )
+        self.broker = KafkaBroker(settings, workdir)
+        asyncio.run(self.broker.start())
+        self.bootstrap = self.broker.bootstrap
+        self._admin: Any = None
+
+    def admin(self) -> Any:
+        from staticfleet.admin.client import GroupAdmin, KafkaConnection
+
+        if self._admin is None:
+            self._admin = GroupAdmin(KafkaConnection(self.bootstrap, client_id="bench"), timeout_s=3)
+        return self._admin
+
+    def view(self, group: str) -> GroupView | None:
+        try:
+            found = self.admin().describe_group(group)
+        except Exception:
+            self._reset_admin()
+            raise
+        return GroupView(
+            state=found.state,
+            members=frozenset(m.instance_id or m.member_id for m in found.members),
+            assigned=all(m.partitions for m in found.members),
+        )
+
+    def rebalance_mark(self, group: str) -> int:
+        """How many times the broker has logged that the group starts a rebalance (its own log lines:
+        Kafka does not report a generation through DescribeGroups)."""
+        pattern = re.compile(rf"Preparing to rebalance group {re.escape(group)} in state")
+        try:
+            text = self.broker.log_file.read_text(errors="replace")
+        except OSError:
+            return 0
+        return len(pattern.findall(text))
+
+    def _reset_admin(self) -> None:
+        if self._admin is not None:
+            with suppress(Exception):
+                self._admin.close()
+            self._admin = None
+
+    def create_topic(self, topic: str, partitions: int) -> None:
+        _create_topic(self.bootstrap, topic, partitions)
+
+    def restart(self) -> None:
+        self._reset_admin()
+        asyncio.run(self.broker.restart())
+
+    def stop(self) -> None:
+        self._reset_admin()
+        self.broker.stop()
+
+
+# -- the cluster and the fleets --------------------------------------------------------------------------
 
 
 @contextmanager
@@ -104,147 +273,509 @@ def local_cluster(workdir: Path) -> Iterator[tuple[LocalCluster, Kubectl]]:
         cluster.stop()
 
 
-def stable_with(coordinator: Coordinator, group: str, replicas: int, name: str) -> bool:
-    view = coordinator.group(group) or {}
-    expected = {f"{name}-{i}" for i in range(replicas)}
-    return (
-        view.get("state") == "Stable"
-        and not view.get("rebalanceInProgress")
-        and coordinator.members(group) == expected
-        and all(m.get("partitions") is not None for m in view.get("memberList", []))
-    )
+@dataclass
+class Fleet:
+    kind: str
+    namespace: str
+    replicas: int
+
+    @property
+    def group(self) -> str:
+        return f"{self.namespace}.{NAME}"
+
+    def expected(self, view: GroupView | None, replicas: int) -> bool:
+        """Stable with exactly `replicas` members, each assigned: static fleets by instance id."""
+        if view is None or view.state != "Stable" or not view.assigned:
+            return False
+        if membership(self.kind) == "dynamic":
+            return len(view.members) == replicas
+        return view.members == {f"{NAME}-{i}" for i in range(replicas)}
+
+
+class Kube:
+    """The few API calls of the measured loop, through the Python client (cheaper than kubectl)."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        from kubernetes import client, config
+
+        api_client = config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
+        self.custom = client.CustomObjectsApi(api_client)
+        self.apps = client.AppsV1Api(api_client)
+
+    def scale(self, fleet: Fleet, replicas: int) -> None:
+        self.custom.patch_namespaced_custom_object(
+            "staticfleet.io", "v1alpha1", fleet.namespace, "staticconsumergroups", NAME,
+            {"spec": {"replicas": replicas}},
+        )  # fmt: skip
+
+    def restart_pods(self, fleet: Fleet) -> None:
+        """A pod-template change, as `kubectl rollout restart` makes one."""
+        stamp = datetime.now(UTC).isoformat(timespec="milliseconds")
+        patch = {"spec": {"template": {"metadata": {"annotations": {"staticfleet.io/restartedAt": stamp}}}}}
+        self.custom.patch_namespaced_custom_object(
+            "staticfleet.io", "v1alpha1", fleet.namespace, "staticconsumergroups", NAME, patch
+        )
+
+    def statefulset(self, fleet: Fleet) -> tuple[int, dict[str, Any]]:
+        """The StatefulSet's generation and status (as the API writes them)."""
+        sts: Any = self.apps.read_namespaced_stateful_set(NAME, fleet.namespace)
+        body: dict[str, Any] = self.apps.api_client.sanitize_for_serialization(sts)
+        return int(body["metadata"]["generation"]), body.get("status", {})
+
+    def rolled(self, fleet: Fleet, generation_before: int) -> bool:
+        generation, status = self.statefulset(fleet)
+        return bool(
+            generation > generation_before
+            and status.get("observedGeneration", 0) >= generation
+            and status.get("currentRevision") == status.get("updateRevision")
+            and status.get("updatedReplicas", 0) == fleet.replicas
+            and status.get("readyReplicas", 0) == fleet.replicas
+        )
+
+    def statefulset_generation(self, fleet: Fleet) -> int:
+        return self.statefulset(fleet)[0]
+
+
+@dataclass
+class Sample:
+    backend: str
+    replicas: int
+    run: int
+    operation: str
+    kind: str
+    seconds: float  # from the fleet's command to a Stable group of the expected members
+    rebalances: int
+    unstable_seconds: float  # of that time, how long the group was not Stable (or unreachable)
+    timed_out: bool = False
+
+
+@dataclass
+class Watch:
+    fleet: Fleet
+    began: float
+    done: Callable[[GroupView | None], bool]
+    finished: float | None = None
+    unstable: float = 0.0
+    last: float = field(default_factory=time.monotonic)
+
+
+def observe(backend: Backend, fleet: Fleet) -> GroupView | None:
+    try:
+        return backend.view(fleet.group)
+    except Exception:  # the coordinator restarting, or between connections
+        return None
 
 
 def measure(
-    kubectl: Kubectl,
-    coordinator: Coordinator,
-    config: str,
-    operation: tuple[str, int, int, int],
-    session_ms: int,
+    backend: Backend,
+    fleets: Sequence[Fleet],
+    act: Callable[[Fleet], Callable[[GroupView | None], bool]],
+    *,
+    operation: str,
     run: int,
-) -> Sample:
-    label, start, end, stagger_s = operation
-    namespace = f"bench-{run}-{secrets.token_hex(3)}"
-    kubectl.run("create", "namespace", namespace)
-    topic = f"{namespace}-topic"
-    coordinator.create_topic(topic, partitions=12)
-    group = f"{namespace}.{NAME}"
-    spec: dict[str, Any] = {
-        "sessionTimeoutMs": session_ms,
-        "template": consumer_template(start_stagger_s=stagger_s),
-        **CONFIGS[config],
-    }
-    try:
-        kubectl.apply(fleet_manifest(NAME, start, coordinator, topic, **spec), namespace)
-        wait_fleet(kubectl, namespace, NAME, ready_with(start), timeout=120, what=f"Ready with {start}")
-        wait_until(lambda: stable_with(coordinator, group, start, NAME), timeout=60, what="a stable start")
-        before = int((coordinator.group(group) or {})["rebalances"])
+    replicas: int,
+    timeout_s: float,
+    begin_all: Callable[[], None] | None = None,
+) -> list[Sample]:
+    """Runs `act` on each fleet (it returns the fleet's done-check), polls every group until done, then
+    counts the rebalances over the operation and a settle period."""
+    marks = {f.kind: backend.rebalance_mark(f.group) for f in fleets}
+    watches: list[Watch] = []
+    if begin_all is not None:  # one action for every fleet (a coordinator restart)
         began = time.monotonic()
-        kubectl.run("scale", f"scg/{NAME}", "-n", namespace, f"--replicas={end}")
-        wait_until(
-            lambda: stable_with(coordinator, group, end, NAME),
-            timeout=session_ms / 1000 + 120,
-            what=f"a Stable group of {end}",
-            interval=0.1,
-        )
-        seconds = time.monotonic() - began
-        time.sleep(SETTLE_S)  # a rebalance still to come would count
-        after = int((coordinator.group(group) or {})["rebalances"])
-        return Sample(config, label, seconds, after - before)
-    finally:
-        kubectl.run("delete", "scg", "--all", "-n", namespace, "--wait=false", check=False)
-        wait_until(lambda: not kubectl.items("staticconsumergroups", namespace), timeout=120, what="clean-up")
-        kubectl.run("delete", "namespace", namespace, "--wait=false", check=False)
-
-
-def summarize(samples: list[Sample]) -> list[list[object]]:
-    rows: list[list[object]] = []
-    for operation, *_ in OPERATIONS:
-        for config in CONFIGS:
-            chosen = [s for s in samples if s.config == config and s.operation == operation]
-            seconds = [s.seconds for s in chosen]
-            rebalances = [s.rebalances for s in chosen]
-            rows.append(
-                [
-                    operation,
-                    config,
-                    f"{statistics.median(seconds):.1f}",
-                    f"{min(seconds):.1f} to {max(seconds):.1f}",
-                    "/".join(str(r) for r in rebalances),
-                ]
+        begin_all()
+        back = time.monotonic()  # the groups were unreachable until now
+        watches = [Watch(f, began, act(f), unstable=back - began, last=back) for f in fleets]
+    else:
+        for fleet in fleets:
+            began = time.monotonic()
+            watches.append(Watch(fleet, began, act(fleet), last=began))
+    deadline = time.monotonic() + timeout_s
+    while any(w.finished is None for w in watches) and time.monotonic() < deadline:
+        for watch in watches:
+            if watch.finished is not None:
+                continue
+            view = observe(backend, watch.fleet)
+            now = time.monotonic()
+            if view is None or view.state != "Stable":
+                watch.unstable += now - watch.last
+            watch.last = now
+            if watch.done(view):
+                watch.finished = now
+        time.sleep(POLL_S)
+    time.sleep(SETTLE_S)  # a rebalance still to come counts
+    samples = []
+    for watch in watches:
+        finished = watch.finished if watch.finished is not None else time.monotonic()
+        samples.append(
+            Sample(
+                backend=backend.name,
+                replicas=replicas,
+                run=run,
+                operation=operation,
+                kind=watch.fleet.kind,
+                seconds=round(finished - watch.began, 2),
+                rebalances=backend.rebalance_mark(watch.fleet.group) - marks[watch.fleet.kind],
+                unstable_seconds=round(watch.unstable, 2),
+                timed_out=watch.finished is None,
             )
+        )
+    return samples
+
+
+def wait_settled(backend: Backend, fleets: Sequence[Fleet], timeout_s: float) -> None:
+    for fleet in fleets:
+        wait_until(
+            lambda f=fleet: f.expected(observe(backend, f), f.replicas),  # type: ignore[misc]
+            timeout=timeout_s,
+            what=f"{fleet.group} to be Stable with {fleet.replicas} members",
+            interval=0.5,
+        )
+
+
+def create_fleets(kubectl: Kubectl, backend: Backend, args: argparse.Namespace, tag: str) -> list[Fleet]:
+    fleets = []
+    for index, kind in enumerate(FLEET_KINDS):
+        namespace = f"{tag}-{index}-{kind.replace(' ', '-')}"
+        kubectl.run("create", "namespace", namespace)
+        topic = f"{namespace}-topic"
+        backend.create_topic(topic, args.partitions)
+        template = with_membership(consumer_template(), kind)
+        env = template["spec"]["containers"][0]["env"]
+        if args.heartbeat_interval_ms:
+            env.append({"name": "KAFKA_HEARTBEAT_INTERVAL_MS", "value": str(args.heartbeat_interval_ms)})
+        kafka = {"bootstrapServers": backend.bootstrap}
+        if backend.api is not None:
+            kafka["coordinatorApi"] = backend.api
+        spec = {
+            "sessionTimeoutMs": args.session_timeout_ms,
+            "template": template,
+            "kafka": kafka,
+            **kind_spec(kind),
+        }
+        kubectl.apply(fleet_manifest(NAME, args.replicas, backend.bootstrap, topic, **spec), namespace)
+        fleets.append(Fleet(kind, namespace, args.replicas))
+    return fleets
+
+
+def run_operations(
+    backend: Backend, kube: Kube, fleets: Sequence[Fleet], args: argparse.Namespace, run: int
+) -> list[Sample]:
+    n = args.replicas
+    down, up = n // 2, n // 2 + n // 4
+    slow = args.session_timeout_ms / 1000 + 120
+    samples: list[Sample] = []
+
+    def report(found: list[Sample]) -> None:
+        for s in found:
+            flag = " (timed out)" if s.timed_out else ""
+            print(
+                f"  {backend.name} run {run} {s.operation:<20} {s.kind:<14} {s.seconds:6.1f} s"
+                f"  {s.rebalances} rebalances  not Stable {s.unstable_seconds:.1f} s{flag}",
+                flush=True,
+            )
+        samples.extend(found)
+
+    # rolling restart of N
+    generations = {f.kind: kube.statefulset_generation(f) for f in fleets}
+
+    def restart(fleet: Fleet) -> Callable[[GroupView | None], bool]:
+        kube.restart_pods(fleet)
+        generation = generations[fleet.kind]
+        return lambda view: fleet.expected(view, n) and kube.rolled(fleet, generation)
+
+    report(measure(backend, fleets, restart, operation=ROLLING_RESTART, run=run, replicas=n,
+                   timeout_s=slow + 20 * n))  # fmt: skip
+    wait_settled(backend, fleets, slow)
+
+    def scaler(replicas: int) -> Callable[[Fleet], Callable[[GroupView | None], bool]]:
+        def act(fleet: Fleet) -> Callable[[GroupView | None], bool]:
+            kube.scale(fleet, replicas)
+            fleet.replicas = replicas
+            return lambda view: fleet.expected(view, replicas)
+
+        return act
+
+    report(measure(backend, fleets, scaler(down), operation=SCALE_DOWN, run=run, replicas=n, timeout_s=slow))
+    wait_settled(backend, fleets, slow)
+    report(measure(backend, fleets, scaler(up), operation=SCALE_UP, run=run, replicas=n, timeout_s=slow))
+    wait_settled(backend, fleets, slow)
+    # back to N, not measured, then the coordinator restart at full size
+    for fleet in fleets:
+        kube.scale(fleet, n)
+        fleet.replicas = n
+    wait_settled(backend, fleets, slow)
+    time.sleep(SETTLE_S)
+    report(
+        measure(
+            backend,
+            fleets,
+            lambda fleet: lambda view: fleet.expected(view, n),
+            operation=COORDINATOR_RESTART,
+            run=run,
+            replicas=n,
+            timeout_s=slow,
+            begin_all=backend.restart,
+        )
+    )
+    wait_settled(backend, fleets, slow)
+    return samples
+
+
+def bench_backend(
+    backend_name: str, cluster: LocalCluster, kubectl: Kubectl, workdir: Path, args: argparse.Namespace
+) -> list[Sample]:
+    backend: Backend = (
+        Embedded(workdir / "coordinator") if backend_name == EMBEDDED else Kafka(workdir / "kafka")
+    )
+    operator = OperatorRunner(cluster.kubeconfig_path, None, workdir / f"operator-{backend_name}")
+    operator.workdir.mkdir(parents=True, exist_ok=True)
+    operator.start()
+    kube = Kube(cluster.kubeconfig_path)
+    samples: list[Sample] = []
+    fleets: list[Fleet] = []
+    try:
+        fleets = create_fleets(kubectl, backend, args, f"{backend_name}-{args.replicas}")
+        wait_settled(backend, fleets, 300)
+        time.sleep(SETTLE_S)
+        for run in range(1, args.runs + 1):
+            samples += run_operations(backend, kube, fleets, args, run)
+    finally:
+        for fleet in fleets:
+            kubectl.run("delete", "scg", "--all", "-n", fleet.namespace, "--wait=false", check=False)
+        for fleet in fleets:
+            with suppress(TimeoutError):
+                wait_until(
+                    lambda f=fleet: not kubectl.items("pods", f.namespace),  # type: ignore[misc]
+                    timeout=180,
+                    what="clean-up",
+                )
+            kubectl.run("delete", "namespace", fleet.namespace, "--wait=false", check=False)
+        operator.stop()
+        backend.stop()
+    return samples
+
+
+# -- the summary -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One operation, one fleet kind, one backend: median and range over the runs."""
+
+    backend: str
+    replicas: int
+    operation: str
+    kind: str
+    seconds: tuple[float, ...]
+    rebalances: tuple[int, ...]
+    unstable_seconds: tuple[float, ...]
+    timed_out: int
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.seconds)
+
+
+def summarize(samples: Sequence[Sample]) -> list[Summary]:
+    keys: list[tuple[str, int, str, str]] = []
+    for s in samples:
+        key = (s.backend, s.replicas, s.operation, s.kind)
+        if key not in keys:
+            keys.append(key)
+    out = []
+    for backend, replicas, operation, kind in keys:
+        chosen = [
+            s
+            for s in samples
+            if (s.backend, s.replicas, s.operation, s.kind) == (backend, replicas, operation, kind)
+        ]
+        out.append(
+            Summary(
+                backend,
+                replicas,
+                operation,
+                kind,
+                tuple(s.seconds for s in chosen),
+                tuple(s.rebalances for s in chosen),
+                tuple(s.unstable_seconds for s in chosen),
+                sum(s.timed_out for s in chosen),
+            )
+        )
+    return out
+
+
+def _spread(values: Sequence[float]) -> str:
+    return f"{statistics.median(values):.1f} ({min(values):.1f}-{max(values):.1f})"
+
+
+def _counts(values: Sequence[int]) -> str:
+    low, high = min(values), max(values)
+    return str(low) if low == high else f"{statistics.median(values):g} ({low}-{high})"
+
+
+def _label(operation: str, replicas: int) -> str:
+    down, up = replicas // 2, replicas // 2 + replicas // 4
+    return {
+        ROLLING_RESTART: f"rolling restart of {replicas}",
+        SCALE_DOWN: f"scale {replicas} → {down}",
+        SCALE_UP: f"scale {down} → {up}",
+        COORDINATOR_RESTART: "coordinator restart",
+    }[operation]
+
+
+def detail_rows(summaries: Sequence[Summary]) -> list[list[object]]:
+    return [
+        [
+            s.backend,
+            _label(s.operation, s.replicas),
+            s.kind,
+            _counts(s.rebalances),
+            _spread(s.seconds),
+            _spread(s.unstable_seconds),
+            s.timed_out or "",
+        ]
+        for s in summaries
+    ]
+
+
+def versus_dynamic(staticfleet: Summary, dynamic: Summary) -> str:
+    """How staticfleet compares with plain dynamic membership, from the medians."""
+    ours, theirs = staticfleet.median_s, dynamic.median_s
+    rebalances = statistics.median(staticfleet.rebalances), statistics.median(dynamic.rebalances)
+    parts = []
+    if rebalances[0] < rebalances[1]:
+        parts.append("fewer rebalances")
+    elif rebalances[0] > rebalances[1]:
+        parts.append("more rebalances")
+    else:
+        parts.append("as many rebalances")
+    if ours <= theirs:
+        parts.append("as fast or faster" if ours > theirs * 0.9 else "faster")
+    else:
+        parts.append(f"slower by {ours - theirs:.1f} s")
+    return ", ".join(parts)
+
+
+def readme_rows(summaries: Sequence[Summary], backend: str) -> list[list[object]]:
+    """The README's table: rebalances and seconds to Stable per fleet kind, medians of the runs."""
+    rows: list[list[object]] = []
+    by = {(s.operation, s.kind): s for s in summaries if s.backend == backend}
+    for operation in OPERATIONS:
+        found = [by.get((operation, kind)) for kind in FLEET_KINDS]
+        if any(s is None for s in found):
+            continue
+        cells: list[object] = [_label(operation, found[0].replicas)]  # type: ignore[union-attr]
+        for s in found:
+            assert s is not None
+            cells.append(f"{_counts(s.rebalances)} / {s.median_s:.1f} s")
+        static, dynamic = found[0], found[2]
+        assert static is not None and dynamic is not None
+        cells.append(versus_dynamic(static, dynamic))
+        rows.append(cells)
     return rows
 
 
-def main() -> int:
+README_HEADERS = ["fleet operation", *(f"{kind}: rebalances / s to Stable" for kind in FLEET_KINDS),
+                  "staticfleet against dynamic"]  # fmt: skip
+
+
+def publish_readme(summaries: Sequence[Summary], backend: str, replicas: int, runs: int) -> None:
+    """Replaces the README's generated comparison table (between its bench:fleet_ops markers)."""
+    text = README.read_text()
+    begin, end = "<!-- bench:fleet_ops -->", "<!-- /bench:fleet_ops -->"
+    if begin not in text or end not in text:
+        return
+    info = machine()
+    body = (
+        f"{begin}\n"
+        + table(README_HEADERS, readme_rows(summaries, backend))
+        + f"\n\nN={replicas} consumers, median of {runs} runs on the {backend} coordinator, measured side by "
+        f"side by `bench/fleet_ops.py` on {info['date']} ({info['cpus']} CPUs, Python {info['python']}); "
+        "every run, both coordinators and the ranges are in "
+        "[docs/benchmarks.md](docs/benchmarks.md#fleet-operations-side-by-side).\n"
+        f"{end}"
+    )
+    start, stop = text.index(begin), text.index(end) + len(end)
+    README.write_text(text[:start] + body + text[stop:])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--runs", type=int, default=2, help="repetitions of each operation (default 2)")
-    parser.add_argument("--session-timeout-ms", type=int, default=30_000, help="the fleets' session timeout")
-    args = parser.parse_args()
+    parser.add_argument("--replicas", type=int, default=20, help="N, the fleets' size (default 20)")
+    parser.add_argument("--runs", type=int, default=3, help="repetitions of every operation (default 3)")
+    parser.add_argument("--backend", choices=(EMBEDDED, KAFKA, "both"), default="both")
+    parser.add_argument("--partitions", type=int, default=40, help="partitions of each fleet's topic")
+    parser.add_argument("--session-timeout-ms", type=int, default=30_000)
+    parser.add_argument("--heartbeat-interval-ms", type=int, help="the consumers' (default: the client's)")
+    parser.add_argument("--no-publish", action="store_true", help="print only; leave docs and README alone")
+    args = parser.parse_args(argv)
+    backends = (EMBEDDED, KAFKA) if args.backend == "both" else (args.backend,)
     samples: list[Sample] = []
     with (
         tempfile.TemporaryDirectory(prefix="staticfleet-bench-") as tmp,
-        local_cluster(Path(tmp)) as (
-            cluster,
-            kubectl,
-        ),
+        local_cluster(Path(tmp)) as (cluster, kubectl),
     ):
         kubectl.run("apply", "-f", str(CRD_DIR))
         kubectl.run("wait", "--for=condition=Established", "crd/staticconsumergroups.staticfleet.io")
-        coordinator = start_coordinator(Path(tmp) / "coordinator")
-        operator = OperatorRunner(cluster.kubeconfig_path, None, Path(tmp))
-        operator.start()
-        try:
-            for run in range(args.runs):
-                for operation in OPERATIONS:
-                    for config in CONFIGS:
-                        sample = measure(
-                            kubectl,
-                            coordinator,
-                            config,
-                            operation,
-                            args.session_timeout_ms,
-                            run,
-                        )
-                        line = f"{sample.operation} {sample.config}: {sample.seconds:.1f}s"
-                        print(f"{line}, {sample.rebalances} rebalances", flush=True)
-                        samples.append(sample)
-        finally:
-            operator.stop()
-            stop_coordinator(coordinator)
-    rows = summarize(samples)
-    body = (
-        f"Fleets of `examples/consumer` pods (confluent-kafka, 12 partitions, sessionTimeoutMs "
-        f"{args.session_timeout_ms}) on the local cluster with the embedded coordinator; "
-        f'{args.runs} runs each. "Pods start {STAGGER_S} s apart": pod k runs `sleep {STAGGER_S}·k` '
-        "before the consumer, as when image pulls or init containers take different times. "
-        "Time is from `kubectl scale` until the coordinator reports a Stable group of exactly the new "
-        f"members; rebalances are the coordinator's count over the operation plus {SETTLE_S:.0f} s.\n\n"
-        + table(["operation", "fleet", "median s", "range s", "rebalances per run"], rows)
-        + "\n\n*staticfleet*: `scaleDown.removeMembers: Immediate`, `scaleUp.preRegister: true` "
-        "(the defaults). "
-        "*plain static membership*: `removeMembers: AfterSessionTimeout`, `preRegister: false`: departed "
-        "members hold their partitions until the session timeout, and new members join one by one. "
-        "Scaling down costs one rebalance either way here (both pods stop together, so their sessions "
-        "expire together); the difference is how long the departed members' partitions go unconsumed. "
-        "Scaling up costs one rebalance either way when the pods join within one join phase; pods that "
-        "start apart cost plain static membership more than one (a new join phase for each pod that "
-        "misses the previous one)."
+        for backend in backends:
+            samples += bench_backend(backend, cluster, kubectl, Path(tmp) / backend, args)
+    summaries = summarize(samples)
+    headers = ["coordinator", "operation", "fleet", "rebalances", "s to Stable", "s not Stable", "timed out"]
+    print(table(headers, detail_rows(summaries)))
+    if args.no_publish:
+        return 0
+    command = (
+        f".venv/bin/python bench/fleet_ops.py --replicas {args.replicas} --runs {args.runs}"
+        f" --backend {args.backend}"
     )
+    body = _doc_body(args, summaries, backends) + "\n\n" + table(headers, detail_rows(summaries))
     publish(
         "fleet_ops",
-        "Fleet operations: scale to a Stable group",
-        ".venv/bin/python bench/fleet_ops.py",
+        "Fleet operations side by side",
+        command,
         body,
         {
-            "session_timeout_ms": args.session_timeout_ms,
-            "samples": [s.__dict__ for s in samples],
-            "rows": rows,
+            "args": {k: v for k, v in vars(args).items() if k != "no_publish"},
+            "samples": [asdict(s) for s in samples],
         },
     )
+    publish_readme(summaries, backends[0], args.replicas, args.runs)
     return 0
+
+
+def _doc_body(args: argparse.Namespace, summaries: Sequence[Summary], backends: Sequence[str]) -> str:
+    n = args.replicas
+    lines = [
+        f"Three fleets of N={n} `examples/consumer` pods (confluent-kafka, {args.partitions} partitions "
+        f"each, sessionTimeoutMs {args.session_timeout_ms}, heartbeat interval "
+        f"{args.heartbeat_interval_ms or 'the client default (3000)'} ms) on the local cluster, run at "
+        "the same time against one coordinator: *staticfleet* (the defaults), *plain static* (instance ids, "
+        "`removeMembers: AfterSessionTimeout`, `preRegister: false`) and *plain dynamic* "
+        "(`KAFKA_MEMBERSHIP=dynamic`: no instance id, no operator help). Every operation goes to the three "
+        "fleets one right after the other; each fleet's time runs from its own command until its group is "
+        "Stable with exactly the expected members, all assigned (a rolling restart also waits for every "
+        f"pod to be replaced and ready). Rebalances are counted over the operation plus {SETTLE_S:.0f} s. "
+        "*s not Stable* is how long the group was not Stable (or the coordinator not answering) during the "
+        f"operation. Median (range) of {args.runs} runs; after the scale-up each run scales back to N "
+        "unmeasured before the coordinator restart.",
+        "",
+        "The machine is shared with other work and noisy: compare the fleets within this table (they ran "
+        "side by side), not with figures from another day.",
+    ]
+    for backend in backends:
+        compared = readme_rows(summaries, backend)
+        if compared:
+            lines += ["", f"On the {backend} coordinator, medians:", "", table(README_HEADERS, compared)]
+    if KAFKA in backends:
+        lines += [
+            "",
+            "On Apache Kafka the operator's pre-registration is refused (an unknown group config), so "
+            "staticfleet's scale-up is plain static membership's; removal by LeaveGroup works the same.",
+        ]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,9 @@ Lifecycle, as Kubernetes and static membership want it:
 - READY_FILE is created once the consumer is in the group (first assignment), for an exec readiness probe.
 - SIGTERM: close without LeaveGroup (librdkafka skips it for static members), exit 0; the pod comes back
   with the same instance id and the group does not rebalance.
+- KAFKA_MEMBERSHIP=dynamic runs the same consumer with dynamic membership (no group.instance.id, even
+  when KAFKA_GROUP_INSTANCE_ID is set): it sends LeaveGroup when it closes, and every start or stop costs
+  the group a rebalance. It is the baseline the benchmarks and the demo compare static membership with.
 - A fatal error exits non-zero so that Kubernetes restarts the pod; FENCED_INSTANCE_ID (another process
   took this instance id) exits with 82, the Kafka error code, which the operator reports as InstanceFenced.
 """
@@ -26,6 +29,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 FENCED_EXIT_CODE = 82
+STATIC, DYNAMIC = "static", "dynamic"
 
 
 def log(event: str, **fields: Any) -> None:
@@ -41,17 +45,26 @@ def required(name: str) -> str:
     return value
 
 
+def membership() -> str:
+    value = os.environ.get("KAFKA_MEMBERSHIP", STATIC).strip().lower() or STATIC
+    if value not in (STATIC, DYNAMIC):
+        log("config_error", message=f"KAFKA_MEMBERSHIP must be {STATIC} or {DYNAMIC}, not {value!r}")
+        sys.exit(2)
+    return value
+
+
 def consumer_config() -> dict[str, Any]:
     config: dict[str, Any] = {
         "bootstrap.servers": required("KAFKA_BOOTSTRAP_SERVERS"),
         "group.id": required("KAFKA_GROUP_ID"),
-        "group.instance.id": required("KAFKA_GROUP_INSTANCE_ID"),
         "session.timeout.ms": int(os.environ.get("KAFKA_SESSION_TIMEOUT_MS", "45000")),
         "enable.auto.commit": False,
         "auto.offset.reset": os.environ.get("AUTO_OFFSET_RESET", "earliest"),
         "security.protocol": os.environ.get("KAFKA_SECURITY_PROTOCOL", "PLAINTEXT").lower(),
-        "client.id": os.environ.get("KAFKA_GROUP_INSTANCE_ID", "consumer"),
+        "client.id": os.environ.get("KAFKA_GROUP_INSTANCE_ID") or os.environ.get("HOSTNAME") or "consumer",
     }
+    if membership() == STATIC:
+        config["group.instance.id"] = required("KAFKA_GROUP_INSTANCE_ID")
     optional = {
         "KAFKA_HEARTBEAT_INTERVAL_MS": "heartbeat.interval.ms",
         "KAFKA_REBALANCE_TIMEOUT_MS": "max.poll.interval.ms",
@@ -105,7 +118,7 @@ def main() -> int:
     state = PartitionState(Path(os.environ.get("STATE_DIR", "./state")))
     ready_file = Path(os.environ.get("READY_FILE", "./ready"))
     ready_file.unlink(missing_ok=True)
-    instance = config["group.instance.id"]
+    instance = config.get("group.instance.id") or config["client.id"]
     stopping = False
     fatal: list[KafkaError] = []
 
@@ -133,7 +146,7 @@ def main() -> int:
         log("revoked", instance=instance, partitions=[f"{p.topic}-{p.partition}" for p in partitions])
 
     consumer.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke)
-    log("started", instance=instance, group=config["group.id"], topics=topics)
+    log("started", instance=instance, group=config["group.id"], topics=topics, membership=membership())
     exit_code = 0
     try:
         while not stopping and not fatal:
@@ -168,6 +181,7 @@ def main() -> int:
     finally:
         ready_file.unlink(missing_ok=True)
         # A static member's close sends no LeaveGroup: the coordinator keeps its partitions for it.
+        # A dynamic member's close sends one: the group rebalances without it right away.
         consumer.close()
         log("stopped", instance=instance, exit_code=exit_code)
     return exit_code

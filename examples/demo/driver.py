@@ -1,4 +1,9 @@
-"""The demo's steps: cluster, chart, producer, fleet, rollout, scale down, scale up, summary.
+"""The demo's steps: cluster, chart, producer, fleets, rollout, scale down, scale up, summary.
+
+Three fleets of the same consumer run side by side (examples.demo.fleet.FLEET_KINDS): staticfleet's,
+plain static membership without the operator's help, and plain dynamic membership. Every operation goes
+to all three, one right after the other, and each fleet is timed from its own command until its group is
+Stable with exactly the expected members and every consumer ready.
 
 Every wait is bounded and every step prints what it did and how long it took. The demo's state (which
 cluster, namespace and release, where the coordinator is) is kept in <state dir>/state.json, so that
@@ -14,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -26,19 +32,24 @@ from e2e.helpers import Kubectl, Manifest, wait_until
 from e2e.localcluster import binaries, procs
 from e2e.localcluster.cli import read_state as read_cluster_state
 from examples.demo import fleet
-from examples.demo.summary import OPERATIONS_FILE, OperationLog, format_table, operation_rows
+from examples.demo.fleet import FLEET_KINDS, FLEET_NAMES, PLAIN_DYNAMIC, STATICFLEET
+from examples.demo.summary import (
+    MODES,
+    OPERATIONS_FILE,
+    OperationLog,
+    Row,
+    details,
+    format_table,
+    operation_rows,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 POD_RUNNER_KUBELET = "staticfleet-podrunner"  # the kubeletVersion the local pod runner reports
 STATE_FILE = "state.json"
 
-# (label, cost with plain dynamic membership) for the four operations, in order (see the README).
-OPERATIONS = (
-    ("create 0 -> 3", "1 or more"),
-    ("rolling restart of 3", "3 or more"),
-    ("scale 3 -> 1", "2, each after the session timeout"),
-    ("scale 1 -> 4", "up to 3"),
-)
+# The four operations, in order; what each cost every fleet is measured (summary.py).
+OPERATIONS = ("create 0 -> 3", "rolling restart of 3", "scale 3 -> 1", "scale 1 -> 4")
+OPERATION_TIMEOUT_S = 300.0
 
 
 class DemoError(RuntimeError):
@@ -80,7 +91,10 @@ class State:
 
     @property
     def group_id(self) -> str:
-        return f"{self.namespace}.{fleet.FLEET}"
+        return self.group_of(STATICFLEET)
+
+    def group_of(self, kind: str) -> str:
+        return f"{self.namespace}.{FLEET_NAMES[kind]}"
 
     def kube(self) -> Kubectl:
         return Kubectl(self.kubectl, Path(self.kubeconfig))
@@ -139,14 +153,19 @@ def up(settings: Settings) -> int:
             "the summary runs Spark, which needs Java 17 or 21 on PATH (e.g. openjdk-17-jre-headless)"
         )
     progress = Progress(total=8)
-    print("staticfleet demo: the chart, a producer and a fleet of three static consumers\n", flush=True)
+    print(
+        "staticfleet demo: the chart, a producer, and three fleets of three consumers side by side:\n"
+        "staticfleet's, plain static membership and plain dynamic membership\n",
+        flush=True,
+    )
     with progress.step(_cluster_title(settings)) as note:
         state = connect(settings)
         note(f"ready: {'local pod runner' if state.local else 'cluster'} via {state.kubeconfig}")
     save_state(settings.state_dir, state)
     kubectl = state.kube()
-    operations = OperationLog(settings.state_dir / "analysis" / "input" / "operations.jsonl", state.group_id)
-    operations.path.unlink(missing_ok=True)
+    operations_path = settings.state_dir / "analysis" / "input" / "operations.jsonl"
+    operations_path.unlink(missing_ok=True)
+    logs = {kind: OperationLog(operations_path, state.group_of(kind), MODES[kind]) for kind in FLEET_KINDS}
 
     with progress.step(
         f"helm upgrade --install {state.release} charts/staticfleet -n {state.namespace}"
@@ -169,55 +188,72 @@ def up(settings: Settings) -> int:
         )
         note("producing")
 
-    def operation(title: str, kind: str, before: int, after: int, act: Callable[[], None]) -> None:
+    def operation(title: str, kind: str, before: int, after: int, act: Callable[[str], None]) -> None:
+        """`act(fleet name)` on every fleet, each timed until its group is Stable with `after` members."""
         with progress.step(title) as note:
-            operation_id = operations.started(kind, before, after)
-            began = time.monotonic()
-            act()
-            wait_stable(kubectl, state.namespace, after)
-            operations.completed(operation_id, kind, before, after)
-            members = f"{after} member{'s' if after != 1 else ''}"
-            note(f"Stable with {members} after {time.monotonic() - began:.1f} s")
+            rollout = kind == "rollout"
+            generations = _statefulset_generations(kubectl, state.namespace) if rollout else {}
+            began: dict[str, float] = {}
+            operation_ids: dict[str, str] = {}
+            for fleet_kind in FLEET_KINDS:
+                operation_ids[fleet_kind] = logs[fleet_kind].started(kind, before, after)
+                began[fleet_kind] = time.monotonic()
+                act(FLEET_NAMES[fleet_kind])
+
+            def finished(fleet_kind: str) -> None:
+                logs[fleet_kind].completed(operation_ids[fleet_kind], kind, before, after)
+
+            seconds = wait_fleets(state, after, began, finished, generations if rollout else None)
+            note("Stable with " + ", ".join(f"{k} {seconds[k]:.1f} s" for k in FLEET_KINDS))
         time.sleep(settings.pause_s)
 
-    consumers = fleet.consumer_fleet(3, image=settings.image, local=state.local)
     operation(
-        f"fleet: StaticConsumerGroup {fleet.FLEET} with 3 consumers",
+        f"fleets: three StaticConsumerGroups of 3 consumers ({', '.join(FLEET_NAMES.values())})",
         "scale-up",
         0,
         3,
-        lambda: kubectl.apply(consumers, state.namespace),
+        lambda name: kubectl.apply(
+            fleet.consumer_fleet(3, image=settings.image, local=state.local, kind=_kind_of(name)),
+            state.namespace,
+        ),
     )
     operation(
-        "rolling restart (a change to the pod template)",
+        "rolling restart of each fleet (a change to the pod template)",
         "rollout",
         3,
         3,
-        lambda: rolling_restart(kubectl, state.namespace),
+        lambda name: rolling_restart(kubectl, state.namespace, name),
     )
     operation(
-        "kubectl scale scg/orders --replicas=1",
+        "kubectl scale scg/<fleet> --replicas=1",
         "scale-down",
         3,
         1,
-        lambda: scale(kubectl, state.namespace, 1),
+        lambda name: scale(kubectl, state.namespace, name, 1),
     )
     operation(
-        "kubectl scale scg/orders --replicas=4", "scale-up", 1, 4, lambda: scale(kubectl, state.namespace, 4)
+        "kubectl scale scg/<fleet> --replicas=4",
+        "scale-up",
+        1,
+        4,
+        lambda name: scale(kubectl, state.namespace, name, 4),
     )
 
     with progress.step(
         "summary: staticfleet analyze over the coordinator's event log (Spark, local mode)"
     ) as note:
-        rows, report = summarize(state, settings.state_dir / "analysis", operations.path)
+        rows, report = summarize(state, settings.state_dir / "analysis", operations_path)
         state.report = str(report)
         save_state(settings.state_dir, state)
         note(f"report: {report}")
     print()
     print(format_table(rows))
+    print(f"\nstaticfleet's fleet, from the same log:\n{details(rows)}")
     print(
-        "\nRebalances, partitions moved and restarts absorbed come from the coordinator's event log;\n"
-        "time to stable runs from the command to a Stable group with every consumer ready.\n"
+        "\nEvery figure is measured in this run, the three fleets side by side on one coordinator:\n"
+        "rebalances come from the coordinator's event log; time runs from each fleet's command until its\n"
+        "group is Stable with exactly the expected members and every consumer ready. This machine's\n"
+        "load moves the times; bench/fleet_ops.py repeats the operations at N=20 (docs/benchmarks.md).\n"
     )
     if settings.results is not None:
         settings.results.write_text(
@@ -349,61 +385,121 @@ def _deployment_available(kubectl: Kubectl, namespace: str, name: str) -> bool:
 # -- the fleet's operations ----------------------------------------------------------------------------
 
 
-def _condition(body: Manifest, kind: str) -> str | None:
-    for condition in body.get("status", {}).get("conditions", []) or []:
-        if condition.get("type") == kind:
-            return str(condition.get("status"))
-    return None
+def _kind_of(name: str) -> str:
+    return next(kind for kind, fleet_name in FLEET_NAMES.items() if fleet_name == name)
 
 
-def stable_with(body: Manifest, replicas: int) -> bool:
-    status = body.get("status", {})
-    return (
-        body.get("spec", {}).get("replicas") == replicas
-        and status.get("observedGeneration") == body.get("metadata", {}).get("generation")
-        and _condition(body, "Ready") == "True"
-        and status.get("group", {}).get("state") == "Stable"
-        and status.get("group", {}).get("members") == replicas
-        and status.get("readyReplicas") == replicas
+def expected_members(kind: str, replicas: int) -> frozenset[str] | None:
+    """The instance ids a Stable group of `replicas` has; None for dynamic members (counted only)."""
+    if kind == PLAIN_DYNAMIC:
+        return None
+    return frozenset(f"{FLEET_NAMES[kind]}-{i}" for i in range(replicas))
+
+
+def fleet_done(
+    kind: str,
+    replicas: int,
+    group: Manifest | None,
+    statefulset: Manifest | None,
+    generation_before: int | None = None,
+) -> bool:
+    """A Stable group of exactly the expected members, each assigned, and `replicas` ready pods (after a
+    rollout: every pod of the new template). `group` is the coordinator's view (its HTTP API)."""
+    if group is None or statefulset is None:
+        return False
+    members = group.get("memberList") or []
+    expected = expected_members(kind, replicas)
+    found = {str(m.get("instanceId") or m.get("memberId")) for m in members}
+    in_group = (
+        group.get("state") == "Stable"
+        and not group.get("rebalanceInProgress")
+        and all(m.get("partitions") for m in members)
+        and (len(members) == replicas if expected is None else found == expected)
     )
-
-
-def wait_stable(kubectl: Kubectl, namespace: str, replicas: int, timeout: float = 300) -> None:
-    wait_until(
-        lambda: stable_with(kubectl.get("staticconsumergroup", fleet.FLEET, namespace), replicas),
-        timeout=timeout,
-        what=f"{fleet.FLEET} to be a Stable group of {replicas} ready consumers",
-        interval=0.25,
+    status = statefulset.get("status", {})
+    generation = int(statefulset.get("metadata", {}).get("generation", 0))
+    pods_ready = (
+        statefulset.get("spec", {}).get("replicas") == replicas
+        and status.get("readyReplicas", 0) == replicas
+        and status.get("observedGeneration", 0) >= generation
     )
-
-
-def _pod_uids(kubectl: Kubectl, namespace: str) -> set[str]:
-    pods = kubectl.items("pods", namespace, "-l", f"staticfleet.io/group={fleet.FLEET}")
-    return {str(p["metadata"]["uid"]) for p in pods}
-
-
-def rolling_restart(kubectl: Kubectl, namespace: str, timeout: float = 300) -> None:
-    """A pod-template change (what `kubectl rollout restart` does to a Deployment); waits for every pod."""
-    old = _pod_uids(kubectl, namespace)
-    stamp = datetime.now(UTC).isoformat(timespec="seconds")
-    patch = {"spec": {"template": {"metadata": {"annotations": {"staticfleet.io/restartedAt": stamp}}}}}
-    kubectl.run("patch", "scg", fleet.FLEET, "-n", namespace, "--type=merge", "-p", json.dumps(patch))
-
-    def rolled() -> bool:
-        uids = _pod_uids(kubectl, namespace)
-        sts = kubectl.get("statefulset", fleet.FLEET, namespace).get("status", {})
-        return (
-            len(uids) == len(old)
-            and not uids & old
-            and sts.get("updatedReplicas") == len(old)
-            and sts.get("currentRevision") == sts.get("updateRevision")
+    if generation_before is not None:
+        pods_ready = (
+            pods_ready
+            and generation > generation_before
+            and status.get("currentRevision") == status.get("updateRevision")
+            and status.get("updatedReplicas", 0) == replicas
         )
+    return bool(in_group and pods_ready)
 
-    wait_until(rolled, timeout=timeout, what="every consumer pod to be replaced", interval=0.5)
+
+def _statefulsets(kubectl: Kubectl, namespace: str) -> dict[str, Manifest]:
+    found = kubectl.items("statefulsets", namespace)
+    return {str(s["metadata"]["name"]): s for s in found}
 
 
-def scale(kubectl: Kubectl, namespace: str, replicas: int) -> None:
-    kubectl.run("scale", f"scg/{fleet.FLEET}", "-n", namespace, f"--replicas={replicas}")
+def _statefulset_generations(kubectl: Kubectl, namespace: str) -> dict[str, int]:
+    return {
+        name: int(body["metadata"]["generation"]) for name, body in _statefulsets(kubectl, namespace).items()
+    }
+
+
+def coordinator_group(state: State, group_id: str) -> Manifest | None:
+    """The embedded coordinator's view of a group (its HTTP API): directly on the local pod runner, else
+    through the API server's proxy to the coordinator's Service."""
+    try:
+        if state.coordinator_api:
+            with urllib.request.urlopen(f"{state.coordinator_api}/api/groups/{group_id}", timeout=3) as r:
+                found: Manifest = json.loads(r.read())
+                return found
+        service = f"{_fullname(state.release)}-coordinator"
+        path = f"/api/v1/namespaces/{state.namespace}/services/{service}:http/proxy/api/groups/{group_id}"
+        done = state.kube().run("get", "--raw", path, check=False)
+        return json.loads(done.stdout) if done.returncode == 0 else None
+    except (OSError, ValueError):
+        return None
+
+
+def wait_fleets(
+    state: State,
+    replicas: int,
+    began: dict[str, float],
+    finished: Callable[[str], None],
+    generations: dict[str, int] | None = None,
+    timeout: float = OPERATION_TIMEOUT_S,
+) -> dict[str, float]:
+    """Polls every fleet until it is done (fleet_done); calls `finished(kind)` as each one gets there and
+    returns each fleet's seconds from its own start."""
+    kubectl = state.kube()
+    seconds: dict[str, float] = {}
+    deadline = time.monotonic() + timeout
+    while len(seconds) < len(began):
+        if time.monotonic() > deadline:
+            waiting = ", ".join(k for k in began if k not in seconds)
+            raise DemoError(f"no Stable group of {replicas} ready consumers after {timeout:.0f} s: {waiting}")
+        statefulsets = _statefulsets(kubectl, state.namespace)
+        for kind in began:
+            if kind in seconds:
+                continue
+            name = FLEET_NAMES[kind]
+            before = None if generations is None else generations.get(name, 0)
+            group = coordinator_group(state, state.group_of(kind))
+            if fleet_done(kind, replicas, group, statefulsets.get(name), before):
+                seconds[kind] = time.monotonic() - began[kind]
+                finished(kind)
+        time.sleep(0.25)
+    return seconds
+
+
+def rolling_restart(kubectl: Kubectl, namespace: str, name: str) -> None:
+    """A pod-template change (what `kubectl rollout restart` does to a Deployment)."""
+    stamp = datetime.now(UTC).isoformat(timespec="milliseconds")
+    patch = {"spec": {"template": {"metadata": {"annotations": {"staticfleet.io/restartedAt": stamp}}}}}
+    kubectl.run("patch", "scg", name, "-n", namespace, "--type=merge", "-p", json.dumps(patch))
+
+
+def scale(kubectl: Kubectl, namespace: str, name: str, replicas: int) -> None:
+    kubectl.run("scale", f"scg/{name}", "-n", namespace, f"--replicas={replicas}")
 
 
 # -- summary ---------------------------------------------------------------------------------------------
@@ -432,7 +528,7 @@ def coordinator_events(state: State, target: Path) -> None:
     (target / "events.jsonl").write_text(done.stdout)
 
 
-def summarize(state: State, workdir: Path, operations_log: Path) -> tuple[list[Any], Path]:
+def summarize(state: State, workdir: Path, operations_log: Path) -> tuple[list[Row], Path]:
     coordinator_events(state, workdir / "input" / "coordinator")
     out = workdir / "out"
     shutil.rmtree(out, ignore_errors=True)

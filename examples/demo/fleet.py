@@ -19,6 +19,48 @@ IMAGE_APP_DIR = Path("/app")
 
 Manifest = dict[str, Any]
 
+# The three kinds of fleet the demo and bench/fleet_ops.py run side by side. All three are the same
+# StaticConsumerGroup of the same consumer, so they get the same StatefulSet, pods and rollout; they differ
+# only in the consumer's membership (examples/consumer: KAFKA_MEMBERSHIP) and in the operator's help.
+STATICFLEET = "staticfleet"
+PLAIN_STATIC = "plain static"
+PLAIN_DYNAMIC = "plain dynamic"
+FLEET_KINDS = (STATICFLEET, PLAIN_STATIC, PLAIN_DYNAMIC)
+_NO_OPERATOR_HELP: Manifest = {
+    "scaleDown": {"removeMembers": "AfterSessionTimeout"},
+    "scaleUp": {"preRegister": False},
+}
+_KIND_SPEC: dict[str, Manifest] = {
+    STATICFLEET: {"scaleDown": {"removeMembers": "Immediate"}, "scaleUp": {"preRegister": True}},
+    PLAIN_STATIC: _NO_OPERATOR_HELP,
+    PLAIN_DYNAMIC: _NO_OPERATOR_HELP,
+}
+
+
+def kind_spec(kind: str) -> Manifest:
+    """The resource's scale settings for a fleet kind: staticfleet's defaults, or no removal and no
+    pre-registration (what the consumers' own membership gives without the operator)."""
+    return {key: dict(value) for key, value in _KIND_SPEC[kind].items()}
+
+
+def membership(kind: str) -> str:
+    """The consumer's KAFKA_MEMBERSHIP for a fleet kind."""
+    return "dynamic" if kind == PLAIN_DYNAMIC else "static"
+
+
+def with_membership(template: Manifest, kind: str) -> Manifest:
+    """The pod template with the consumer container told its membership."""
+    containers = template["spec"]["containers"]
+    first = {**containers[0], "env": [*containers[0].get("env", []), membership_env(kind)]}
+    return {**template, "spec": {**template["spec"], "containers": [first, *containers[1:]]}}
+
+
+def membership_env(kind: str) -> Manifest:
+    return {"name": "KAFKA_MEMBERSHIP", "value": membership(kind)}
+
+
+FLEET_NAMES = {STATICFLEET: FLEET, PLAIN_STATIC: f"{FLEET}-static", PLAIN_DYNAMIC: f"{FLEET}-dynamic"}
+
 
 def script(name: str, *, local: bool) -> str:
     """Path of an example script (consumer.py, producer.py) as the container sees it."""
@@ -57,17 +99,27 @@ def consumer_pod_template(command: list[str], *, image: str, grace_seconds: int 
     }
 
 
-def consumer_fleet(replicas: int, *, image: str, local: bool, session_timeout_ms: int = 60_000) -> Manifest:
-    """A StaticConsumerGroup of the example consumer, keeping its per-partition state on a claim."""
+def consumer_fleet(
+    replicas: int,
+    *,
+    image: str,
+    local: bool,
+    kind: str = STATICFLEET,
+    session_timeout_ms: int = 30_000,
+) -> Manifest:
+    """A StaticConsumerGroup of the example consumer, keeping its per-partition state on a claim; `kind`
+    chooses the consumer's membership and the operator's help (FLEET_KINDS), and the fleet's name."""
+    template = consumer_pod_template(["python", script("consumer.py", local=local)], image=image)
     return {
         "apiVersion": "staticfleet.io/v1alpha1",
         "kind": "StaticConsumerGroup",
-        "metadata": {"name": FLEET},
+        "metadata": {"name": FLEET_NAMES[kind]},
         "spec": {
             "replicas": replicas,
             "topics": [TOPIC],
             "sessionTimeoutMs": session_timeout_ms,
-            "template": consumer_pod_template(["python", script("consumer.py", local=local)], image=image),
+            **kind_spec(kind),
+            "template": with_membership(template, kind),
             "volumeClaimTemplates": [
                 {
                     "metadata": {"name": "state"},

@@ -1,8 +1,10 @@
-"""What each fleet operation cost, from the coordinator's event log.
+"""What each fleet operation cost each kind of fleet, from the coordinator's event log.
 
-The driver records each operation as operator events (docs/events.md, "Operator events") next to a copy
-of the coordinator's log; `staticfleet analyze` attributes every rebalance and membership event to the
-operation whose window covers it. `python -m examples.demo.summary EVENTS... --out DIR` runs the analysis
+The driver records each operation of each fleet as operator events (docs/events.md, "Operator events",
+with the fleet's membership mode) next to a copy of the coordinator's log; `staticfleet analyze`
+attributes every rebalance and membership event to the operation whose window covers it. Every figure
+of the table, the comparison with dynamic membership included, comes from that analysis.
+`python -m examples.demo.summary EVENTS... --out DIR` runs the analysis
 in its own process (a Spark JVM, local mode) and writes DIR/operations.json beside the report.
 """
 
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from examples.demo.fleet import FLEET_KINDS, PLAIN_DYNAMIC, PLAIN_STATIC, STATICFLEET
 from staticfleet.analytics.operator_events import (
     FLEET_OPERATION_COMPLETED,
     FLEET_OPERATION_STARTED,
@@ -24,7 +27,12 @@ from staticfleet.analytics.operator_events import (
 )
 
 OPERATIONS_FILE = "operations.json"
-MODE = "staticfleet"
+# Each fleet kind records its operations under a membership mode of docs/events.md.
+MODES = {STATICFLEET: "staticfleet", PLAIN_STATIC: "static", PLAIN_DYNAMIC: "dynamic"}
+
+
+def operation_id(number: int) -> str:
+    return f"demo/{number}"
 
 
 def now_ms() -> int:
@@ -37,13 +45,14 @@ class OperationLog:
 
     path: Path
     group: str
+    mode: str = MODES[STATICFLEET]
     count: int = 0
 
     def started(self, operation: str, from_replicas: int, to_replicas: int) -> str:
         self.count += 1
-        operation_id = f"demo/{self.count}"
-        self._write(FLEET_OPERATION_STARTED, operation, operation_id, from_replicas, to_replicas)
-        return operation_id
+        started_id = operation_id(self.count)
+        self._write(FLEET_OPERATION_STARTED, operation, started_id, from_replicas, to_replicas)
+        return started_id
 
     def completed(self, operation_id: str, operation: str, from_replicas: int, replicas: int) -> None:
         self._write(FLEET_OPERATION_COMPLETED, operation, operation_id, from_replicas, replicas)
@@ -52,7 +61,7 @@ class OperationLog:
         self, kind: str, operation: str, operation_id: str, from_replicas: int, to_replicas: int
     ) -> None:
         event = operation_event(
-            kind, now_ms(), self.group, operation, operation_id, from_replicas, to_replicas, MODE
+            kind, now_ms(), self.group, operation, operation_id, from_replicas, to_replicas, self.mode
         )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a") as out:
@@ -91,77 +100,116 @@ def main(argv: list[str] | None = None) -> int:
 
 
 @dataclass(frozen=True)
-class Row:
-    label: str
+class Outcome:
+    """What one operation cost one fleet, as the analysis measured it."""
+
     rebalances: int
     seconds_to_stable: float
     partitions_moved: int | None
     restarts_absorbed: int
     members_removed: int
-    dynamic: str  # what plain dynamic membership would have cost
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    outcomes: dict[str, Outcome]  # by fleet kind (examples.demo.fleet.FLEET_KINDS)
+
+    @property
+    def against_dynamic(self) -> str:
+        ours, theirs = self.outcomes.get(STATICFLEET), self.outcomes.get(PLAIN_DYNAMIC)
+        if ours is None or theirs is None:
+            return "-"
+        return compare(ours.rebalances, ours.seconds_to_stable, theirs.rebalances, theirs.seconds_to_stable)
+
+
+def compare(rebalances: float, seconds: float, baseline_rebalances: float, baseline_seconds: float) -> str:
+    """How one fleet did against a baseline, in words, from the measured figures alone."""
+    if rebalances < baseline_rebalances:
+        parts = [f"{baseline_rebalances - rebalances:g} fewer rebalances"]
+    elif rebalances > baseline_rebalances:
+        parts = [f"{rebalances - baseline_rebalances:g} more rebalances"]
+    else:
+        parts = ["as many rebalances"]
+    difference = seconds - baseline_seconds
+    if abs(difference) < 0.05:
+        parts.append("as fast")
+    else:
+        parts.append(f"{abs(difference):.1f} s {'slower' if difference > 0 else 'faster'}")
+    return ", ".join(parts)
 
 
 def _int(value: Any) -> int:
     return int(value) if value is not None else 0
 
 
-def operation_rows(operations: Sequence[dict[str, Any]], labels: Sequence[tuple[str, str]]) -> list[Row]:
-    """Table rows for the analysed operations; `labels` gives (label, dynamic-membership cost) in order."""
-    if len(operations) != len(labels):
-        raise ValueError(f"expected {len(labels)} operations in the analysis, found {len(operations)}")
+def _outcome(operation: dict[str, Any]) -> Outcome:
+    if operation.get("status") != "completed":
+        raise ValueError(f"operation {operation.get('operation_id')} did not complete: {operation}")
+    moved = operation.get("partitions_moved")  # null for a group's first assignment
+    return Outcome(
+        rebalances=_int(operation.get("rebalances")),
+        seconds_to_stable=_int(operation.get("duration_ms")) / 1000,
+        partitions_moved=None if moved is None else int(moved),
+        restarts_absorbed=_int(operation.get("restarts_absorbed")),
+        members_removed=_int(operation.get("removed")),
+    )
+
+
+def operation_rows(
+    operations: Sequence[dict[str, Any]], labels: Sequence[str], kinds: Sequence[str] = FLEET_KINDS
+) -> list[Row]:
+    """Table rows from the analysed operations: the n-th label is operation `demo/<n>` of every fleet kind
+    (each kind's fleet recorded its operations under its own mode, see MODES)."""
+    by_key = {(str(o.get("mode")), str(o.get("operation_id"))): o for o in operations}
     rows = []
-    for operation, (label, dynamic) in zip(operations, labels, strict=True):
-        if operation.get("status") != "completed":
-            raise ValueError(f"operation {operation.get('operation_id')} did not complete: {operation}")
-        moved = operation.get("partitions_moved")  # null for a group's first assignment
-        rows.append(
-            Row(
-                label=label,
-                rebalances=_int(operation.get("rebalances")),
-                seconds_to_stable=_int(operation.get("duration_ms")) / 1000,
-                partitions_moved=None if moved is None else int(moved),
-                restarts_absorbed=_int(operation.get("restarts_absorbed")),
-                members_removed=_int(operation.get("removed")),
-                dynamic=dynamic,
-            )
+    for number, label in enumerate(labels, start=1):
+        outcomes = {}
+        for kind in kinds:
+            found = by_key.get((MODES[kind], operation_id(number)))
+            if found is None:
+                raise ValueError(f"{kind}: operation {operation_id(number)} ({label}) is not in the analysis")
+            outcomes[kind] = _outcome(found)
+        rows.append(Row(label, outcomes))
+    if len(operations) != len(labels) * len(kinds):
+        raise ValueError(
+            f"expected {len(labels) * len(kinds)} operations in the analysis, found {len(operations)}"
         )
     return rows
 
 
-HEADERS = (
-    "operation",
-    "rebalances",
-    "time to stable",
-    "partitions moved",
-    "restarts absorbed",
-    "members removed",
-    "with dynamic membership",
-)
+def _cell(outcome: Outcome) -> str:
+    plural = "" if outcome.rebalances == 1 else "s"
+    return f"{outcome.rebalances} rebalance{plural}, {outcome.seconds_to_stable:.1f} s"
 
 
-def format_table(rows: Sequence[Row]) -> str:
-    cells = [
-        (
-            row.label,
-            str(row.rebalances),
-            f"{row.seconds_to_stable:.1f} s",
-            "-" if row.partitions_moved is None else str(row.partitions_moved),
-            str(row.restarts_absorbed),
-            str(row.members_removed),
-            row.dynamic,
-        )
-        for row in rows
-    ]
-    widths = [max(len(line[i]) for line in [HEADERS, *cells]) for i in range(len(HEADERS))]
-    numeric = {1, 2, 3, 4, 5}
+def headers(kinds: Sequence[str]) -> tuple[str, ...]:
+    return ("operation", *kinds, "staticfleet against plain dynamic")
+
+
+def format_table(rows: Sequence[Row], kinds: Sequence[str] = FLEET_KINDS) -> str:
+    titles = headers(kinds)
+    cells = [(row.label, *(_cell(row.outcomes[kind]) for kind in kinds), row.against_dynamic) for row in rows]
+    widths = [max(len(line[i]) for line in [titles, *cells]) for i in range(len(titles))]
 
     def line(values: Sequence[str]) -> str:
-        pairs = enumerate(zip(values, widths, strict=True))
-        parts = [v.rjust(w) if i in numeric else v.ljust(w) for i, (v, w) in pairs]
-        return "  ".join(parts).rstrip()
+        return "  ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)).rstrip()
 
     rule = "  ".join("-" * w for w in widths)
-    return "\n".join([line(HEADERS), rule, *(line(c) for c in cells)])
+    return "\n".join([line(titles), rule, *(line(c) for c in cells)])
+
+
+def details(rows: Sequence[Row], kind: str = STATICFLEET) -> str:
+    """One line per operation: what the coordinator's event log says happened to `kind`'s members."""
+    lines = []
+    for row in rows:
+        outcome = row.outcomes[kind]
+        moved = "-" if outcome.partitions_moved is None else str(outcome.partitions_moved)
+        lines.append(
+            f"  {row.label}: {moved} partitions moved, {outcome.restarts_absorbed} restarts absorbed, "
+            f"{outcome.members_removed} members removed"
+        )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -11,8 +11,9 @@ import pytest
 
 from e2e.helm import REPO_ROOT, Helm
 from examples.demo import fleet
-from examples.demo.driver import OPERATIONS, _fullname, stable_with
-from examples.demo.summary import OperationLog, Row, format_table, operation_rows
+from examples.demo.driver import OPERATIONS, _fullname, fleet_done
+from examples.demo.fleet import FLEET_KINDS, PLAIN_DYNAMIC, PLAIN_STATIC, STATICFLEET
+from examples.demo.summary import OperationLog, Outcome, compare, details, format_table, operation_rows
 
 
 def test_operations_are_recorded_as_the_documented_operator_events(tmp_path: Path) -> None:
@@ -34,10 +35,11 @@ def test_operations_are_recorded_as_the_documented_operator_events(tmp_path: Pat
     assert started["ts"] <= completed["ts"] <= again["ts"]
 
 
-def analysed(**overrides: object) -> dict[str, object]:
+def analysed(mode: str = "staticfleet", number: int = 1, **overrides: object) -> dict[str, object]:
     row: dict[str, object] = {
         "status": "completed",
-        "operation_id": "demo/1",
+        "operation_id": f"demo/{number}",
+        "mode": mode,
         "from_replicas": 3,
         "rebalances": 1,
         "duration_ms": 2940,
@@ -49,51 +51,129 @@ def analysed(**overrides: object) -> dict[str, object]:
     return row
 
 
-def test_rows_come_from_the_analysis_and_the_table_aligns_them() -> None:
-    rows = operation_rows(
-        [analysed(), analysed(rebalances=0, partitions_moved=None, removed=None, duration_ms=61)],
-        [("scale 3 -> 1", "2, each after the session timeout"), ("rolling restart of 3", "3 or more")],
+def column(header: str, rule: str, line: str, title: str) -> str:
+    """The cell under `title` (cells are left-aligned under their header)."""
+    start = header.index(title)
+    end = rule.find(" ", start)
+    return line[start : end if end >= 0 else None].strip()
+
+
+def test_rows_come_from_the_analysis_and_every_column_is_computed() -> None:
+    operations = [
+        analysed("staticfleet", 1),
+        analysed("static", 1, duration_ms=31_200, removed=0, expired=2),
+        analysed("dynamic", 1, duration_ms=2_100, removed=0),
+        analysed("staticfleet", 2, rebalances=0, partitions_moved=None, removed=None, duration_ms=61),
+        analysed("static", 2, rebalances=0, partitions_moved=None, removed=None, duration_ms=70),
+        analysed("dynamic", 2, rebalances=5, partitions_moved=9, removed=None, duration_ms=9_000),
+    ]
+    rows = operation_rows(operations, ["scale 3 -> 1", "rolling restart of 3"])
+    assert rows[0].outcomes[STATICFLEET] == Outcome(1, 2.94, 4, 0, 2)
+    assert rows[0].outcomes[PLAIN_STATIC].seconds_to_stable == 31.2
+    assert (
+        rows[1].outcomes[STATICFLEET].partitions_moved,
+        rows[1].outcomes[STATICFLEET].members_removed,
+    ) == (
+        None,
+        0,
     )
-    assert rows[0] == Row("scale 3 -> 1", 1, 2.94, 4, 0, 2, "2, each after the session timeout")
-    assert (rows[1].partitions_moved, rows[1].members_removed) == (None, 0)
-    lines = format_table(rows).splitlines()
-    header, rule, scale_down, restart = lines
+    header, rule, scale_down, restart = format_table(rows).splitlines()
+    assert column(header, rule, scale_down, "staticfleet") == "1 rebalance, 2.9 s"
+    assert column(header, rule, scale_down, "plain static") == "1 rebalance, 31.2 s"
+    assert column(header, rule, scale_down, "plain dynamic") == "1 rebalance, 2.1 s"
+    assert column(header, rule, restart, "staticfleet") == "0 rebalances, 0.1 s"
+    assert column(header, rule, restart, "plain dynamic") == "5 rebalances, 9.0 s"
+    # The comparison is computed from the same figures: here dynamic membership scaled down faster.
+    assert scale_down.endswith("as many rebalances, 0.8 s slower")
+    assert restart.endswith("5 fewer rebalances, 8.9 s faster")
+    assert "0 partitions moved" not in details(rows)
+    assert "scale 3 -> 1: 4 partitions moved, 0 restarts absorbed, 2 members removed" in details(rows)
 
-    def column(line: str, title: str) -> str:
-        """The cell under `title` (numbers are right-aligned to the end of their header)."""
-        end = header.index(title) + len(title)
-        start = rule.rfind(" ", 0, end) + 1
-        return line[start:end].strip()
 
-    assert column(scale_down, "rebalances") == "1" and column(restart, "rebalances") == "0"
-    assert column(scale_down, "time to stable") == "2.9 s" and column(restart, "time to stable") == "0.1 s"
-    assert column(scale_down, "partitions moved") == "4" and column(restart, "partitions moved") == "-"
-    assert column(scale_down, "members removed") == "2" and column(restart, "members removed") == "0"
-    assert restart.endswith("3 or more")
+def test_a_run_where_dynamic_membership_did_better_is_shown_as_such() -> None:
+    operations = [
+        analysed("staticfleet", 1, rebalances=2, duration_ms=5_000),
+        analysed("static", 1, rebalances=2, duration_ms=6_000),
+        analysed("dynamic", 1, rebalances=1, duration_ms=1_500),
+    ]
+    rows = operation_rows(operations, ["scale 1 -> 4"])
+    assert rows[0].against_dynamic == "1 more rebalances, 3.5 s slower"
+    assert format_table(rows).splitlines()[-1].endswith("1 more rebalances, 3.5 s slower")
+    assert compare(1, 2.0, 1, 2.0) == "as many rebalances, as fast"
 
 
 def test_an_operation_missing_from_the_analysis_or_incomplete_is_an_error() -> None:
-    with pytest.raises(ValueError, match="expected 4 operations"):
+    with pytest.raises(ValueError, match="is not in the analysis"):
         operation_rows([analysed()], OPERATIONS)
     with pytest.raises(ValueError, match="did not complete"):
-        operation_rows([analysed(status="incomplete")], OPERATIONS[:1])
+        operation_rows([analysed(status="incomplete")], OPERATIONS[:1], kinds=[STATICFLEET])
+    with pytest.raises(ValueError, match="expected 1 operations"):
+        operation_rows([analysed(), analysed(number=2)], OPERATIONS[:1], kinds=[STATICFLEET])
 
 
-def test_the_demo_waits_for_a_stable_group_of_ready_consumers_at_the_observed_generation() -> None:
-    status: dict[str, Any] = {
-        "observedGeneration": 4,
-        "readyReplicas": 3,
-        "group": {"state": "Stable", "members": 3},
-        "conditions": [{"type": "Ready", "status": "True"}],
+def group_view(members: list[dict[str, Any]], state: str = "Stable") -> dict[str, Any]:
+    return {"state": state, "rebalanceInProgress": False, "memberList": members}
+
+
+def statefulset(replicas: int, ready: int, generation: int = 4, **status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"generation": generation},
+        "spec": {"replicas": replicas},
+        "status": {"observedGeneration": generation, "readyReplicas": ready, **status},
     }
-    body: dict[str, Any] = {"metadata": {"generation": 4}, "spec": {"replicas": 3}, "status": status}
-    assert stable_with(body, 3)
-    assert not stable_with(body, 1)
-    assert not stable_with({**body, "metadata": {"generation": 5}}, 3)  # status not yet caught up
-    assert not stable_with({**body, "status": {**status, "readyReplicas": 2}}, 3)
-    assert not stable_with(
-        {**body, "status": {**status, "group": {"state": "PreparingRebalance", "members": 3}}}, 3
-    )
+
+
+def test_the_demo_waits_for_the_expected_members_assigned_and_every_consumer_ready() -> None:
+    static = [
+        {"instanceId": f"orders-{i}", "memberId": f"m{i}", "partitions": {"orders": [i]}} for i in range(3)
+    ]
+    assert fleet_done(STATICFLEET, 3, group_view(static), statefulset(3, 3))
+    assert not fleet_done(STATICFLEET, 3, group_view(static), statefulset(3, 2))  # a pod not ready
+    assert not fleet_done(STATICFLEET, 2, group_view(static), statefulset(2, 2))  # a member to remove
+    assert not fleet_done(STATICFLEET, 3, group_view(static, "PreparingRebalance"), statefulset(3, 3))
+    unassigned = [*static[:2], {**static[2], "partitions": None}]
+    assert not fleet_done(STATICFLEET, 3, group_view(unassigned), statefulset(3, 3))
+    assert not fleet_done(STATICFLEET, 3, None, statefulset(3, 3))
+    # Another fleet's instance ids do not count; dynamic members are counted.
+    assert not fleet_done(PLAIN_STATIC, 3, group_view(static), statefulset(3, 3))
+    dynamic = [{**m, "instanceId": None} for m in static]
+    assert fleet_done(PLAIN_DYNAMIC, 3, group_view(dynamic), statefulset(3, 3))
+    assert not fleet_done(PLAIN_DYNAMIC, 4, group_view(dynamic), statefulset(4, 4))
+    # A rollout is done once the StatefulSet has replaced every pod.
+    rolling = statefulset(3, 3, generation=5, currentRevision="a", updateRevision="b", updatedReplicas=1)
+    assert not fleet_done(STATICFLEET, 3, group_view(static), rolling, generation_before=4)
+    rolled = statefulset(3, 3, generation=5, currentRevision="b", updateRevision="b", updatedReplicas=3)
+    assert fleet_done(STATICFLEET, 3, group_view(static), rolled, generation_before=4)
+    assert not fleet_done(STATICFLEET, 3, group_view(static), rolled, generation_before=5)
+
+
+def test_the_three_fleets_differ_only_in_membership_and_the_operators_help() -> None:
+    fleets = {kind: fleet.consumer_fleet(3, image="i", local=False, kind=kind) for kind in FLEET_KINDS}
+    names = {kind: body["metadata"]["name"] for kind, body in fleets.items()}
+    assert len(set(names.values())) == 3 and names[STATICFLEET] == fleet.FLEET
+
+    def env(body: dict[str, Any]) -> dict[str, str]:
+        return {e["name"]: e["value"] for e in body["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+    assert env(fleets[STATICFLEET])["KAFKA_MEMBERSHIP"] == "static"
+    assert env(fleets[PLAIN_STATIC])["KAFKA_MEMBERSHIP"] == "static"
+    assert env(fleets[PLAIN_DYNAMIC])["KAFKA_MEMBERSHIP"] == "dynamic"
+    assert fleets[STATICFLEET]["spec"]["scaleDown"] == {"removeMembers": "Immediate"}
+    assert fleets[STATICFLEET]["spec"]["scaleUp"] == {"preRegister": True}
+    for kind in (PLAIN_STATIC, PLAIN_DYNAMIC):
+        assert fleets[kind]["spec"]["scaleDown"] == {"removeMembers": "AfterSessionTimeout"}
+        assert fleets[kind]["spec"]["scaleUp"] == {"preRegister": False}
+    bare = [
+        {k: v for k, v in body["spec"].items() if k not in ("scaleDown", "scaleUp", "template")}
+        for body in fleets.values()
+    ]
+    assert bare[0] == bare[1] == bare[2]
+
+
+def test_no_comparison_figure_is_typed_into_the_demo() -> None:
+    source = (REPO_ROOT / "examples" / "demo" / "driver.py").read_text()
+    assert "rebalances" not in " ".join(OPERATIONS)
+    assert 'session timeout")' not in source and "or more" not in source
 
 
 @pytest.mark.parametrize("release", ["staticfleet", "demo-1a2b3c", "x" * 45])
@@ -110,5 +190,7 @@ def test_the_fleet_runs_scripts_that_exist_here_and_in_the_image() -> None:
         assert f"{local.relative_to(REPO_ROOT)}" in dockerfile
         assert fleet.script(name, local=False) == f"/app/{name}"
     assert "examples/producer/producer.py /app/" in dockerfile
-    consumers = fleet.consumer_fleet(3, image="i", local=False)
-    assert consumers["spec"]["template"]["spec"]["containers"][0]["command"] == ["python", "/app/consumer.py"]
+    for kind in FLEET_KINDS:
+        consumers = fleet.consumer_fleet(3, image="i", local=False, kind=kind)
+        command = consumers["spec"]["template"]["spec"]["containers"][0]["command"]
+        assert command == ["python", "/app/consumer.py"]
