@@ -124,7 +124,7 @@ def statefulset(replicas: int, ready: int, generation: int = 4, **status: Any) -
 
 
 def test_the_demo_waits_for_the_expected_members_assigned_and_every_consumer_ready() -> None:
-    static = [
+    static: list[dict[str, Any]] = [
         {"instanceId": f"orders-{i}", "memberId": f"m{i}", "partitions": {"orders": [i]}} for i in range(3)
     ]
     assert fleet_done(STATICFLEET, 3, group_view(static), statefulset(3, 3))
