@@ -61,6 +61,7 @@ from e2e.tests.operator.harness import (
     free_port,
 )
 from examples.demo.fleet import FLEET_KINDS, kind_spec, membership, with_membership
+from examples.demo.summary import compare
 
 NAME = "fleet"
 SETTLE_S = 5.0
@@ -639,24 +640,6 @@ def detail_rows(summaries: Sequence[Summary]) -> list[list[object]]:
     ]
 
 
-def versus_dynamic(staticfleet: Summary, dynamic: Summary) -> str:
-    """How staticfleet compares with plain dynamic membership, from the medians."""
-    ours, theirs = staticfleet.median_s, dynamic.median_s
-    rebalances = statistics.median(staticfleet.rebalances), statistics.median(dynamic.rebalances)
-    parts = []
-    if rebalances[0] < rebalances[1]:
-        parts.append("fewer rebalances")
-    elif rebalances[0] > rebalances[1]:
-        parts.append("more rebalances")
-    else:
-        parts.append("as many rebalances")
-    if ours <= theirs:
-        parts.append("as fast or faster" if ours > theirs * 0.9 else "faster")
-    else:
-        parts.append(f"slower by {ours - theirs:.1f} s")
-    return ", ".join(parts)
-
-
 def readme_rows(summaries: Sequence[Summary], backend: str) -> list[list[object]]:
     """The README's table: rebalances and seconds to Stable per fleet kind, medians of the runs."""
     rows: list[list[object]] = []
@@ -671,7 +654,14 @@ def readme_rows(summaries: Sequence[Summary], backend: str) -> list[list[object]
             cells.append(f"{_counts(s.rebalances)} / {s.median_s:.1f} s")
         static, dynamic = found[0], found[2]
         assert static is not None and dynamic is not None
-        cells.append(versus_dynamic(static, dynamic))
+        cells.append(
+            compare(
+                statistics.median(static.rebalances),
+                static.median_s,
+                statistics.median(dynamic.rebalances),
+                dynamic.median_s,
+            )
+        )
         rows.append(cells)
     return rows
 
@@ -711,6 +701,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--session-timeout-ms", type=int, default=30_000)
     parser.add_argument("--heartbeat-interval-ms", type=int, help="the consumers' (default: the client's)")
     parser.add_argument("--no-publish", action="store_true", help="print only; leave docs and README alone")
+    parser.add_argument("--json", type=Path, help="also write every sample here")
     args = parser.parse_args(argv)
     backends = (EMBEDDED, KAFKA) if args.backend == "both" else (args.backend,)
     samples: list[Sample] = []
@@ -725,6 +716,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     summaries = summarize(samples)
     headers = ["coordinator", "operation", "fleet", "rebalances", "s to Stable", "s not Stable", "timed out"]
     print(table(headers, detail_rows(summaries)))
+    if args.json is not None:
+        args.json.write_text(json.dumps([asdict(s) for s in samples], indent=1) + "\n")
     if args.no_publish:
         return 0
     command = (
@@ -738,7 +731,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command,
         body,
         {
-            "args": {k: v for k, v in vars(args).items() if k != "no_publish"},
+            "args": {k: v for k, v in vars(args).items() if k not in ("no_publish", "json")},
             "samples": [asdict(s) for s in samples],
         },
     )
