@@ -29,6 +29,7 @@ import asyncio
 import json
 import os
 import re
+import shlex
 import signal
 import statistics
 import subprocess
@@ -436,7 +437,8 @@ def wait_settled(backend: Backend, fleets: Sequence[Fleet], timeout_s: float) ->
 
 def create_fleets(kubectl: Kubectl, backend: Backend, args: argparse.Namespace, tag: str) -> list[Fleet]:
     fleets = []
-    for index, kind in enumerate(FLEET_KINDS):
+    extra = parse_fleet_specs(args.fleet_spec)
+    for index, kind in enumerate(args.kinds):
         namespace = f"{tag}-{index}-{kind.replace(' ', '-')}"
         kubectl.run("create", "namespace", namespace)
         topic = f"{namespace}-topic"
@@ -453,10 +455,22 @@ def create_fleets(kubectl: Kubectl, backend: Backend, args: argparse.Namespace, 
             "template": template,
             "kafka": kafka,
             **kind_spec(kind),
+            **extra.get(kind, {}),
         }
         kubectl.apply(fleet_manifest(NAME, args.replicas, backend.bootstrap, topic, **spec), namespace)
         fleets.append(Fleet(kind, namespace, args.replicas))
     return fleets
+
+
+def parse_fleet_specs(values: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """`KIND=JSON` options: spec fields one fleet kind gets on top of its own."""
+    found: dict[str, dict[str, Any]] = {}
+    for value in values:
+        kind, _, text = value.partition("=")
+        if kind not in FLEET_KINDS:
+            raise SystemExit(f"--fleet-spec: {kind!r} is not one of {', '.join(FLEET_KINDS)}")
+        found.setdefault(kind, {}).update(json.loads(text))
+    return found
 
 
 def run_operations(
@@ -485,9 +499,10 @@ def run_operations(
         generation = generations[fleet.kind]
         return lambda view: fleet.expected(view, n) and kube.rolled(fleet, generation)
 
-    report(measure(backend, fleets, restart, operation=ROLLING_RESTART, run=run, replicas=n,
-                   timeout_s=slow + 20 * n))  # fmt: skip
-    wait_settled(backend, fleets, slow)
+    if ROLLING_RESTART in args.operations:
+        report(measure(backend, fleets, restart, operation=ROLLING_RESTART, run=run, replicas=n,
+                       timeout_s=slow + 20 * n))  # fmt: skip
+        wait_settled(backend, fleets, slow)
 
     def scaler(replicas: int) -> Callable[[Fleet], Callable[[GroupView | None], bool]]:
         def act(fleet: Fleet) -> Callable[[GroupView | None], bool]:
@@ -497,16 +512,20 @@ def run_operations(
 
         return act
 
-    report(measure(backend, fleets, scaler(down), operation=SCALE_DOWN, run=run, replicas=n, timeout_s=slow))
-    wait_settled(backend, fleets, slow)
-    report(measure(backend, fleets, scaler(up), operation=SCALE_UP, run=run, replicas=n, timeout_s=slow))
-    wait_settled(backend, fleets, slow)
-    # back to N, not measured, then the coordinator restart at full size
-    for fleet in fleets:
-        kube.scale(fleet, n)
-        fleet.replicas = n
-    wait_settled(backend, fleets, slow)
-    time.sleep(SETTLE_S)
+    if SCALE_DOWN in args.operations or SCALE_UP in args.operations:
+        report(measure(backend, fleets, scaler(down), operation=SCALE_DOWN, run=run, replicas=n,
+                       timeout_s=slow))  # fmt: skip
+        wait_settled(backend, fleets, slow)
+        report(measure(backend, fleets, scaler(up), operation=SCALE_UP, run=run, replicas=n, timeout_s=slow))
+        wait_settled(backend, fleets, slow)
+        # back to N, not measured
+        for fleet in fleets:
+            kube.scale(fleet, n)
+            fleet.replicas = n
+        wait_settled(backend, fleets, slow)
+        time.sleep(SETTLE_S)
+    if COORDINATOR_RESTART not in args.operations:
+        return samples
     report(
         measure(
             backend,
@@ -700,19 +719,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=40, help="partitions of each fleet's topic")
     parser.add_argument("--session-timeout-ms", type=int, default=30_000)
     parser.add_argument("--heartbeat-interval-ms", type=int, help="the consumers' (default: the client's)")
+    parser.add_argument(
+        "--kinds", type=lambda v: v.split(","), default=list(FLEET_KINDS), help="comma-separated fleet kinds"
+    )
+    parser.add_argument(
+        "--operations",
+        type=lambda v: v.split(","),
+        default=list(OPERATIONS),
+        help=f"comma-separated, of: {', '.join(OPERATIONS)}",
+    )
+    parser.add_argument(
+        "--fleet-spec",
+        action="append",
+        default=[],
+        metavar="KIND=JSON",
+        help="spec fields for one kind of fleet, e.g. 'staticfleet={\"heartbeatIntervalMs\": 1000}'",
+    )
     parser.add_argument("--no-publish", action="store_true", help="print only; leave docs and README alone")
     parser.add_argument("--json", type=Path, help="also write every sample here")
+    parser.add_argument(
+        "--replay", type=Path, help="publish the samples a --json run wrote instead of measuring again"
+    )
     args = parser.parse_args(argv)
     backends = (EMBEDDED, KAFKA) if args.backend == "both" else (args.backend,)
     samples: list[Sample] = []
-    with (
-        tempfile.TemporaryDirectory(prefix="staticfleet-bench-") as tmp,
-        local_cluster(Path(tmp)) as (cluster, kubectl),
-    ):
-        kubectl.run("apply", "-f", str(CRD_DIR))
-        kubectl.run("wait", "--for=condition=Established", "crd/staticconsumergroups.staticfleet.io")
-        for backend in backends:
-            samples += bench_backend(backend, cluster, kubectl, Path(tmp) / backend, args)
+    if args.replay is not None:
+        saved = json.loads(args.replay.read_text())
+        samples = [Sample(**s) for s in (saved["samples"] if isinstance(saved, dict) else saved)]
+    else:
+        with (
+            tempfile.TemporaryDirectory(prefix="staticfleet-bench-") as tmp,
+            local_cluster(Path(tmp)) as (cluster, kubectl),
+        ):
+            kubectl.run("apply", "-f", str(CRD_DIR))
+            kubectl.run("wait", "--for=condition=Established", "crd/staticconsumergroups.staticfleet.io")
+            for backend in backends:
+                samples += bench_backend(backend, cluster, kubectl, Path(tmp) / backend, args)
     summaries = summarize(samples)
     headers = ["coordinator", "operation", "fleet", "rebalances", "s to Stable", "s not Stable", "timed out"]
     print(table(headers, detail_rows(summaries)))
@@ -720,10 +762,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.json.write_text(json.dumps([asdict(s) for s in samples], indent=1) + "\n")
     if args.no_publish:
         return 0
-    command = (
-        f".venv/bin/python bench/fleet_ops.py --replicas {args.replicas} --runs {args.runs}"
-        f" --backend {args.backend}"
-    )
+    command = " ".join([".venv/bin/python bench/fleet_ops.py", *_measuring_options(argv)])
     body = _doc_body(args, summaries, backends) + "\n\n" + table(headers, detail_rows(summaries))
     publish(
         "fleet_ops",
@@ -731,7 +770,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command,
         body,
         {
-            "args": {k: v for k, v in vars(args).items() if k not in ("no_publish", "json")},
+            "args": {k: v for k, v in vars(args).items() if k not in ("no_publish", "json", "replay")},
             "samples": [asdict(s) for s in samples],
         },
     )
@@ -739,8 +778,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _measuring_options(argv: Sequence[str] | None) -> list[str]:
+    """The command line without the options that only say where results go."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    kept: list[str] = []
+    skip = False
+    for item in given:
+        if skip:
+            skip = False
+            continue
+        if item in ("--json", "--replay"):
+            skip = True
+            continue
+        if item == "--no-publish" or item.startswith(("--json=", "--replay=")):
+            continue
+        kept.append(shlex.quote(item))
+    return kept
+
+
 def _doc_body(args: argparse.Namespace, summaries: Sequence[Summary], backends: Sequence[str]) -> str:
     n = args.replicas
+    args.fleet_spec_shown = [
+        (kind, json.dumps(spec)) for kind, spec in parse_fleet_specs(args.fleet_spec).items()
+    ]
     lines = [
         f"Three fleets of N={n} `examples/consumer` pods (confluent-kafka, {args.partitions} partitions "
         f"each, sessionTimeoutMs {args.session_timeout_ms}, heartbeat interval "
@@ -753,7 +813,8 @@ def _doc_body(args: argparse.Namespace, summaries: Sequence[Summary], backends: 
         f"pod to be replaced and ready). Rebalances are counted over the operation plus {SETTLE_S:.0f} s. "
         "*s not Stable* is how long the group was not Stable (or the coordinator not answering) during the "
         f"operation. Median (range) of {args.runs} runs; after the scale-up each run scales back to N "
-        "unmeasured before the coordinator restart.",
+        "unmeasured before the coordinator restart."
+        + "".join(f" The {kind} fleet also had `{spec}`." for kind, spec in args.fleet_spec_shown),
         "",
         "The machine is shared with other work and noisy: compare the fleets within this table (they ran "
         "side by side), not with figures from another day.",
