@@ -7,12 +7,13 @@ the local pod runner, `staticfleet operator` as a local process, and pods runnin
 examples/consumer/consumer.py (confluent-kafka). The group coordinator is the embedded one
 (`staticfleet coordinator`) or Apache Kafka (conformance/kafka_broker.py, the cached jars).
 
-Three fleets of the same StaticConsumerGroup run at once, each with its own topic and group:
+Three fleets of the same consumer and pod template run at once, each with its own topic and group:
 
-- staticfleet: static members, scaleDown.removeMembers Immediate, scaleUp.preRegister true (the defaults);
-- plain static: static members, removeMembers AfterSessionTimeout, preRegister false: what static
-  membership gives without the operator (departed members expire after the session timeout);
-- plain dynamic: the consumer with KAFKA_MEMBERSHIP=dynamic (no group.instance.id) and no operator help.
+- staticfleet: a StaticConsumerGroup with the operator's defaults (removal, pre-registration);
+- plain static: the StatefulSet the operator would build, created as it is and operated by nobody: what
+  static membership gives on its own (departed members expire after the session timeout);
+- plain dynamic: the same plain StatefulSet with the consumer in dynamic membership
+  (KAFKA_MEMBERSHIP=dynamic: no group.instance.id; it sends LeaveGroup when it stops).
 
 Each operation is applied to the three fleets one right after the other and timed per fleet, from its own
 command until its group is Stable with exactly the expected members, every one of them assigned (for a
@@ -61,7 +62,7 @@ from e2e.tests.operator.harness import (
     fleet_manifest,
     free_port,
 )
-from examples.demo.fleet import FLEET_KINDS, kind_spec, membership, with_membership
+from examples.demo.fleet import FLEET_KINDS, membership, operated, plain_workload, with_membership
 from examples.demo.summary import compare
 
 NAME = "fleet"
@@ -304,18 +305,24 @@ class Kube:
         self.custom = client.CustomObjectsApi(api_client)
         self.apps = client.AppsV1Api(api_client)
 
+    def _patch(self, fleet: Fleet, patch: dict[str, Any]) -> None:
+        """The fleet's resource: its StaticConsumerGroup, or the plain StatefulSet nobody operates."""
+        if operated(fleet.kind):
+            self.custom.patch_namespaced_custom_object(
+                "staticfleet.io", "v1alpha1", fleet.namespace, "staticconsumergroups", NAME, patch
+            )
+        else:
+            self.apps.patch_namespaced_stateful_set(NAME, fleet.namespace, patch)
+
     def scale(self, fleet: Fleet, replicas: int) -> None:
-        self.custom.patch_namespaced_custom_object(
-            "staticfleet.io", "v1alpha1", fleet.namespace, "staticconsumergroups", NAME,
-            {"spec": {"replicas": replicas}},
-        )  # fmt: skip
+        self._patch(fleet, {"spec": {"replicas": replicas}})
 
     def restart_pods(self, fleet: Fleet) -> None:
         """A pod-template change, as `kubectl rollout restart` makes one."""
         stamp = datetime.now(UTC).isoformat(timespec="milliseconds")
-        patch = {"spec": {"template": {"metadata": {"annotations": {"staticfleet.io/restartedAt": stamp}}}}}
-        self.custom.patch_namespaced_custom_object(
-            "staticfleet.io", "v1alpha1", fleet.namespace, "staticconsumergroups", NAME, patch
+        self._patch(
+            fleet,
+            {"spec": {"template": {"metadata": {"annotations": {"staticfleet.io/restartedAt": stamp}}}}},
         )
 
     def statefulset(self, fleet: Fleet) -> tuple[int, dict[str, Any]]:
@@ -454,10 +461,14 @@ def create_fleets(kubectl: Kubectl, backend: Backend, args: argparse.Namespace, 
             "sessionTimeoutMs": args.session_timeout_ms,
             "template": template,
             "kafka": kafka,
-            **kind_spec(kind),
             **extra.get(kind, {}),
         }
-        kubectl.apply(fleet_manifest(NAME, args.replicas, backend.bootstrap, topic, **spec), namespace)
+        resource = fleet_manifest(NAME, args.replicas, backend.bootstrap, topic, **spec)
+        if operated(kind):
+            kubectl.apply(resource, namespace)
+        else:
+            for body in plain_workload(resource, namespace, backend.bootstrap):
+                kubectl.apply(body, namespace)
         fleets.append(Fleet(kind, namespace, args.replicas))
     return fleets
 
@@ -563,6 +574,7 @@ def bench_backend(
     finally:
         for fleet in fleets:
             kubectl.run("delete", "scg", "--all", "-n", fleet.namespace, "--wait=false", check=False)
+            kubectl.run("delete", "statefulset", "--all", "-n", fleet.namespace, "--wait=false", check=False)
         for fleet in fleets:
             with suppress(TimeoutError):
                 wait_until(
@@ -805,9 +817,11 @@ def _doc_body(args: argparse.Namespace, summaries: Sequence[Summary], backends: 
         f"Three fleets of N={n} `examples/consumer` pods (confluent-kafka, {args.partitions} partitions "
         f"each, sessionTimeoutMs {args.session_timeout_ms}, heartbeat interval "
         f"{args.heartbeat_interval_ms or 'the client default (3000)'} ms) on the local cluster, run at "
-        "the same time against one coordinator: *staticfleet* (the defaults), *plain static* (instance ids, "
-        "`removeMembers: AfterSessionTimeout`, `preRegister: false`) and *plain dynamic* "
-        "(`KAFKA_MEMBERSHIP=dynamic`: no instance id, no operator help). Every operation goes to the three "
+        "the same time against one coordinator: *staticfleet* (a StaticConsumerGroup with the defaults), "
+        "*plain static* (the StatefulSet the operator would build, operated by nobody: instance ids, no "
+        "removal, no pre-registration) and *plain dynamic* (that StatefulSet with "
+        "`KAFKA_MEMBERSHIP=dynamic`: no instance id). Operations patch the StaticConsumerGroup or the plain "
+        "StatefulSet, as `kubectl scale` and `kubectl rollout restart` do. Every operation goes to the three "
         "fleets one right after the other; each fleet's time runs from its own command until its group is "
         "Stable with exactly the expected members, all assigned (a rolling restart also waits for every "
         f"pod to be replaced and ready). Rebalances are counted over the operation plus {SETTLE_S:.0f} s. "

@@ -32,7 +32,7 @@ from e2e.helpers import Kubectl, Manifest, wait_until
 from e2e.localcluster import binaries, procs
 from e2e.localcluster.cli import read_state as read_cluster_state
 from examples.demo import fleet
-from examples.demo.fleet import FLEET_KINDS, FLEET_NAMES, PLAIN_DYNAMIC, STATICFLEET
+from examples.demo.fleet import FLEET_KINDS, FLEET_NAMES, PLAIN_DYNAMIC, STATICFLEET, operated, plain_workload
 from examples.demo.summary import (
     MODES,
     OPERATIONS_FILE,
@@ -188,8 +188,18 @@ def up(settings: Settings) -> int:
         )
         note("producing")
 
+    def create(kind: str) -> None:
+        resource = fleet.consumer_fleet(3, image=settings.image, local=state.local, kind=kind)
+        objects = (
+            [resource]
+            if operated(kind)
+            else plain_workload(resource, state.namespace, state.bootstrap_servers)
+        )
+        for body in objects:
+            kubectl.apply(body, state.namespace)
+
     def operation(title: str, kind: str, before: int, after: int, act: Callable[[str], None]) -> None:
-        """`act(fleet name)` on every fleet, each timed until its group is Stable with `after` members."""
+        """`act(fleet kind)` on every fleet, each timed until its group is Stable with `after` members."""
         with progress.step(title) as note:
             rollout = kind == "rollout"
             generations = _statefulset_generations(kubectl, state.namespace) if rollout else {}
@@ -198,7 +208,7 @@ def up(settings: Settings) -> int:
             for fleet_kind in FLEET_KINDS:
                 operation_ids[fleet_kind] = logs[fleet_kind].started(kind, before, after)
                 began[fleet_kind] = time.monotonic()
-                act(FLEET_NAMES[fleet_kind])
+                act(fleet_kind)
 
             def finished(fleet_kind: str) -> None:
                 logs[fleet_kind].completed(operation_ids[fleet_kind], kind, before, after)
@@ -208,35 +218,32 @@ def up(settings: Settings) -> int:
         time.sleep(settings.pause_s)
 
     operation(
-        f"fleets: three StaticConsumerGroups of 3 consumers ({', '.join(FLEET_NAMES.values())})",
+        "fleets of 3 consumers: StaticConsumerGroup orders; plain StatefulSets orders-static, orders-dynamic",
         "scale-up",
         0,
         3,
-        lambda name: kubectl.apply(
-            fleet.consumer_fleet(3, image=settings.image, local=state.local, kind=_kind_of(name)),
-            state.namespace,
-        ),
+        create,
     )
     operation(
         "rolling restart of each fleet (a change to the pod template)",
         "rollout",
         3,
         3,
-        lambda name: rolling_restart(kubectl, state.namespace, name),
+        lambda kind: rolling_restart(kubectl, state.namespace, kind),
     )
     operation(
-        "kubectl scale scg/<fleet> --replicas=1",
+        "kubectl scale scg/orders (statefulset/orders-static, statefulset/orders-dynamic) --replicas=1",
         "scale-down",
         3,
         1,
-        lambda name: scale(kubectl, state.namespace, name, 1),
+        lambda kind: scale(kubectl, state.namespace, kind, 1),
     )
     operation(
-        "kubectl scale scg/<fleet> --replicas=4",
+        "kubectl scale scg/orders (statefulset/orders-static, statefulset/orders-dynamic) --replicas=4",
         "scale-up",
         1,
         4,
-        lambda name: scale(kubectl, state.namespace, name, 4),
+        lambda kind: scale(kubectl, state.namespace, kind, 4),
     )
 
     with progress.step(
@@ -385,8 +392,9 @@ def _deployment_available(kubectl: Kubectl, namespace: str, name: str) -> bool:
 # -- the fleet's operations ----------------------------------------------------------------------------
 
 
-def _kind_of(name: str) -> str:
-    return next(kind for kind, fleet_name in FLEET_NAMES.items() if fleet_name == name)
+def _resource(kind: str) -> str:
+    """What an operation changes: the StaticConsumerGroup, or the plain StatefulSet nobody operates."""
+    return f"{'scg' if operated(kind) else 'statefulset'}/{FLEET_NAMES[kind]}"
 
 
 def expected_members(kind: str, replicas: int) -> frozenset[str] | None:
@@ -491,15 +499,15 @@ def wait_fleets(
     return seconds
 
 
-def rolling_restart(kubectl: Kubectl, namespace: str, name: str) -> None:
-    """A pod-template change (what `kubectl rollout restart` does to a Deployment)."""
+def rolling_restart(kubectl: Kubectl, namespace: str, kind: str) -> None:
+    """A pod-template change (what `kubectl rollout restart` makes)."""
     stamp = datetime.now(UTC).isoformat(timespec="milliseconds")
     patch = {"spec": {"template": {"metadata": {"annotations": {"staticfleet.io/restartedAt": stamp}}}}}
-    kubectl.run("patch", "scg", name, "-n", namespace, "--type=merge", "-p", json.dumps(patch))
+    kubectl.run("patch", _resource(kind), "-n", namespace, "--type=merge", "-p", json.dumps(patch))
 
 
-def scale(kubectl: Kubectl, namespace: str, name: str, replicas: int) -> None:
-    kubectl.run("scale", f"scg/{name}", "-n", namespace, f"--replicas={replicas}")
+def scale(kubectl: Kubectl, namespace: str, kind: str, replicas: int) -> None:
+    kubectl.run("scale", _resource(kind), "-n", namespace, f"--replicas={replicas}")
 
 
 # -- summary ---------------------------------------------------------------------------------------------
@@ -614,6 +622,10 @@ def down(settings: Settings) -> int:
         kubectl = state.kube()
         # The fleet goes first, while its operator still runs to honour the finalizer.
         kubectl.run("delete", "scg", "--all", "-n", state.namespace, "--wait=false", check=False)
+        plain = [FLEET_NAMES[kind] for kind in FLEET_KINDS if not operated(kind)]
+        kubectl.run(
+            "delete", "statefulset,service", *plain, "-n", state.namespace, "--ignore-not-found", check=False
+        )
         wait_until(
             lambda: not kubectl.items("staticconsumergroups", state.namespace),
             timeout=120,

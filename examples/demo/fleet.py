@@ -19,28 +19,40 @@ IMAGE_APP_DIR = Path("/app")
 
 Manifest = dict[str, Any]
 
-# The three kinds of fleet the demo and bench/fleet_ops.py run side by side. All three are the same
-# StaticConsumerGroup of the same consumer, so they get the same StatefulSet, pods and rollout; they differ
-# only in the consumer's membership (examples/consumer: KAFKA_MEMBERSHIP) and in the operator's help.
+# The three kinds of fleet the demo and bench/fleet_ops.py run side by side, with the same consumer, pod
+# template and StatefulSet:
+# - staticfleet: a StaticConsumerGroup with the operator's defaults (removal, pre-registration);
+# - plain static: the StatefulSet the operator would build, created as it is and operated by nobody
+#   (static members by pod name; departed members expire after the session timeout);
+# - plain dynamic: the same plain StatefulSet with the consumer in dynamic membership (KAFKA_MEMBERSHIP).
 STATICFLEET = "staticfleet"
 PLAIN_STATIC = "plain static"
 PLAIN_DYNAMIC = "plain dynamic"
 FLEET_KINDS = (STATICFLEET, PLAIN_STATIC, PLAIN_DYNAMIC)
-_NO_OPERATOR_HELP: Manifest = {
-    "scaleDown": {"removeMembers": "AfterSessionTimeout"},
-    "scaleUp": {"preRegister": False},
-}
-_KIND_SPEC: dict[str, Manifest] = {
-    STATICFLEET: {"scaleDown": {"removeMembers": "Immediate"}, "scaleUp": {"preRegister": True}},
-    PLAIN_STATIC: _NO_OPERATOR_HELP,
-    PLAIN_DYNAMIC: _NO_OPERATOR_HELP,
-}
+MANAGED_BY = "app.kubernetes.io/managed-by"
 
 
-def kind_spec(kind: str) -> Manifest:
-    """The resource's scale settings for a fleet kind: staticfleet's defaults, or no removal and no
-    pre-registration (what the consumers' own membership gives without the operator)."""
-    return {key: dict(value) for key, value in _KIND_SPEC[kind].items()}
+def operated(kind: str) -> bool:
+    """Whether the operator runs this kind of fleet (a StaticConsumerGroup) or nobody does (a StatefulSet)."""
+    return kind == STATICFLEET
+
+
+def plain_workload(resource: Manifest, namespace: str, bootstrap_servers: str) -> list[Manifest]:
+    """The headless Service and StatefulSet the operator builds for `resource` (its own builders), as
+    plain objects: no owner, and without the label the operator watches for."""
+    from staticfleet.kube import builders
+    from staticfleet.kube.spec import parse_group
+
+    body = {**resource, "metadata": {**resource["metadata"], "namespace": namespace}}
+    spec = parse_group(body)
+    objects = [builders.headless_service(spec), builders.statefulset(spec, bootstrap_servers, spec.replicas)]
+    for found in objects:
+        found["metadata"].pop("ownerReferences", None)
+        found["metadata"].get("labels", {}).pop(MANAGED_BY, None)
+        template = found.get("spec", {}).get("template")
+        if template is not None:
+            template.get("metadata", {}).get("labels", {}).pop(MANAGED_BY, None)
+    return objects
 
 
 def membership(kind: str) -> str:
@@ -108,7 +120,8 @@ def consumer_fleet(
     session_timeout_ms: int = 30_000,
 ) -> Manifest:
     """A StaticConsumerGroup of the example consumer, keeping its per-partition state on a claim; `kind`
-    chooses the consumer's membership and the operator's help (FLEET_KINDS), and the fleet's name."""
+    chooses the consumer's membership and the fleet's name (FLEET_KINDS). The plain kinds run as
+    plain_workload(this resource)."""
     template = consumer_pod_template(["python", script("consumer.py", local=local)], image=image)
     return {
         "apiVersion": "staticfleet.io/v1alpha1",
@@ -118,7 +131,6 @@ def consumer_fleet(
             "replicas": replicas,
             "topics": [TOPIC],
             "sessionTimeoutMs": session_timeout_ms,
-            **kind_spec(kind),
             "template": with_membership(template, kind),
             "volumeClaimTemplates": [
                 {

@@ -147,27 +147,38 @@ def test_the_demo_waits_for_the_expected_members_assigned_and_every_consumer_rea
     assert not fleet_done(STATICFLEET, 3, group_view(static), rolled, generation_before=5)
 
 
-def test_the_three_fleets_differ_only_in_membership_and_the_operators_help() -> None:
+def test_the_plain_fleets_are_the_operators_statefulset_operated_by_nobody() -> None:
+    from staticfleet.kube import builders
+    from staticfleet.kube.spec import parse_group
+
     fleets = {kind: fleet.consumer_fleet(3, image="i", local=False, kind=kind) for kind in FLEET_KINDS}
     names = {kind: body["metadata"]["name"] for kind, body in fleets.items()}
     assert len(set(names.values())) == 3 and names[STATICFLEET] == fleet.FLEET
+    assert [fleet.operated(kind) for kind in FLEET_KINDS] == [True, False, False]
 
-    def env(body: dict[str, Any]) -> dict[str, str]:
-        return {e["name"]: e["value"] for e in body["spec"]["template"]["spec"]["containers"][0]["env"]}
+    def env(template: dict[str, Any]) -> dict[str, str]:
+        return {e["name"]: e.get("value", "") for e in template["spec"]["containers"][0]["env"]}
 
-    assert env(fleets[STATICFLEET])["KAFKA_MEMBERSHIP"] == "static"
-    assert env(fleets[PLAIN_STATIC])["KAFKA_MEMBERSHIP"] == "static"
-    assert env(fleets[PLAIN_DYNAMIC])["KAFKA_MEMBERSHIP"] == "dynamic"
-    assert fleets[STATICFLEET]["spec"]["scaleDown"] == {"removeMembers": "Immediate"}
-    assert fleets[STATICFLEET]["spec"]["scaleUp"] == {"preRegister": True}
-    for kind in (PLAIN_STATIC, PLAIN_DYNAMIC):
-        assert fleets[kind]["spec"]["scaleDown"] == {"removeMembers": "AfterSessionTimeout"}
-        assert fleets[kind]["spec"]["scaleUp"] == {"preRegister": False}
-    bare = [
-        {k: v for k, v in body["spec"].items() if k not in ("scaleDown", "scaleUp", "template")}
-        for body in fleets.values()
-    ]
-    assert bare[0] == bare[1] == bare[2]
+    assert env(fleets[STATICFLEET]["spec"]["template"])["KAFKA_MEMBERSHIP"] == "static"
+    service, plain_static = fleet.plain_workload(fleets[PLAIN_STATIC], "shop", "kafka:9092")
+    _, plain_dynamic = fleet.plain_workload(fleets[PLAIN_DYNAMIC], "shop", "kafka:9092")
+    assert (service["kind"], plain_static["kind"]) == ("Service", "StatefulSet")
+    for body in (service, plain_static, plain_dynamic):
+        assert "ownerReferences" not in body["metadata"]
+        assert fleet.MANAGED_BY not in body["metadata"]["labels"]
+    assert fleet.MANAGED_BY not in plain_static["spec"]["template"]["metadata"]["labels"]
+    assert env(plain_static["spec"]["template"])["KAFKA_MEMBERSHIP"] == "static"
+    assert env(plain_dynamic["spec"]["template"])["KAFKA_MEMBERSHIP"] == "dynamic"
+    assert "KAFKA_GROUP_INSTANCE_ID" in env(plain_static["spec"]["template"])
+    # What the operator would build for the same resource, apart from the owner and its label.
+    operators = builders.statefulset(
+        parse_group({**fleets[PLAIN_STATIC], "metadata": {"name": names[PLAIN_STATIC], "namespace": "shop"}}),
+        "kafka:9092",
+        3,
+    )
+    assert plain_static["spec"]["selector"] == operators["spec"]["selector"]
+    assert plain_static["spec"]["volumeClaimTemplates"] == operators["spec"]["volumeClaimTemplates"]
+    assert plain_static["spec"]["template"]["spec"] == operators["spec"]["template"]["spec"]
 
 
 def test_no_comparison_figure_is_typed_into_the_demo() -> None:
