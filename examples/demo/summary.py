@@ -31,8 +31,9 @@ OPERATIONS_FILE = "operations.json"
 MODES = {STATICFLEET: "staticfleet", PLAIN_STATIC: "static", PLAIN_DYNAMIC: "dynamic"}
 
 
-def operation_id(number: int) -> str:
-    return f"demo/{number}"
+def operation_id(mode: str, number: int) -> str:
+    """Unique across the three fleets: the analysis pairs and counts operations by id alone."""
+    return f"demo/{mode}/{number}"
 
 
 def now_ms() -> int:
@@ -50,7 +51,7 @@ class OperationLog:
 
     def started(self, operation: str, from_replicas: int, to_replicas: int) -> str:
         self.count += 1
-        started_id = operation_id(self.count)
+        started_id = operation_id(self.mode, self.count)
         self._write(FLEET_OPERATION_STARTED, operation, started_id, from_replicas, to_replicas)
         return started_id
 
@@ -159,16 +160,17 @@ def _outcome(operation: dict[str, Any]) -> Outcome:
 def operation_rows(
     operations: Sequence[dict[str, Any]], labels: Sequence[str], kinds: Sequence[str] = FLEET_KINDS
 ) -> list[Row]:
-    """Table rows from the analysed operations: the n-th label is operation `demo/<n>` of every fleet kind
-    (each kind's fleet recorded its operations under its own mode, see MODES)."""
+    """Table rows from the analysed operations: the n-th label is operation `demo/<mode>/<n>` of every
+    fleet kind (each kind's fleet recorded its operations under its own mode, see MODES)."""
     by_key = {(str(o.get("mode")), str(o.get("operation_id"))): o for o in operations}
     rows = []
     for number, label in enumerate(labels, start=1):
         outcomes = {}
         for kind in kinds:
-            found = by_key.get((MODES[kind], operation_id(number)))
+            wanted = operation_id(MODES[kind], number)
+            found = by_key.get((MODES[kind], wanted))
             if found is None:
-                raise ValueError(f"{kind}: operation {operation_id(number)} ({label}) is not in the analysis")
+                raise ValueError(f"{kind}: operation {wanted} ({label}) is not in the analysis")
             outcomes[kind] = _outcome(found)
         rows.append(Row(label, outcomes))
     if len(operations) != len(labels) * len(kinds):

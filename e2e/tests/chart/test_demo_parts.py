@@ -33,12 +33,15 @@ def test_operations_are_recorded_as_the_documented_operator_events(tmp_path: Pat
         "mode": "staticfleet",
     }
     assert started["ts"] <= completed["ts"] <= again["ts"]
+    # The fleets beside it number their operations alike, under ids of their own.
+    dynamic = OperationLog(tmp_path / "ops.jsonl", "shop.orders-dynamic", "dynamic")
+    assert dynamic.started("scale-down", 3, 1) not in (first, second)
 
 
 def analysed(mode: str = "staticfleet", number: int = 1, **overrides: object) -> dict[str, object]:
     row: dict[str, object] = {
         "status": "completed",
-        "operation_id": f"demo/{number}",
+        "operation_id": f"demo/{mode}/{number}",
         "mode": mode,
         "from_replicas": 3,
         "rebalances": 1,
