@@ -281,6 +281,7 @@ class Fleet:
     kind: str
     namespace: str
     replicas: int
+    heartbeat_ms: int | None = None
 
     @property
     def group(self) -> str:
@@ -344,6 +345,15 @@ class Kube:
     def statefulset_generation(self, fleet: Fleet) -> int:
         return self.statefulset(fleet)[0]
 
+    def heartbeat_ms(self, fleet: Fleet) -> int | None:
+        """The heartbeat interval the fleet's consumers were given (None: the client's default)."""
+        sts: Any = self.apps.read_namespaced_stateful_set(NAME, fleet.namespace)
+        body: dict[str, Any] = self.apps.api_client.sanitize_for_serialization(sts)
+        for env in body["spec"]["template"]["spec"]["containers"][0].get("env", []):
+            if env["name"] == "KAFKA_HEARTBEAT_INTERVAL_MS":
+                return int(env["value"])
+        return None
+
 
 @dataclass
 class Sample:
@@ -356,6 +366,7 @@ class Sample:
     rebalances: int
     unstable_seconds: float  # of that time, how long the group was not Stable (or unreachable)
     timed_out: bool = False
+    heartbeat_ms: int | None = None  # the consumers' heartbeat.interval.ms; None: the client's default
 
 
 @dataclass
@@ -427,6 +438,7 @@ def measure(
                 rebalances=backend.rebalance_mark(watch.fleet.group) - marks[watch.fleet.kind],
                 unstable_seconds=round(watch.unstable, 2),
                 timed_out=watch.finished is None,
+                heartbeat_ms=watch.fleet.heartbeat_ms,
             )
         )
     return samples
@@ -451,9 +463,6 @@ def create_fleets(kubectl: Kubectl, backend: Backend, args: argparse.Namespace, 
         topic = f"{namespace}-topic"
         backend.create_topic(topic, args.partitions)
         template = with_membership(consumer_template(), kind)
-        env = template["spec"]["containers"][0]["env"]
-        if args.heartbeat_interval_ms:
-            env.append({"name": "KAFKA_HEARTBEAT_INTERVAL_MS", "value": str(args.heartbeat_interval_ms)})
         kafka = {"bootstrapServers": backend.bootstrap}
         if backend.api is not None:
             kafka["coordinatorApi"] = backend.api
@@ -568,6 +577,8 @@ def bench_backend(
     try:
         fleets = create_fleets(kubectl, backend, args, f"{backend_name}-{args.replicas}")
         wait_settled(backend, fleets, 300)
+        for fleet in fleets:
+            fleet.heartbeat_ms = kube.heartbeat_ms(fleet)
         time.sleep(SETTLE_S)
         for run in range(1, args.runs + 1):
             samples += run_operations(backend, kube, fleets, args, run)
@@ -603,6 +614,7 @@ class Summary:
     rebalances: tuple[int, ...]
     unstable_seconds: tuple[float, ...]
     timed_out: int
+    heartbeats: frozenset[int | None] = frozenset()
 
     @property
     def median_s(self) -> float:
@@ -632,6 +644,7 @@ def summarize(samples: Sequence[Sample]) -> list[Summary]:
                 tuple(s.rebalances for s in chosen),
                 tuple(s.unstable_seconds for s in chosen),
                 sum(s.timed_out for s in chosen),
+                frozenset(s.heartbeat_ms for s in chosen),
             )
         )
     return out
@@ -730,7 +743,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--backend", choices=(EMBEDDED, KAFKA, "both"), default="both")
     parser.add_argument("--partitions", type=int, default=40, help="partitions of each fleet's topic")
     parser.add_argument("--session-timeout-ms", type=int, default=30_000)
-    parser.add_argument("--heartbeat-interval-ms", type=int, help="the consumers' (default: the client's)")
     parser.add_argument(
         "--kinds", type=lambda v: v.split(","), default=list(FLEET_KINDS), help="comma-separated fleet kinds"
     )
@@ -790,6 +802,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _heartbeats(summaries: Sequence[Summary]) -> str:
+    """Which heartbeat interval each kind of fleet ran with, as the samples recorded it."""
+    found: dict[str, set[int | None]] = {}
+    for summary in summaries:
+        found.setdefault(summary.kind, set()).update(summary.heartbeats)
+    parts = []
+    for kind, values in found.items():
+        known = sorted(v for v in values if v is not None)
+        shown = [*(["the client default, 3000 ms"] if None in values else []), *(f"{v} ms" for v in known)]
+        parts.append(f"{kind} {', '.join(shown)}")
+    return "; ".join(parts)
+
+
 def _measuring_options(argv: Sequence[str] | None) -> list[str]:
     """The command line without the options that only say where results go."""
     given = list(sys.argv[1:] if argv is None else argv)
@@ -815,8 +840,8 @@ def _doc_body(args: argparse.Namespace, summaries: Sequence[Summary], backends: 
     ]
     lines = [
         f"Three fleets of N={n} `examples/consumer` pods (confluent-kafka, {args.partitions} partitions "
-        f"each, sessionTimeoutMs {args.session_timeout_ms}, heartbeat interval "
-        f"{args.heartbeat_interval_ms or 'the client default (3000)'} ms) on the local cluster, run at "
+        f"each, sessionTimeoutMs {args.session_timeout_ms}; heartbeat interval: {_heartbeats(summaries)}) "
+        "on the local cluster, run at "
         "the same time against one coordinator: *staticfleet* (a StaticConsumerGroup with the defaults), "
         "*plain static* (the StatefulSet the operator would build, operated by nobody: instance ids, no "
         "removal, no pre-registration) and *plain dynamic* (that StatefulSet with "

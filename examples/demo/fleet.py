@@ -30,6 +30,7 @@ PLAIN_STATIC = "plain static"
 PLAIN_DYNAMIC = "plain dynamic"
 FLEET_KINDS = (STATICFLEET, PLAIN_STATIC, PLAIN_DYNAMIC)
 MANAGED_BY = "app.kubernetes.io/managed-by"
+HEARTBEAT_ENV = "KAFKA_HEARTBEAT_INTERVAL_MS"
 
 
 def operated(kind: str) -> bool:
@@ -50,8 +51,13 @@ def plain_workload(resource: Manifest, namespace: str, bootstrap_servers: str) -
         found["metadata"].pop("ownerReferences", None)
         found["metadata"].get("labels", {}).pop(MANAGED_BY, None)
         template = found.get("spec", {}).get("template")
-        if template is not None:
-            template.get("metadata", {}).get("labels", {}).pop(MANAGED_BY, None)
+        if template is None:
+            continue
+        template.get("metadata", {}).get("labels", {}).pop(MANAGED_BY, None)
+        if "heartbeatIntervalMs" not in resource["spec"]:
+            # The operator's heartbeat default is its help too: a plain fleet runs the client's own.
+            for container in template["spec"]["containers"]:
+                container["env"] = [e for e in container["env"] if e["name"] != HEARTBEAT_ENV]
     return objects
 
 
