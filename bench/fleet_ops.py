@@ -857,6 +857,15 @@ def _doc_body(args: argparse.Namespace, summaries: Sequence[Summary], backends: 
         "",
         "The machine is shared with other work and noisy: compare the fleets within this table (they ran "
         "side by side), not with figures from another day.",
+        "",
+        "How to read the scale steps: *s not Stable* is the rebalance itself, while every member waits for "
+        "the others (consumption stops with the eager assignors these consumers use); members learn of a "
+        "rebalance from their next heartbeat, so it lasts up to one heartbeat interval and more when "
+        "members join or leave in several waves. The rest of a fleet's *s to Stable* the group keeps "
+        "consuming: for staticfleet it is the operator's work and the pods' start or stop (on a scale-down "
+        "the departed members are removed once their pods are gone; on a scale-up the new instance ids are "
+        "pre-registered before the StatefulSet grows); a dynamic consumer leaves the group itself as it "
+        "stops, and plain static members are only dropped after the session timeout.",
     ]
     for backend in backends:
         compared = readme_rows(summaries, backend)
