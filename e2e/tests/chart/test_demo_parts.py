@@ -181,7 +181,13 @@ def test_the_plain_fleets_are_the_operators_statefulset_operated_by_nobody() -> 
     )
     assert plain_static["spec"]["selector"] == operators["spec"]["selector"]
     assert plain_static["spec"]["volumeClaimTemplates"] == operators["spec"]["volumeClaimTemplates"]
-    assert plain_static["spec"]["template"]["spec"] == operators["spec"]["template"]["spec"]
+    # ... and without the operator's heartbeat default: a plain fleet heartbeats at the client's default.
+    operators_pod = operators["spec"]["template"]["spec"]
+    assert env(operators["spec"]["template"])[fleet.HEARTBEAT_ENV] == "500"
+    assert fleet.HEARTBEAT_ENV not in env(plain_static["spec"]["template"])
+    for container in operators_pod["containers"]:
+        container["env"] = [e for e in container["env"] if e["name"] != fleet.HEARTBEAT_ENV]
+    assert plain_static["spec"]["template"]["spec"] == operators_pod
 
 
 def test_no_comparison_figure_is_typed_into_the_demo() -> None:

@@ -18,6 +18,10 @@ KIND = "StaticConsumerGroup"
 API_VERSION = f"{GROUP}/{VERSION}"
 
 DEFAULT_SESSION_TIMEOUT_MS = 120_000
+# Members learn of a rebalance from their next heartbeat, so the heartbeat interval bounds how long every
+# rebalance waits for the slowest member (bench/fleet_ops.py: docs/benchmarks.md). Kafka's clients default
+# to 3 s; a fleet heartbeats more often, and a coordinator answers tens of thousands a second.
+DEFAULT_HEARTBEAT_INTERVAL_MS = 500
 DEFAULT_INSTANCE_ID_TEMPLATE = "{pod}"
 IMMEDIATE = "Immediate"
 AFTER_SESSION_TIMEOUT = "AfterSessionTimeout"
@@ -187,7 +191,8 @@ def parse_group(body: Mapping[str, Any], defaults: OperatorDefaults | None = Non
         sasl=sasl,
         session_timeout_ms=session,
         rebalance_timeout_ms=_int(spec.get("rebalanceTimeoutMs"), None),
-        heartbeat_interval_ms=_int(spec.get("heartbeatIntervalMs"), None),
+        heartbeat_interval_ms=_int(spec.get("heartbeatIntervalMs"), None)
+        or min(DEFAULT_HEARTBEAT_INTERVAL_MS, max(session // 3, 1)),
         instance_id_template=str(spec.get("instanceIdTemplate") or DEFAULT_INSTANCE_ID_TEMPLATE),
         remove_members=str(scale_down.get("removeMembers", IMMEDIATE)),
         pre_register=bool(scale_up.get("preRegister", True)),

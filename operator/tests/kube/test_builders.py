@@ -80,9 +80,9 @@ def test_every_container_gets_the_environment_contract_first_and_ours_win() -> N
     assert names.index("LOG_LEVEL") > names.index("KAFKA_GROUP_INSTANCE_ID")  # user vars may use ours
 
 
-def test_optional_timeouts_are_not_injected_when_unset() -> None:
+def test_the_rebalance_timeout_is_not_injected_when_unset_and_the_heartbeat_has_a_default() -> None:
     (container,) = builders.pod_template(group_spec(), "kafka:9092")["spec"]["containers"]
-    assert "KAFKA_HEARTBEAT_INTERVAL_MS" not in env_of(container)
+    assert env_of(container)["KAFKA_HEARTBEAT_INTERVAL_MS"]["value"] == "500"
     assert "KAFKA_REBALANCE_TIMEOUT_MS" not in env_of(container)
 
 

@@ -4,6 +4,7 @@ import pytest
 
 from staticfleet.kube.spec import (
     AFTER_SESSION_TIMEOUT,
+    DEFAULT_HEARTBEAT_INTERVAL_MS,
     DEFAULT_SESSION_TIMEOUT_MS,
     IMMEDIATE,
     REMOVE_MEMBERS,
@@ -23,7 +24,8 @@ def test_defaults_apply_when_fields_are_absent() -> None:
     assert spec.remove_members == IMMEDIATE
     assert spec.pre_register is True
     assert spec.deletion_policy == REMOVE_MEMBERS
-    assert spec.rebalance_timeout_ms is None and spec.heartbeat_interval_ms is None
+    assert spec.rebalance_timeout_ms is None
+    assert spec.heartbeat_interval_ms == DEFAULT_HEARTBEAT_INTERVAL_MS == 500
     assert spec.security_protocol == "PLAINTEXT"
 
 
@@ -69,3 +71,9 @@ def test_scale_down_mode_is_read() -> None:
     assert (
         group_spec(scaleDown={"removeMembers": AFTER_SESSION_TIMEOUT}).remove_members == AFTER_SESSION_TIMEOUT
     )
+
+
+def test_a_fleet_heartbeats_every_half_second_unless_told_otherwise() -> None:
+    assert group_spec(heartbeatIntervalMs=3_000).heartbeat_interval_ms == 3_000
+    # Never a third of the session timeout or more, which the clients would refuse.
+    assert group_spec(sessionTimeoutMs=1_200).heartbeat_interval_ms == 400
