@@ -724,7 +724,7 @@ def publish_readme(summaries: Sequence[Summary], backend: str, replicas: int, ru
     body = (
         f"{begin}\n"
         + table(README_HEADERS, readme_rows(summaries, backend))
-        + f"\n\nN={replicas} consumers, median of {runs} runs on the {backend} coordinator, measured side by "
+        + f"\n\nN={replicas} consumers, median of {runs} runs on {_backend_name(backend)}, measured side by "
         f"side by `bench/fleet_ops.py` on {info['date']} ({info['cpus']} CPUs, Python {info['python']}); "
         "every run, both coordinators and the ranges are in "
         "[docs/benchmarks.md](docs/benchmarks.md#fleet-operations-side-by-side).\n"
@@ -802,6 +802,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _backend_name(backend: str) -> str:
+    if backend == KAFKA:
+        from conformance.kafka_broker import kafka_version
+
+        return f"Apache Kafka {kafka_version()}"
+    return "the embedded coordinator"
+
+
 def _heartbeats(summaries: Sequence[Summary]) -> str:
     """Which heartbeat interval each kind of fleet ran with, as the samples recorded it."""
     found: dict[str, set[int | None]] = {}
@@ -870,7 +878,7 @@ def _doc_body(args: argparse.Namespace, summaries: Sequence[Summary], backends: 
     for backend in backends:
         compared = readme_rows(summaries, backend)
         if compared:
-            lines += ["", f"On the {backend} coordinator, medians:", "", table(README_HEADERS, compared)]
+            lines += ["", f"On {_backend_name(backend)}, medians:", "", table(README_HEADERS, compared)]
     if KAFKA in backends:
         lines += [
             "",

@@ -126,10 +126,12 @@ class Row:
 
 def compare(rebalances: float, seconds: float, baseline_rebalances: float, baseline_seconds: float) -> str:
     """How one fleet did against a baseline, in words, from the measured figures alone."""
+    gap = abs(rebalances - baseline_rebalances)
+    noun = "rebalance" if gap == 1 else "rebalances"
     if rebalances < baseline_rebalances:
-        parts = [f"{baseline_rebalances - rebalances:g} fewer rebalances"]
+        parts = [f"{gap:g} fewer {noun}"]
     elif rebalances > baseline_rebalances:
-        parts = [f"{rebalances - baseline_rebalances:g} more rebalances"]
+        parts = [f"{gap:g} more {noun}"]
     else:
         parts = ["as many rebalances"]
     difference = seconds - baseline_seconds

@@ -100,8 +100,8 @@ def test_a_run_where_dynamic_membership_did_better_is_shown_as_such() -> None:
         analysed("dynamic", 1, rebalances=1, duration_ms=1_500),
     ]
     rows = operation_rows(operations, ["scale 1 -> 4"])
-    assert rows[0].against_dynamic == "1 more rebalances, 3.5 s slower"
-    assert format_table(rows).splitlines()[-1].endswith("1 more rebalances, 3.5 s slower")
+    assert rows[0].against_dynamic == "1 more rebalance, 3.5 s slower"
+    assert format_table(rows).splitlines()[-1].endswith("1 more rebalance, 3.5 s slower")
     assert compare(1, 2.0, 1, 2.0) == "as many rebalances, as fast"
 
 
