@@ -62,7 +62,14 @@ from e2e.tests.operator.harness import (
     fleet_manifest,
     free_port,
 )
-from examples.demo.fleet import FLEET_KINDS, membership, operated, plain_workload, with_membership
+from examples.demo.fleet import (
+    FLEET_KINDS,
+    PLAIN_STATIC,
+    membership,
+    operated,
+    plain_workload,
+    with_membership,
+)
 from examples.demo.summary import compare
 
 NAME = "fleet"
@@ -885,6 +892,18 @@ def _doc_body(args: argparse.Namespace, summaries: Sequence[Summary], backends: 
             "On Apache Kafka the operator's pre-registration is refused (an unknown group config), so "
             "staticfleet's scale-up is plain static membership's; removal by LeaveGroup works the same.",
         ]
+        down = [
+            s.median_s
+            for s in summaries
+            if s.backend == KAFKA and s.operation == COORDINATOR_RESTART and s.kind == PLAIN_STATIC
+        ]
+        if down and down[0] * 1000 > args.session_timeout_ms:
+            lines[-1] += (
+                f" The broker took longer to come back ({down[0]:.0f} s, median) than the session timeout: "
+                "the dynamic consumers then gave up their member ids and joined as new members (a "
+                "rebalance that also waits out the old ones), while static members came back under their "
+                "instance ids."
+            )
     return "\n".join(lines)
 
 
