@@ -900,9 +900,9 @@ def _doc_body(args: argparse.Namespace, summaries: Sequence[Summary], backends: 
         if down and down[0] * 1000 > args.session_timeout_ms:
             lines[-1] += (
                 f" The broker took longer to come back ({down[0]:.0f} s, median) than the session timeout: "
-                "the dynamic consumers then gave up their member ids and joined as new members (a "
-                "rebalance that also waits out the old ones), while static members came back under their "
-                "instance ids."
+                "the dynamic consumers then joined again without their member ids, as new members (the "
+                "broker's log says so), a rebalance that also waits for the old members to expire, while "
+                "static members came back under their instance ids."
             )
     return "\n".join(lines)
 
