@@ -152,7 +152,7 @@ def test_the_demo_waits_for_the_expected_members_assigned_and_every_consumer_rea
 
 def test_the_plain_fleets_are_the_operators_statefulset_operated_by_nobody() -> None:
     from staticfleet.kube import builders
-    from staticfleet.kube.spec import parse_group
+    from staticfleet.kube.spec import OperatorDefaults, parse_group
 
     fleets = {kind: fleet.consumer_fleet(3, image="i", local=False, kind=kind) for kind in FLEET_KINDS}
     names = {kind: body["metadata"]["name"] for kind, body in fleets.items()}
@@ -174,8 +174,11 @@ def test_the_plain_fleets_are_the_operators_statefulset_operated_by_nobody() -> 
     assert env(plain_dynamic["spec"]["template"])["KAFKA_MEMBERSHIP"] == "dynamic"
     assert "KAFKA_GROUP_INSTANCE_ID" in env(plain_static["spec"]["template"])
     # What the operator would build for the same resource, apart from the owner and its label.
+    embedded = OperatorDefaults(bootstrap_servers="kafka:9092", coordinator_api="http://coordinator:8080")
     operators = builders.statefulset(
-        parse_group({**fleets[PLAIN_STATIC], "metadata": {"name": names[PLAIN_STATIC], "namespace": "shop"}}),
+        parse_group(
+            {**fleets[PLAIN_STATIC], "metadata": {"name": names[PLAIN_STATIC], "namespace": "shop"}}, embedded
+        ),
         "kafka:9092",
         3,
     )

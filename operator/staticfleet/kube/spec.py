@@ -19,8 +19,11 @@ API_VERSION = f"{GROUP}/{VERSION}"
 
 DEFAULT_SESSION_TIMEOUT_MS = 120_000
 # Members learn of a rebalance from their next heartbeat, so the heartbeat interval bounds how long every
-# rebalance waits for the slowest member (bench/fleet_ops.py: docs/benchmarks.md). Kafka's clients default
-# to 3 s; a fleet heartbeats more often, and a coordinator answers tens of thousands a second.
+# rebalance waits for the slowest member: Kafka's clients default to 3 s. A fleet on a coordinator that
+# takes pre-registration (one with the staticfleet API) heartbeats more often, since the pre-registered
+# join phase waits for every new instance anyway. Without pre-registration (Apache Kafka) a short join
+# phase lets new pods that start apart cost a rebalance each, so the client default stays
+# (bench/fleet_ops.py, docs/benchmarks.md).
 DEFAULT_HEARTBEAT_INTERVAL_MS = 500
 DEFAULT_INSTANCE_ID_TEMPLATE = "{pod}"
 IMMEDIATE = "Immediate"
@@ -128,6 +131,13 @@ def _int(value: Any, default: int | None) -> int | None:
     return default if value is None else int(value)
 
 
+def _heartbeat_interval(spec: Mapping[str, Any], session_ms: int, coordinator_api: str | None) -> int | None:
+    given = _int(spec.get("heartbeatIntervalMs"), None)
+    if given is not None or not coordinator_api:
+        return given
+    return min(DEFAULT_HEARTBEAT_INTERVAL_MS, max(session_ms // 3, 1))
+
+
 def parse_group(body: Mapping[str, Any], defaults: OperatorDefaults | None = None) -> GroupSpec:
     """Reads a StaticConsumerGroup object. Raises SpecError for what the CRD cannot express."""
     defaults = defaults or OperatorDefaults()
@@ -191,8 +201,7 @@ def parse_group(body: Mapping[str, Any], defaults: OperatorDefaults | None = Non
         sasl=sasl,
         session_timeout_ms=session,
         rebalance_timeout_ms=_int(spec.get("rebalanceTimeoutMs"), None),
-        heartbeat_interval_ms=_int(spec.get("heartbeatIntervalMs"), None)
-        or min(DEFAULT_HEARTBEAT_INTERVAL_MS, max(session // 3, 1)),
+        heartbeat_interval_ms=_heartbeat_interval(spec, session, coordinator_api),
         instance_id_template=str(spec.get("instanceIdTemplate") or DEFAULT_INSTANCE_ID_TEMPLATE),
         remove_members=str(scale_down.get("removeMembers", IMMEDIATE)),
         pre_register=bool(scale_up.get("preRegister", True)),
