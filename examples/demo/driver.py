@@ -229,7 +229,7 @@ def up(settings: Settings) -> int:
         "rollout",
         3,
         3,
-        lambda kind: rolling_restart(kubectl, state.namespace, kind),
+        lambda kind: restart_pods(kubectl, state.namespace, kind),
     )
     operation(
         "kubectl scale scg/orders (statefulset/orders-static, statefulset/orders-dynamic) --replicas=1",
@@ -499,11 +499,54 @@ def wait_fleets(
     return seconds
 
 
-def rolling_restart(kubectl: Kubectl, namespace: str, kind: str) -> None:
-    """A pod-template change (what `kubectl rollout restart` makes)."""
+def restart_pods(kubectl: Kubectl, namespace: str, kind: str) -> None:
+    """A pod-template change of one fleet (what `kubectl rollout restart` makes); returns at once."""
     stamp = datetime.now(UTC).isoformat(timespec="milliseconds")
     patch = {"spec": {"template": {"metadata": {"annotations": {"staticfleet.io/restartedAt": stamp}}}}}
     kubectl.run("patch", _resource(kind), "-n", namespace, "--type=merge", "-p", json.dumps(patch))
+
+
+def _condition(body: Manifest, kind: str) -> str | None:
+    for condition in body.get("status", {}).get("conditions", []) or []:
+        if condition.get("type") == kind:
+            return str(condition.get("status"))
+    return None
+
+
+def stable_with(body: Manifest, replicas: int) -> bool:
+    """The StaticConsumerGroup's own status says: a Stable group of `replicas` ready consumers."""
+    status = body.get("status", {})
+    return (
+        body.get("spec", {}).get("replicas") == replicas
+        and status.get("observedGeneration") == body.get("metadata", {}).get("generation")
+        and _condition(body, "Ready") == "True"
+        and status.get("group", {}).get("state") == "Stable"
+        and status.get("group", {}).get("members") == replicas
+        and status.get("readyReplicas") == replicas
+    )
+
+
+def _pod_uids(kubectl: Kubectl, namespace: str) -> set[str]:
+    pods = kubectl.items("pods", namespace, "-l", f"staticfleet.io/group={fleet.FLEET}")
+    return {str(p["metadata"]["uid"]) for p in pods}
+
+
+def rolling_restart(kubectl: Kubectl, namespace: str, timeout: float = 300) -> None:
+    """A pod-template change of the StaticConsumerGroup; waits until every pod is replaced."""
+    old = _pod_uids(kubectl, namespace)
+    restart_pods(kubectl, namespace, STATICFLEET)
+
+    def rolled() -> bool:
+        uids = _pod_uids(kubectl, namespace)
+        sts = kubectl.get("statefulset", fleet.FLEET, namespace).get("status", {})
+        return (
+            len(uids) == len(old)
+            and not uids & old
+            and sts.get("updatedReplicas") == len(old)
+            and sts.get("currentRevision") == sts.get("updateRevision")
+        )
+
+    wait_until(rolled, timeout=timeout, what="every consumer pod to be replaced", interval=0.5)
 
 
 def scale(kubectl: Kubectl, namespace: str, kind: str, replicas: int) -> None:

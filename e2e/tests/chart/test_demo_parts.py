@@ -11,7 +11,7 @@ import pytest
 
 from e2e.helm import REPO_ROOT, Helm
 from examples.demo import fleet
-from examples.demo.driver import OPERATIONS, _fullname, fleet_done
+from examples.demo.driver import OPERATIONS, _fullname, fleet_done, stable_with
 from examples.demo.fleet import FLEET_KINDS, PLAIN_DYNAMIC, PLAIN_STATIC, STATICFLEET
 from examples.demo.summary import OperationLog, Outcome, compare, details, format_table, operation_rows
 
@@ -148,6 +148,23 @@ def test_the_demo_waits_for_the_expected_members_assigned_and_every_consumer_rea
     rolled = statefulset(3, 3, generation=5, currentRevision="b", updateRevision="b", updatedReplicas=3)
     assert fleet_done(STATICFLEET, 3, group_view(static), rolled, generation_before=4)
     assert not fleet_done(STATICFLEET, 3, group_view(static), rolled, generation_before=5)
+
+
+def test_the_staticconsumergroups_status_says_when_it_is_a_stable_group_of_ready_consumers() -> None:
+    status: dict[str, Any] = {
+        "observedGeneration": 4,
+        "readyReplicas": 3,
+        "group": {"state": "Stable", "members": 3},
+        "conditions": [{"type": "Ready", "status": "True"}],
+    }
+    body: dict[str, Any] = {"metadata": {"generation": 4}, "spec": {"replicas": 3}, "status": status}
+    assert stable_with(body, 3)
+    assert not stable_with(body, 1)
+    assert not stable_with({**body, "metadata": {"generation": 5}}, 3)  # status not yet caught up
+    assert not stable_with({**body, "status": {**status, "readyReplicas": 2}}, 3)
+    assert not stable_with(
+        {**body, "status": {**status, "group": {"state": "PreparingRebalance", "members": 3}}}, 3
+    )
 
 
 def test_the_plain_fleets_are_the_operators_statefulset_operated_by_nobody() -> None:
