@@ -829,15 +829,21 @@ def _backend_name(backend: str) -> str:
 
 
 def _heartbeats(summaries: Sequence[Summary]) -> str:
-    """Which heartbeat interval each kind of fleet ran with, as the samples recorded it."""
-    found: dict[str, set[int | None]] = {}
+    """Which heartbeat interval each kind of fleet ran with on each coordinator, as the samples say."""
+    found: dict[str, dict[str, set[int | None]]] = {}
     for summary in summaries:
-        found.setdefault(summary.kind, set()).update(summary.heartbeats)
-    parts = []
-    for kind, values in found.items():
+        found.setdefault(summary.backend, {}).setdefault(summary.kind, set()).update(summary.heartbeats)
+
+    def shown(values: set[int | None]) -> str:
         known = sorted(v for v in values if v is not None)
-        shown = [*(["the client default, 3000 ms"] if None in values else []), *(f"{v} ms" for v in known)]
-        parts.append(f"{kind} {', '.join(shown)}")
+        return ", ".join(
+            [*(["the client default (3000 ms)"] if None in values else []), *(f"{v} ms" for v in known)]
+        )
+
+    parts = []
+    for backend, kinds in found.items():
+        fleets = ", ".join(f"{kind} {shown(values)}" for kind, values in kinds.items())
+        parts.append(f"on {_backend_name(backend)}: {fleets}")
     return "; ".join(parts)
 
 
@@ -881,8 +887,8 @@ def _doc_body(args: argparse.Namespace, summaries: Sequence[Summary], backends: 
         "unmeasured before the coordinator restart."
         + "".join(f" The {kind} fleet also had `{spec}`." for kind, spec in args.fleet_spec_shown),
         "",
-        "The machine is shared with other work and noisy: compare the fleets within this table (they ran "
-        "side by side), not with figures from another day.",
+        "The machine is shared with other work and noisy: compare the fleets within one coordinator's "
+        "table (they ran side by side, in one run), not with figures from another run or day.",
         "",
         "How to read the scale steps: *s not Stable* is the rebalance itself, while every member waits for "
         "the others (consumption stops with the eager assignors these consumers use); members learn of a "
