@@ -4,6 +4,7 @@ test's namespace (started by the test, so a test can restart it or start it with
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,16 @@ import pytest
 from e2e.helpers import Cluster, wait_until
 
 from .harness import CRD_DIR, Coordinator, OperatorRunner, start_coordinator, stop_coordinator
+
+# How many times each fault scenario runs (tests that take `chaos_round`). CI runs each once; the
+# figures in docs/reliability.md come from STATICFLEET_CHAOS_ROUNDS=10.
+CHAOS_ROUNDS_ENV = "STATICFLEET_CHAOS_ROUNDS"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "chaos_round" in metafunc.fixturenames:
+        rounds = int(os.environ.get(CHAOS_ROUNDS_ENV, "1"))
+        metafunc.parametrize("chaos_round", range(1, rounds + 1), ids=lambda n: f"round{n}")
 
 
 @pytest.fixture(scope="session")

@@ -30,7 +30,7 @@ STEP_TIMEOUT_S = 5
 
 
 def test_a_blocked_removal_is_reported_and_a_new_target_supersedes_it(
-    cluster: Cluster, namespace: str, operator: OperatorRunner, tmp_path: Path
+    cluster: Cluster, namespace: str, operator: OperatorRunner, tmp_path: Path, chaos_round: int
 ) -> None:
     kubectl = cluster.kubectl
     gid = f"{namespace}.{NAME}"

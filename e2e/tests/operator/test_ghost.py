@@ -31,7 +31,7 @@ NAME = "orders"
 
 
 def test_members_a_coordinator_restart_brings_back_are_removed_again(
-    cluster: Cluster, namespace: str, operator: OperatorRunner, tmp_path: Path
+    cluster: Cluster, namespace: str, operator: OperatorRunner, tmp_path: Path, chaos_round: int
 ) -> None:
     kubectl = cluster.kubectl
     gid = f"{namespace}.{NAME}"

@@ -3,6 +3,7 @@ the other takes over and finishes it: one removal, one rebalance."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,6 +50,7 @@ def test_the_other_replica_finishes_a_scale_down_when_the_leader_dies(
     coordinator: Coordinator,
     operator: OperatorRunner,
     second_operator: OperatorRunner,
+    chaos_round: int,
 ) -> None:
     kubectl = cluster.kubectl
     gid = f"{namespace}.{NAME}"
@@ -57,7 +59,7 @@ def test_the_other_replica_finishes_a_scale_down_when_the_leader_dies(
     election = ("--leader-election", "--leader-election-namespace", namespace)
     operator.extra_args = election
     second_operator.extra_args = election
-    # The first replica leads, and dies (exit 70, no cleanup) right after it shrank the StatefulSet.
+    # The first replica leads, and is SIGKILLed right after it shrank the StatefulSet.
     operator.start({"STATICFLEET_OPERATOR_EXIT_AFTER": "statefulset-shrunk"})
     first = wait_until(lambda: holder(cluster, namespace), timeout=60, what="a leader")
     second_operator.start()
@@ -69,7 +71,7 @@ def test_the_other_replica_finishes_a_scale_down_when_the_leader_dies(
     assert before is not None
 
     kubectl.run("scale", f"scg/{NAME}", "-n", namespace, "--replicas=1")
-    assert operator.wait_exit(timeout=60) == 70
+    assert operator.wait_exit(timeout=60) == -signal.SIGKILL
     elapsed = stopwatch()
     wait_until(lambda: holder(cluster, namespace) not in (None, first), timeout=60, what="a new leader")
     wait_until(lambda: coordinator.members(gid) == {"orders-0"}, timeout=90, what="the removal")

@@ -136,8 +136,27 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="namespace of the Lease (default: env POD_NAMESPACE)",
     )
     p.add_argument("--leader-election-name", default="staticfleet-operator", help="name of the Lease")
+    p.add_argument(
+        "--field-manager",
+        type=_field_manager,
+        default=os.environ.get("STATICFLEET_FIELD_MANAGER", "staticfleet-operator"),
+        help="field manager of the operator's server-side applies: one per operator (the chart uses "
+        "staticfleet-operator/<namespace>/<release>); another staticfleet operator's fields are not "
+        "overwritten but reported as ApplyConflict (env STATICFLEET_FIELD_MANAGER)",
+    )
     p.add_argument("--log-level", default="INFO")
     p.set_defaults(run=run)
+
+
+def _field_manager(text: str) -> str:
+    from staticfleet.kube.kubeapi import is_operator_manager
+
+    if not is_operator_manager(text) or len(text) > 128:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a field manager is staticfleet-operator or staticfleet-operator/<name> "
+            "(at most 128 characters), so that operators recognise each other"
+        )
+    return text
 
 
 def _env_list(name: str) -> list[str]:
@@ -188,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
     if args.metrics_port:
         start_http_server(args.metrics_port, addr=args.metrics_host, registry=metrics.registry)
     ctx = OperatorContext(
-        api=KubeApi(args.kubeconfig),
+        api=KubeApi(args.kubeconfig, args.field_manager),
         defaults=OperatorDefaults(args.default_bootstrap_servers, args.default_coordinator_api),
         metrics=metrics,
         admin_timeout_s=args.admin_timeout,

@@ -112,6 +112,8 @@ class OperatorContext:
     api_token_file: Path | None = None
     """The default coordinator's HTTP bearer token (--coordinator-api-token-file)."""
     admins: AdminCache = field(init=False)
+    conflicts: dict[tuple[str, str], str] = field(default_factory=dict)
+    """The apply conflict last reported per resource (namespace, name): each is reported once."""
 
     def __post_init__(self) -> None:
         self.admins = AdminCache(lambda c: GroupAdmin(c, timeout_s=self.admin_timeout_s))
@@ -135,6 +137,7 @@ class OperatorContext:
         """The resource is gone: drop what was kept for it."""
         self.secret_files.forget(namespace, name)
         self.locks.forget(namespace, name)
+        self.conflicts.pop((namespace, name), None)
 
     def close(self) -> None:
         self.admins.close()

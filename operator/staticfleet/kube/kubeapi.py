@@ -10,6 +10,7 @@ takes exactly the fields we set, where a typed model would send every defaulted 
 from __future__ import annotations
 
 import json
+import re
 import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,13 +20,34 @@ from staticfleet.kube.spec import GROUP, KIND, PLURAL, VERSION, Manifest
 from staticfleet.kube.status import merge_patch
 
 FIELD_MANAGER = "staticfleet-operator"
+"""The default field manager; the chart names one per release (`staticfleet-operator/<ns>/<release>`)."""
 REQUEST_TIMEOUT_S = 15.0
+_CONFLICT_MANAGER = re.compile(r'conflicts? with "([^"]+)"')
 
 
 class KubeError(RuntimeError):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+class ApplyConflict(KubeError):
+    """Another staticfleet operator (another field manager of ours) owns fields this apply would change:
+    two operators act on one resource, and this one does not overwrite the other."""
+
+    def __init__(self, message: str, managers: tuple[str, ...]) -> None:
+        super().__init__(409, message)
+        self.managers = managers
+
+
+def is_operator_manager(manager: str) -> bool:
+    """A field manager that is a staticfleet operator (of any release)."""
+    return manager == FIELD_MANAGER or manager.startswith(FIELD_MANAGER + "/")
+
+
+def conflicting_managers(message: str) -> tuple[str, ...]:
+    """The field managers a server-side apply conflict names (`conflict with "kubectl-scale" using ...`)."""
+    return tuple(dict.fromkeys(_CONFLICT_MANAGER.findall(message)))
 
 
 def prune(value: Any) -> Any:
@@ -70,9 +92,10 @@ def object_path(manifest: Mapping[str, Any]) -> str:
 
 
 class KubeApi:
-    def __init__(self, kubeconfig: Path | None = None) -> None:
+    def __init__(self, kubeconfig: Path | None = None, field_manager: str = FIELD_MANAGER) -> None:
         from kubernetes import client, config
 
+        self.field_manager = field_manager
         configuration = client.Configuration()
         if kubeconfig is not None:
             config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)  # type: ignore[no-untyped-call]
@@ -126,11 +149,31 @@ class KubeApi:
         return list(self.request("GET", path, query=query).get("items", []))
 
     def apply(self, manifest: Manifest) -> Manifest:
-        """Server-side apply: idempotent, and a no-op on the server when nothing changed."""
+        """Server-side apply of a child (StatefulSet, Service, PDB): idempotent, and a no-op on the server
+        when nothing changed.
+
+        Applied without force, so the API server says when another manager owns a field we would
+        change. Another staticfleet operator (a second release, or one run by hand, with its own field
+        manager) raises ApplyConflict: neither silently overwrites the other. Anyone else (kubectl edit
+        or scale, an autoscaler) is overruled, as the resource owns its children: the apply is made
+        again with force."""
+        try:
+            return self._apply(manifest, force=False)
+        except KubeError as exc:
+            if exc.status != 409:
+                raise
+            managers = conflicting_managers(str(exc))
+            peers = tuple(m for m in managers if is_operator_manager(m) and m != self.field_manager)
+            if peers:
+                raise ApplyConflict(str(exc), peers) from exc
+            return self._apply(manifest, force=True)
+
+    def _apply(self, manifest: Manifest, *, force: bool) -> Manifest:
+        query = {"fieldManager": self.field_manager, **({"force": "true"} if force else {})}
         return self.request(
             "PATCH",
             object_path(manifest),
-            query={"fieldManager": FIELD_MANAGER, "force": "true"},
+            query=query,
             body=manifest,
             content_type="application/apply-patch+yaml",
         )
@@ -148,8 +191,9 @@ class KubeApi:
     ) -> Manifest:
         """Server-side apply of the whole status, as of `resource_version` (a newer one: HTTP 409).
 
-        Every operator replica applies as the one field manager, so fields of ours that `status` leaves
-        out are removed. Fields another writer set (kubectl edit, or a status written by merge patch
+        Every replica of one operator applies as its one field manager, so fields of ours that `status`
+        leaves out are removed. The resourceVersion precondition, not field ownership, is what detects
+        another writer here. Fields another writer set (kubectl edit, or a status written by merge patch
         before) are not ours to drop by apply: a merge patch clears the ones `status` does not have.
         """
         path = group_path(namespace, name) + "/status"
@@ -163,7 +207,7 @@ class KubeApi:
         written = self.request(
             "PATCH",
             path,
-            query={"fieldManager": FIELD_MANAGER, "force": "true"},
+            query={"fieldManager": self.field_manager, "force": "true"},
             body=manifest,
             content_type="application/apply-patch+yaml",
         )
@@ -179,7 +223,13 @@ class KubeApi:
         return self.get(statefulset_path(namespace, name))
 
     def scale_statefulset(self, namespace: str, name: str, replicas: int) -> Manifest:
-        return self.merge_patch(statefulset_path(namespace, name), {"spec": {"replicas": replicas}})
+        return self.request(
+            "PATCH",
+            statefulset_path(namespace, name),
+            query={"fieldManager": self.field_manager},
+            body={"spec": {"replicas": replicas}},
+            content_type="application/merge-patch+json",
+        )
 
     def list_pods(self, namespace: str, label_selector: str) -> list[Manifest]:
         return self.list_items(f"/api/v1/namespaces/{namespace}/pods", label_selector)

@@ -41,7 +41,7 @@ from staticfleet.kube.access import (
 )
 from staticfleet.kube.claims import Claim, conflicting_owner, servers_key
 from staticfleet.kube.context import OperatorContext
-from staticfleet.kube.kubeapi import KubeApi, KubeError
+from staticfleet.kube.kubeapi import ApplyConflict, KubeApi, KubeError
 from staticfleet.kube.limits import REPLICAS_ABOVE_LIMIT
 from staticfleet.kube.metrics import OperatorMetrics
 from staticfleet.kube.scaling import now_utc, parse_time
@@ -399,8 +399,12 @@ def _reconcile(ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequen
     io = PassIO(ctx, body, obs, outcome, admin)
     for step in plan.steps:
         step.run(io)
-        if outcome.rejected is not None:
+        if outcome.rejected is not None or outcome.conflict is not None:
             break
+    if outcome.conflict is not None:
+        _report_conflict(ctx, body, outcome.conflict)
+        return
+    ctx.conflicts.pop((obs.spec.namespace, obs.spec.name), None)
     if plan.scale.started is not None and outcome.rejected is None:
         ctx.metrics.scale_operations.labels(plan.scale.started.direction).inc()
     group, pods = obs.group, obs.pods
@@ -416,6 +420,22 @@ def _reconcile(ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequen
         if measured is not None:
             ctx.metrics.scale_duration.labels(measured[0]).observe(measured[1])
     ctx.metrics.reconciles.labels("invalid" if outcome.rejected else "ok").inc()
+
+
+def _report_conflict(ctx: OperatorContext, body: Manifest, conflict: ApplyConflict) -> None:
+    """Another operator owns our children's fields: stop here, write nothing (the status is the owner's
+    to write), and say so once (a Warning Event, the log, a metric), naming the other field manager."""
+    meta = body["metadata"]
+    key = (str(meta["namespace"]), str(meta["name"]))
+    ctx.metrics.reconciles.labels("conflict").inc()
+    message = (
+        f"not applied: {', '.join(conflict.managers)} manages fields of this fleet's children that "
+        f"{ctx.api.field_manager} would change (two operators act on this resource; stop one): {conflict}"
+    )
+    log.warning("%s/%s: %s", *key, message)
+    if ctx.conflicts.get(key) != message:
+        ctx.conflicts[key] = message
+        post_event(ctx, body, EventSpec("Warning", "ApplyConflict", message))
 
 
 # -- deletion -----------------------------------------------------------------------------------------------

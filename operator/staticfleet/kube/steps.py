@@ -29,7 +29,7 @@ from staticfleet.kube.access import (
     plan_access,
 )
 from staticfleet.kube.claims import Claim
-from staticfleet.kube.kubeapi import KubeError
+from staticfleet.kube.kubeapi import ApplyConflict, KubeError
 from staticfleet.kube.scaling import (
     CONFIRMING_REMOVAL,
     DEFAULT_STEP_TIMEOUT,
@@ -167,6 +167,8 @@ class Outcome:
     statefulset: Manifest | None = None
     rejected: str | None = None
     """Why the API server refused our objects (the pass stops there)."""
+    conflict: ApplyConflict | None = None
+    """Another operator owns fields of our children (the pass stops there, and writes no status)."""
     removal_error: str | None = None
     events: list[EventSpec] = field(default_factory=list)
     acted_on_group: bool = False
@@ -175,6 +177,7 @@ class Outcome:
     access_error: str | None = None
     """Provisioning the fleet's user or ACLs failed (Degraded says why; the next pass tries again)."""
     user_retired: bool = False
+    grown: bool = False
 
 
 class StepIO(Protocol):
@@ -212,7 +215,9 @@ class PersistScaleDownRecord:
 @dataclass(frozen=True, slots=True)
 class PreRegister:
     """Tells the coordinator which instance ids to hold the join phase for; a coordinator that refuses
-    (Apache Kafka) just means no pre-registration, recorded with the reason."""
+    (Apache Kafka) just means no pre-registration, recorded with the reason. The record is written to
+    status before the StatefulSet grows, so that an operator that dies in between still knows to
+    withdraw it once the group is complete."""
 
     instance_ids: tuple[str, ...]
 
@@ -227,6 +232,8 @@ class PreRegister:
             io.outcome.pre_registration = PreRegistration(ids, False, now, str(exc))
         else:
             io.outcome.pre_registration = PreRegistration(ids, True, now, "")
+        io.write_status({**io.outcome.status, "preRegistration": io.outcome.pre_registration.to_status()})
+        faults.checkpoint("pre-registered")
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,6 +344,8 @@ class ApplyChildren:
     """Service and PDB first (the StatefulSet names the Service), then the StatefulSet at `replicas`."""
 
     replicas: int
+    grows: bool = False
+    """This pass scales up (or creates the fleet)."""
 
     def run(self, io: StepIO) -> None:
         spec = io.observed.spec
@@ -347,6 +356,9 @@ class ApplyChildren:
             applied = io.api.apply(
                 builders.statefulset(spec, spec.bootstrap_servers, self.replicas, io.observed.fleet_access)
             )
+        except ApplyConflict as exc:
+            io.outcome.conflict = exc
+            return
         except KubeError as exc:
             if exc.status in (400, 403, 422):
                 # The API server refused our objects (an invalid pod template, or missing permissions):
@@ -355,6 +367,9 @@ class ApplyChildren:
                 return
             raise
         io.outcome.statefulset = applied
+        if self.grows:
+            io.outcome.grown = True
+            faults.checkpoint("statefulset-grown")
         record = io.outcome.scale_down
         if record is not None and record.phase == SHRINKING:
             io.outcome.scale_down = record.shrunk(int(applied["metadata"].get("generation", 0)))
@@ -403,6 +418,8 @@ class WriteStatus:
         io.write_status(self.status)
         if io.outcome.shrunk:
             faults.checkpoint("statefulset-shrunk")
+        if io.outcome.grown:
+            faults.checkpoint("scale-up-recorded")
         for event in self.events:
             io.post(event)
 
@@ -453,7 +470,8 @@ def plan_actions(obs: Observed) -> ActionPlan:
         steps.append(PreRegister(scale.pre_register_ids))
     elif pre_registration_finished(obs):
         steps.append(WithdrawPreRegistration())
-    steps.append(ApplyChildren(scale.statefulset_replicas))
+    grows = scale.started is not None and scale.started.direction == "Up"
+    steps.append(ApplyChildren(scale.statefulset_replicas, grows))
     if scale.remove_instance_ids and scale.scale_down is not None:
         reason = f"staticfleet: scaled down to {scale.scale_down.to_replicas}, pods gone"
         steps.append(RemoveMembers(scale.remove_instance_ids, reason))

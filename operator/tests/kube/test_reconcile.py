@@ -176,7 +176,8 @@ def reasons(kube: FakeKube) -> list[str]:
 def test_the_first_pass_pre_registers_then_creates_the_children() -> None:
     kube, admin = FakeKube(resource()), FakeAdmin(set())
     reconcile(context(kube, admin), "shop", "orders", {})
-    assert kube.calls[:3] == ["apply Service", "apply PodDisruptionBudget", "apply StatefulSet(3)"]
+    # The pre-registration is recorded in status before the StatefulSet exists.
+    assert kube.calls[:4] == ["status", "apply Service", "apply PodDisruptionBudget", "apply StatefulSet(3)"]
     assert admin.configs == {"staticfleet.expected.instance.ids": "orders-0,orders-1,orders-2"}
     status = kube.group["status"]
     assert status["preRegistration"]["result"] == "Accepted"

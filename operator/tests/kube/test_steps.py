@@ -77,7 +77,8 @@ def test_members_are_removed_in_one_step_once_their_pods_are_gone() -> None:
 
 def test_a_scale_up_pre_registers_before_the_statefulset_grows() -> None:
     obs = observed(3, 1, {0}, group("orders-0"))
-    assert plan_actions(obs).steps == (PreRegister(("orders-0", "orders-1", "orders-2")), ApplyChildren(3))
+    steps = plan_actions(obs).steps
+    assert steps == (PreRegister(("orders-0", "orders-1", "orders-2")), ApplyChildren(3, grows=True))
 
 
 def test_a_pre_registration_that_did_its_job_is_withdrawn() -> None:
