@@ -54,7 +54,9 @@ from e2e.localcluster.podspec import (
     VolumePlan,
     container_argv,
     container_mounts,
+    in_network_namespace,
     kubeconfig_for_container,
+    network_namespace,
     parse_probe,
     plan_volumes,
     pod_dir,
@@ -663,7 +665,7 @@ class PodRunner:
             env["KUBECONFIG"] = str(kubeconfig)
         env.update({name: rewrite_path(value, mounts) for name, value in own_env.items()})
         env[RUNNER_MARKER] = str(self.config.run_dir)
-        argv = container_argv(container.spec, env, mounts)
+        argv = in_network_namespace(container_argv(container.spec, env, mounts), network_namespace(run.pod))
         if not argv:
             container.waiting_reason = "RunContainerError"
             container.waiting_message = "the local pod runner needs a command: images are not run"

@@ -437,6 +437,24 @@ class ProbeError(ValueError):
     pass
 
 
+# A test can run one pod's processes in a network namespace it made (to cut that pod off the network
+# while the pod stays Running): the pod template carries `netns.e2e.staticfleet.io/<pod name>: <netns>`,
+# and only the pod of that name runs in it. An annotation on the template reaches the pods through the
+# StatefulSet unchanged, so neither the operator nor the resource needs to know; the runner is root.
+NETNS_ANNOTATION_PREFIX = "netns.e2e.staticfleet.io/"
+
+
+def network_namespace(pod: Manifest) -> str | None:
+    annotations = pod.get("metadata", {}).get("annotations") or {}
+    name = annotations.get(NETNS_ANNOTATION_PREFIX + str(pod.get("metadata", {}).get("name", "")))
+    return str(name) if name else None
+
+
+def in_network_namespace(argv: list[str], netns: str | None) -> list[str]:
+    """argv, run inside the named network namespace (`ip netns exec` execs it: the pid stays the same)."""
+    return ["ip", "netns", "exec", netns, *argv] if netns and argv else argv
+
+
 def _probe_port(port: Any, container: Manifest) -> int:
     if isinstance(port, int):
         return port

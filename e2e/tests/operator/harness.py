@@ -29,9 +29,9 @@ CRD_DIR = REPO_ROOT / "crds"
 PARTITIONS = 6
 
 
-def free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((host, 0))
         port: int = sock.getsockname()[1]
         return port
 
@@ -96,29 +96,31 @@ def start_coordinator(
     extra_args: Sequence[str] = (),
     ports: tuple[int, int] | None = None,
     protocol: str | None = None,
+    host: str = "127.0.0.1",
 ) -> Coordinator:
-    """`staticfleet coordinator` on free 127.0.0.1 ports (or these Kafka and HTTP ports, to restart one
-    where it was), ready to serve; stop it with stop_coordinator. With `protocol` (e.g. SASL_SSL) its
-    one listener is of that kind (extra_args then carry the security settings)."""
-    port, http = ports or (free_port(), free_port())
+    """`staticfleet coordinator` on free ports of 127.0.0.1 (or of `host`, an address on a link the test
+    made), or on these Kafka and HTTP ports to restart one where it was; ready to serve; stop it with
+    stop_coordinator. With `protocol` (e.g. SASL_SSL) its one listener is of that kind (extra_args then
+    carry the security settings)."""
+    port, http = ports or (free_port(host), free_port(host))
     listener = (
         [
             "--listener",
-            f"{protocol}://127.0.0.1:{port}",
+            f"{protocol}://{host}:{port}",
             "--advertised-listener",
-            f"{protocol}://127.0.0.1:{port}",
+            f"{protocol}://{host}:{port}",
         ]
         if protocol
-        else ["--listen", f"127.0.0.1:{port}", "--advertised-listener", f"127.0.0.1:{port}"]
+        else ["--listen", f"{host}:{port}", "--advertised-listener", f"{host}:{port}"]
     )
     argv = [
         sys.executable, "-m", "staticfleet.cli", "coordinator", *listener,
-        "--http", f"127.0.0.1:{http}", "--data-dir", str(workdir / "data"), "--no-fsync", *extra_args,
+        "--http", f"{host}:{http}", "--data-dir", str(workdir / "data"), "--no-fsync", *extra_args,
     ]  # fmt: skip
     workdir.mkdir(parents=True, exist_ok=True)
     with (workdir / "coordinator.log").open("ab") as log:
         process = procs.spawn(argv, log=log, env=dict(os.environ), cwd=REPO_ROOT)
-    api = f"http://127.0.0.1:{http}"
+    api = f"http://{host}:{http}"
 
     def ready() -> bool:
         if process.poll() is not None:
@@ -132,7 +134,7 @@ def start_coordinator(
             return False
 
     wait_until(ready, timeout=30, what="the coordinator to be ready")
-    return Coordinator(f"127.0.0.1:{port}", api, workdir / "data", process)
+    return Coordinator(f"{host}:{port}", api, workdir / "data", process)
 
 
 def stop_coordinator(coordinator: Coordinator) -> None:
@@ -141,9 +143,9 @@ def stop_coordinator(coordinator: Coordinator) -> None:
 
 def restart_coordinator(coordinator: Coordinator) -> Coordinator:
     """The same coordinator (ports and data) started again after stop_coordinator."""
-    port = int(coordinator.bootstrap.rsplit(":", 1)[1])
+    host, port = coordinator.bootstrap.rsplit(":", 1)
     http = int(coordinator.api.rsplit(":", 1)[1])
-    return start_coordinator(coordinator.data_dir.parent, ports=(port, http))
+    return start_coordinator(coordinator.data_dir.parent, ports=(int(port), http), host=host)
 
 
 @dataclass

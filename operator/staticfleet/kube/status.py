@@ -30,6 +30,7 @@ GROUP_STABLE = "GroupStable"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 SCALE_DOWN_BLOCKED = "ScaleDownBlocked"
+PODS_OUTSIDE_GROUP = "PodsOutsideGroup"
 INVALID_SPEC = "InvalidSpec"
 ACCESS_NOT_PROVISIONED = "AccessNotProvisioned"
 
@@ -209,6 +210,38 @@ def fenced_pods(pods: Sequence[Manifest], now: datetime) -> list[str]:
                 if fenced and (finished is None or now - finished <= FENCING_MEMORY):
                     found.append(str(pod["metadata"]["name"]))
     return sorted(set(found), key=natural_key)
+
+
+def pods_outside_group(
+    spec: GroupSpec,
+    pods: Sequence[Manifest],
+    member_ids: frozenset[str] | None,
+    departing: Sequence[str] = (),
+) -> list[str]:
+    """Pods that are Running and Ready, but whose instance id is not a member of the group: the consumer
+    runs, yet the coordinator expired it (it cannot reach the coordinator, or is stuck). The example
+    consumer becomes Ready only once it is in the group, so a pod that is still joining is not named;
+    neither is a pod whose member a scale-down is removing."""
+    if member_ids is None:
+        return []
+    found = []
+    for pod in pods:
+        ordinal = pod_ordinal(pod, spec.name)
+        if ordinal is None or ordinal >= spec.replicas or pod["metadata"].get("deletionTimestamp"):
+            continue
+        instance = spec.instance_id(ordinal)
+        status = pod.get("status") or {}
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+        )
+        if (
+            status.get("phase") == "Running"
+            and ready
+            and instance not in member_ids
+            and instance not in departing
+        ):
+            found.append(str(pod["metadata"]["name"]))
+    return sorted(found, key=natural_key)
 
 
 def _parse_k8s_time(text: Any) -> datetime | None:
@@ -448,6 +481,28 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
     else:
         degraded = (False, "AsExpected", "")
 
+    # PodsOutsideGroup
+    outside = (
+        pods_outside_group(
+            spec,
+            inputs.pods,
+            member_ids,
+            inputs.scale_down.pending_instance_ids if inputs.scale_down else (),
+        )
+        if inputs.group.reachable and state_text != NOT_FOUND
+        else []
+    )
+    pods_outside = (
+        (
+            True,
+            "RunningNotInGroup",
+            f"{', '.join(outside)}: Running but not in group {spec.group_id}; the coordinator expired "
+            "the member (cut off from the coordinator, or stuck?)",
+        )
+        if outside
+        else (False, "AllPodsInGroup", "")
+    )
+
     # ScaleDownBlocked
     blocked = inputs.blocked
     scale_down_blocked = (
@@ -462,8 +517,10 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
             (PROGRESSING, progressing),
             (DEGRADED, degraded),
             (SCALE_DOWN_BLOCKED, scale_down_blocked),
+            (PODS_OUTSIDE_GROUP, pods_outside),
         )
     ]
+    events.extend(_outside_events(previous_conditions, pods_outside))
     events.extend(_transition_events(previous_conditions, degraded, fenced))
     if blocked is not None and _held_reason(previous_conditions, SCALE_DOWN_BLOCKED) != blocked.reason:
         events.append(EventSpec("Warning", SCALE_DOWN_BLOCKED, f"{blocked.reason}: {blocked.message}"))
@@ -493,6 +550,18 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
 def _held_reason(previous: Sequence[Mapping[str, Any]], type_: str) -> str | None:
     before = next((c for c in previous if c.get("type") == type_), None)
     return str(before.get("reason")) if before and before.get("status") == "True" else None
+
+
+def _outside_events(previous: Sequence[Mapping[str, Any]], now: tuple[bool, str, str]) -> list[EventSpec]:
+    """A Warning when pods are newly named (or the named set changes), a Normal Event when none is left."""
+    before = next((c for c in previous if c.get("type") == PODS_OUTSIDE_GROUP), None)
+    was_active = (before or {}).get("status") == "True"
+    active, _, message = now
+    if active and (not was_active or (before or {}).get("message") != message):
+        return [EventSpec("Warning", PODS_OUTSIDE_GROUP, message)]
+    if was_active and not active:
+        return [EventSpec("Normal", "PodsBackInGroup", "every Running pod is in the group again")]
+    return []
 
 
 def _transition_events(

@@ -329,3 +329,56 @@ def test_a_missing_topic_degrades_the_fleet_with_a_condition_that_names_it() -> 
     assert "TopicNotFound" not in [e.reason for e in again.events]  # one event when it starts
     found = compute_status(inputs(previous=again.status))
     assert conditions(found.status)["Degraded"]["status"] == "False"
+
+
+def running(n: int, ready: bool = True) -> list[dict[str, Any]]:
+    state = "True" if ready else "False"
+    return [
+        {
+            "metadata": {"name": f"orders-{i}"},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": state}]},
+        }
+        for i in range(n)
+    ]
+
+
+def outside(result: Any) -> dict[str, Any]:
+    return next(c for c in result.status["conditions"] if c["type"] == "PodsOutsideGroup")
+
+
+def test_a_running_ready_pod_whose_member_expired_is_named_with_an_event() -> None:
+    result = compute_status(inputs(pods=running(3), group=GroupObservation(description=members(2))))
+    found = outside(result)
+    assert found["status"] == "True" and found["reason"] == "RunningNotInGroup"
+    assert found["message"].startswith("orders-2: Running but not in group shop.orders")
+    assert [e.reason for e in result.events if e.type == "Warning"] == ["PodsOutsideGroup"]
+
+    # Named once: the next pass with the same pod posts no second Warning.
+    again = compute_status(
+        inputs(pods=running(3), group=GroupObservation(description=members(2)), previous=result.status)
+    )
+    assert "PodsOutsideGroup" not in [e.reason for e in again.events]
+
+    # Back in the group: the condition clears, with a Normal Event.
+    back = compute_status(
+        inputs(pods=running(3), group=GroupObservation(description=members(3)), previous=again.status)
+    )
+    assert outside(back)["status"] == "False"
+    assert [e.reason for e in back.events if e.reason == "PodsBackInGroup"] == ["PodsBackInGroup"]
+
+
+def test_pods_still_joining_or_departing_are_not_named() -> None:
+    joining = compute_status(
+        inputs(pods=running(3, ready=False), group=GroupObservation(description=members(2)))
+    )
+    assert outside(joining)["status"] == "False"
+    unreachable = compute_status(inputs(pods=running(3), group=GroupObservation(error="connection refused")))
+    assert outside(unreachable)["status"] == "False"
+    departing = compute_status(
+        inputs(
+            spec=group_spec(replicas=2),
+            pods=running(3),
+            group=GroupObservation(description=members(2)),
+        )
+    )
+    assert outside(departing)["status"] == "False"
