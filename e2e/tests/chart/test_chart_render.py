@@ -283,6 +283,8 @@ def test_the_operator_runs_two_replicas_that_elect_a_leader_with_a_disruption_bu
     assert operator["spec"]["strategy"] == {"type": "RollingUpdate"}
     args = container(operator)["args"]
     assert "--leader-election" in args and flag(args, "leader-election-name") == "sf-staticfleet-operator"
+    # Its replicas share one field manager; another release has its own (ApplyConflict between them).
+    assert flag(args, "field-manager") == "staticfleet-operator/staticfleet/sf"
     env = {e["name"]: e for e in container(operator)["env"]}
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
     role = one(docs, "Role", "sf-staticfleet-operator-leader-election")

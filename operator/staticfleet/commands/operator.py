@@ -138,7 +138,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--leader-election-name", default="staticfleet-operator", help="name of the Lease")
     p.add_argument(
         "--field-manager",
-        type=_field_manager,
         default=os.environ.get("STATICFLEET_FIELD_MANAGER", "staticfleet-operator"),
         help="field manager of the operator's server-side applies: one per operator (the chart uses "
         "staticfleet-operator/<namespace>/<release>); another staticfleet operator's fields are not "
@@ -146,17 +145,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument("--log-level", default="INFO")
     p.set_defaults(run=run)
-
-
-def _field_manager(text: str) -> str:
-    from staticfleet.kube.kubeapi import is_operator_manager
-
-    if not is_operator_manager(text) or len(text) > 128:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: a field manager is staticfleet-operator or staticfleet-operator/<name> "
-            "(at most 128 characters), so that operators recognise each other"
-        )
-    return text
 
 
 def _env_list(name: str) -> list[str]:
@@ -178,6 +166,17 @@ def run(args: argparse.Namespace) -> int:
             logging.error("kubeconfig %s does not exist", args.kubeconfig)
             return 2
         os.environ["KUBECONFIG"] = str(args.kubeconfig)  # for kopf's own login as well
+
+    # Imported only now: the kubernetes client reads KUBECONFIG once, when first imported.
+    from staticfleet.kube.kubeapi import is_operator_manager
+
+    if not is_operator_manager(args.field_manager) or len(args.field_manager) > 128:
+        logging.error(
+            "--field-manager %r: use staticfleet-operator or staticfleet-operator/<name> (at most 128 "
+            "characters), so that operators recognise each other",
+            args.field_manager,
+        )
+        return 2
 
     import kopf
     from prometheus_client import start_http_server
