@@ -20,6 +20,8 @@ from .harness import (
     restart_coordinator,
     start_coordinator,
     stop_coordinator,
+    stopwatch,
+    timing,
     wait_fleet,
 )
 
@@ -45,6 +47,7 @@ def test_a_blocked_removal_is_reported_and_a_new_target_supersedes_it(
 
         stop_coordinator(coordinator)
         kubectl.run("scale", f"scg/{NAME}", "-n", namespace, "--replicas=1")
+        scaled = stopwatch()
         body = wait_fleet(
             kubectl,
             namespace,
@@ -53,6 +56,7 @@ def test_a_blocked_removal_is_reported_and_a_new_target_supersedes_it(
             timeout=90,
             what="ScaleDownBlocked/RemovalFailing",
         )
+        timing(f"blocked: scale-down -> ScaleDownBlocked (step timeout {STEP_TIMEOUT_S} s)", scaled())
         blocked = condition(body, "ScaleDownBlocked")
         assert blocked["reason"] == "RemovalFailing", blocked
         assert "orders-1, orders-2" in blocked["message"]
@@ -74,8 +78,10 @@ def test_a_blocked_removal_is_reported_and_a_new_target_supersedes_it(
             what="the StatefulSet at 2",
         )
 
+        back = stopwatch()
         coordinator = restart_coordinator(coordinator)
         wait_fleet(kubectl, namespace, NAME, ready_with(2), timeout=180, what="Ready with 2")
+        timing("blocked: coordinator back -> Ready at the new target", back())
         assert coordinator.members(gid) == {"orders-0", "orders-1"}
         body = get_fleet(kubectl, namespace, NAME)
         assert "scaleDown" not in body["status"]

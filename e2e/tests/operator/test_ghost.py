@@ -22,6 +22,8 @@ from .harness import (
     restart_coordinator,
     start_coordinator,
     stop_coordinator,
+    stopwatch,
+    timing,
     wait_fleet,
 )
 
@@ -60,8 +62,10 @@ def test_members_a_coordinator_restart_brings_back_are_removed_again(
         body = get_fleet(kubectl, namespace, NAME)
         assert body["status"].get("scaleDown", {}).get("phase") in ("RemovingMembers", "ConfirmingRemoval")
 
+        elapsed = stopwatch()
         coordinator = restart_coordinator(coordinator)
         body = wait_fleet(kubectl, namespace, NAME, ready_with(1), timeout=120, what="Ready with 1")
+        timing("ghost: coordinator killed inside the removal's rebalance: restart -> Ready", elapsed())
         assert "scaleDown" not in body["status"]
         assert coordinator.members(gid) == {"orders-0"}
         group = coordinator.group(gid)
