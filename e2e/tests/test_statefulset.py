@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from e2e.helpers import Cluster, Kubectl, Manifest, wait_until
@@ -42,6 +44,17 @@ def _only_pid(cluster: Cluster, namespace: str, pod: str) -> int:
     started = wait_until(lambda: starts(cluster.pod_dir(namespace, pod)), timeout=10, what=f"{pod} to start")
     assert len(started) == 1, f"{pod} started {len(started)} processes"
     return next(iter(started))
+
+
+def _starts_after(directory: Path, old_pid: int) -> dict[int, dict[str, str]]:
+    """The pod's starts once a process other than `old_pid` has recorded itself: Ready comes with the
+    process's start (no probe), a moment before the process writes its record."""
+
+    def recorded() -> dict[int, dict[str, str]] | None:
+        found = starts(directory)
+        return found if set(found) - {old_pid} else None
+
+    return wait_until(recorded, timeout=10, what=f"a new process in {directory.name} to record its start")
 
 
 def test_parallel_statefulset_pods_run_and_become_ready(cluster: Cluster, namespace: str) -> None:
@@ -111,7 +124,7 @@ def test_rolling_update_replaces_every_pod_and_process(cluster: Cluster, namespa
         directory = cluster.pod_dir(namespace, name)
         assert sigterm_received(directory, old_pids[name])
         assert not process_alive(old_pids[name])
-        started = starts(directory)
+        started = _starts_after(directory, old_pids[name])
         (new_pid,) = [pid for pid in started if pid != old_pids[name]]
         assert started[new_pid]["VERSION"] == "2"
         assert process_alive(new_pid)
