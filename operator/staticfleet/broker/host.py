@@ -29,12 +29,13 @@ from typing import TypeVar
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from staticfleet.broker.security.state import SecurityState
 from staticfleet.coordinator import CoordinatorConfig, CoordinatorResult, GroupCoordinator, SystemClock
 from staticfleet.coordinator.clock import Clock
 from staticfleet.coordinator.errors import StoreError
 from staticfleet.coordinator.events import EventLogWriter, EventSink, FanOutSink
 from staticfleet.coordinator.log import MAX_FRAME_BYTES, DurableLog, lock_data_dir
-from staticfleet.coordinator.records import Record
+from staticfleet.coordinator.records import Record, SecurityRecord
 from staticfleet.coordinator.result import Reply
 from staticfleet.coordinator.runtime import CoordinatorRuntime
 
@@ -77,6 +78,8 @@ class CoordinatorHost:
             self.clock, config, self.events, rebalance_on_partition_growth=rebalance_on_partition_growth
         )
         self.runtime = CoordinatorRuntime(self.coordinator, self)
+        self.security: SecurityState | None = None
+        """ACLs and credentials, whose records share this log (set before `start`)."""
         self.snapshot_min_bytes = snapshot_min_bytes
         self.ready = False
         self.recovered_records = 0
@@ -127,12 +130,23 @@ class CoordinatorHost:
 
     def recover(self) -> int:
         """Load the durable state (blocking; run before serving)."""
-        result = self.runtime.run(self.coordinator.load(self.durable.recover()))
+        result = self.runtime.run(self.coordinator.load(self._hand_over_security(self.durable.recover())))
         self.recovered_records = result.response
         self._synced = self.appended
         self.ready = True
         log.info("recovered %d records, %d groups", self.recovered_records, len(self.coordinator.groups))
         return self.recovered_records
+
+    def _hand_over_security(self, records: Iterator[Record]) -> Iterator[Record]:
+        """The log's records, less the security records, which go to the security state."""
+        security = self.security
+        for record in records:
+            if type(record) is SecurityRecord:
+                if security is None:
+                    raise RuntimeError("the coordinator log holds security records: set host.security")
+                security.replay(record)
+            else:
+                yield record
 
     async def start(self) -> None:
         await asyncio.to_thread(self.recover)
@@ -192,6 +206,20 @@ class CoordinatorHost:
             self._held.append((self.appended, send))
         else:
             send()
+
+    async def persisted(self) -> None:
+        """Returns once every record appended so far is durable."""
+        if not self.unsynced:
+            return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def resolve() -> None:
+            if not done.done():
+                done.set_result(None)
+
+        self.deliver(resolve)
+        self.after_change()
+        await done
 
     def responder(self, future: asyncio.Future[T]) -> Callable[[T], None]:
         """A coordinator callback that resolves `future` (the host sends it through the persist gate)."""
@@ -262,6 +290,8 @@ class CoordinatorHost:
                 await self.flush()
             appended = self.appended
             records = list(self.coordinator.snapshot_records())
+            if self.security is not None:
+                records.extend(self.security.snapshot_records())
             try:
                 seq = self.durable.begin_snapshot()
                 size = await asyncio.to_thread(self.durable.write_snapshot, seq, records)

@@ -1,6 +1,7 @@
 """Kafka's security APIs on the embedded coordinator: SaslHandshake/SaslAuthenticate outside the SASL
 exchange, the ACL APIs and the SCRAM credential APIs, with Kafka's codes and messages (decisions in
-broker/security/admin.py; changes persisted in the security log before the answer)."""
+broker/security/admin.py; a change is answered once it is durable in the coordinator log, and a change
+the log refuses, a full disk say, is answered with the log's error and changes nothing)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from staticfleet.broker.security import admin, records
 from staticfleet.broker.security.access import Access, Session
 from staticfleet.broker.security.acl import AclOperation
 from staticfleet.broker.security.authenticator import AFTER_AUTHENTICATION_MESSAGE
+from staticfleet.coordinator.errors import StoreError
 
 E = ErrorCode
 NO_LIFETIME = i64Timedelta.parse(datetime.timedelta(0))
@@ -156,7 +158,10 @@ async def handle_create_acls(
         for c in creations
     ]
     results, to_add = admin.plan_create_acls(codes)
-    ctx.security.append(records.AclRecord(b) for b in dict.fromkeys(to_add))
+    try:
+        await ctx.security.change(ctx.host, (records.AclRecord(b) for b in dict.fromkeys(to_add)))
+    except StoreError as exc:
+        return answer([admin.Result(int(exc.code), str(exc))] * len(creations))
     return answer(results)
 
 
@@ -199,7 +204,10 @@ async def handle_delete_acls(
         denied = admin.FilterResult(admin.CLUSTER_AUTHORIZATION_FAILED, _denied(request, "ALTER"), ())
         return answer([denied] * len(filters))
     results, to_remove = admin.plan_delete_acls(ctx.security.authorizer, [_codes(f) for f in filters])
-    ctx.security.append(records.AclTombstone(b) for b in to_remove)
+    try:
+        await ctx.security.change(ctx.host, (records.AclTombstone(b) for b in to_remove))
+    except StoreError as exc:
+        return answer([admin.FilterResult(int(exc.code), str(exc), ())] * len(filters))
     return answer(results)
 
 
@@ -248,10 +256,14 @@ async def handle_alter_user_scram_credentials(
         results = admin.alter_scram_denied(deletions, upsertions, _denied(request, "ALTER"))
     else:
         results, changes = admin.plan_alter_scram(ctx.security.credentials, deletions, upsertions)
-        ctx.security.append(
-            [records.ScramCredentialTombstone(name, mechanism) for name, mechanism in changes.deletions]
-            + [records.ScramCredentialRecord(n, m, c) for n, m, c in changes.upsertions]
-        )
+        try:
+            await ctx.security.change(
+                ctx.host,
+                [records.ScramCredentialTombstone(name, mechanism) for name, mechanism in changes.deletions]
+                + [records.ScramCredentialRecord(n, m, c) for n, m, c in changes.upsertions],
+            )
+        except StoreError as exc:
+            results = [admin.UserResult(r.user, int(exc.code), str(exc)) for r in results]
     return alter_scram_res.AlterUserScramCredentialsResponse(
         throttle_time=NO_THROTTLE,
         results=tuple(

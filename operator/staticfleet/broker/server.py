@@ -163,15 +163,14 @@ class BrokerServer:
             default_configs=s.topic_defaults,
         )
         self.topics.subscribe_partitions_changed(self._on_partitions_changed)
-        await self.host.start()
-        cluster_id = load_cluster_id(s.data_dir)
         security = s.security
-        self.security = SecurityState(
-            s.data_dir,
+        self.security = self.host.security = SecurityState(
             security.authorizer if security is not None else None,
             security.credentials() if security is not None else CredentialStore(),
-            fsync=s.fsync,
         )
+        await self.host.start()
+        await self.security.migrate_legacy_log(s.data_dir, self.host)
+        cluster_id = load_cluster_id(s.data_dir)
         for warning in security.warnings if security is not None else ():
             log.warning("%s", warning)
         addresses: dict[str, tuple[str, int]] = {}
@@ -272,8 +271,6 @@ class BrokerServer:
             await asyncio.to_thread(self.topics.close)
         if self._http is not None:
             await self._http.cleanup()
-        if self.security is not None:
-            self.security.close()
         log.info("stopped")
 
     async def serve_until_signalled(self) -> None:

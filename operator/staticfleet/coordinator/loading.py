@@ -39,6 +39,7 @@ class Loader:
             state.groups.pop(record.group_id, None)
         elif isinstance(record, GroupConfigRecord):
             self.configs.apply(record)
+        # A SecurityRecord is the broker's security state's: its host hands those over, not to here.
 
     def _replay_group(self, record: GroupMetadataRecord) -> None:
         group = ClassicGroup(

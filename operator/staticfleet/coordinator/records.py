@@ -2,8 +2,10 @@
 
 A group record holds a whole group as Kafka's GroupMetadataValue does; an offset record holds one
 committed offset; a config record holds a group's staticfleet settings. An empty config or a tombstone
-removes the key. The encoding is compact and fixed-layout so that recovery of millions of offset
-records stays fast.
+removes the key. A security record carries an ACL binding or a SCRAM credential (or its removal) for the
+broker's security state: the group coordinator never reads it, but keeping it in this log gives the
+security state the log's fault handling, fsync policy and compaction by snapshot. The encoding is compact
+and fixed-layout so that recovery of millions of offset records stays fast.
 """
 
 from __future__ import annotations
@@ -68,9 +70,25 @@ class GroupConfigRecord:
     configs: tuple[tuple[str, str], ...]
 
 
-Record = GroupMetadataRecord | GroupTombstone | OffsetCommitRecord | OffsetTombstone | GroupConfigRecord
+@dataclass(frozen=True, slots=True)
+class SecurityRecord:
+    """An ACL or SCRAM credential change, in the encoding of broker/security/records.py (Kafka keeps
+    AccessControlEntryRecord and UserScramCredentialRecord in its metadata log the same way: beside the
+    state they protect, replayed at start, compacted by snapshot)."""
 
-_GROUP, _GROUP_TOMBSTONE, _OFFSET, _OFFSET_TOMBSTONE, _CONFIG = 1, 2, 3, 4, 5
+    body: bytes
+
+
+Record = (
+    GroupMetadataRecord
+    | GroupTombstone
+    | OffsetCommitRecord
+    | OffsetTombstone
+    | GroupConfigRecord
+    | SecurityRecord
+)
+
+_GROUP, _GROUP_TOMBSTONE, _OFFSET, _OFFSET_TOMBSTONE, _CONFIG, _SECURITY = 1, 2, 3, 4, 5, 6
 
 _U8 = struct.Struct(">B")
 _U32 = struct.Struct(">I")
@@ -147,6 +165,8 @@ def encode_record(record: Record) -> bytes:
         for name, value in record.configs:
             parts += [_str(name), _str(value)]
         return b"".join(parts)
+    if isinstance(record, SecurityRecord):
+        return _U8.pack(_SECURITY) + _bytes(record.body)
     raise TypeError(f"not a record: {record!r}")
 
 
@@ -260,6 +280,8 @@ def decode_records(payload: bytes | memoryview, count: int) -> Iterator[Record]:
                 n = cur.u32()
                 configs = tuple((cur.required(), cur.required()) for _ in range(n))
                 yield GroupConfigRecord(group_id, configs)
+            elif kind == _SECURITY:
+                yield SecurityRecord(cur.raw(cur.u32()))
             else:
                 raise RecordDecodeError(f"unknown record type {kind}")
             pos = cur.pos

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import ssl
 import urllib.error
@@ -92,6 +93,74 @@ def test_acls_and_scram_credentials_survive_a_restart(coordinator: StaticfleetBa
     asyncio.run(change())
     asyncio.run(coordinator.restart())
     assert asyncio.run(check()) == (1, ErrorCode.none)
+
+
+def _kill(backend: StaticfleetBackend) -> None:
+    """SIGKILL: no shutdown, no flush; what was acknowledged must already be on disk."""
+    process = backend._process
+    assert process is not None
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=10)
+    backend.wait_stopped()
+
+
+def test_every_acknowledged_acl_and_credential_survives_kill_9(coordinator: StaticfleetBackend) -> None:
+    rounds, per_round = 3, 8
+
+    def group_acl(name: str) -> d.Acl:
+        return d.Acl(
+            d.RESOURCE_GROUP, name, d.PATTERN_LITERAL, "User:killed", "*", d.OP_READ, d.PERMISSION_ALLOW
+        )
+
+    def upsert(user: str) -> d.ScramUpsertion:
+        salt = os.urandom(16)
+        password = salted_password(ScramMechanism.SCRAM_SHA_512, f"{user}-secret", salt, 4096)
+        return d.ScramUpsertion(user, 2, 4096, salt, password)
+
+    async def change(round_: int) -> None:
+        admin = await _login(coordinator, "admin", "admin-secret", sec.SCRAM_SHA_512)
+        for i in range(per_round):
+            created = await admin.request(d.create_acls(3, group_acl(f"killed-{round_}-{i}")))
+            assert created.results[0].error_code == ErrorCode.none
+            altered = await admin.request(
+                d.alter_user_scram_credentials(upsertions=[upsert(f"user-{round_}-{i}")])
+            )
+            assert altered.results[0].error_code == ErrorCode.none
+        if round_:  # a deletion acknowledged before the kill stays deleted
+            deleted = await admin.request(d.delete_acls(3, group_acl(f"killed-{round_ - 1}-0")))
+            assert deleted.filter_results[0].error_code == ErrorCode.none
+        _kill(coordinator)  # at once after the last answer, the connection still open
+
+    async def check(round_: int) -> tuple[set[str], list[str]]:
+        admin = await _login(coordinator, "admin", "admin-secret", sec.SCRAM_SHA_512)
+        described = await admin.request(
+            d.describe_acls(
+                3,
+                d.Acl(d.RESOURCE_GROUP, None, d.PATTERN_ANY, "User:killed", None, d.OP_ANY, d.PERMISSION_ANY),
+            )
+        )
+        await admin.close()
+        refused = []
+        for r in range(round_ + 1):
+            for i in range(per_round):
+                try:
+                    conn = await _login(
+                        coordinator, f"user-{r}-{i}", f"user-{r}-{i}-secret", sec.SCRAM_SHA_512
+                    )
+                    await conn.close()
+                except sec.SaslLoginFailed:
+                    refused.append(f"user-{r}-{i}")
+        return {resource.resource_name for resource in described.resources}, refused
+
+    for round_ in range(rounds):
+        asyncio.run(change(round_))
+        asyncio.run(coordinator.start())
+        names, refused = asyncio.run(check(round_))
+        expected = {f"killed-{r}-{i}" for r in range(round_ + 1) for i in range(per_round)}
+        expected -= {f"killed-{r}-0" for r in range(round_)}
+        assert names == expected
+        assert refused == [], "every acknowledged credential logs in after kill -9"
+    assert not (coordinator.workdir / "data" / "security.log").exists()
 
 
 def _send_and_close(port: int, data: bytes, *, tls: ssl.SSLContext | None = None) -> None:
