@@ -5,10 +5,19 @@ GET /readyz             200 once the coordinator recovered its log and listens f
 GET /metrics            Prometheus text format
 GET /api/groups         every group, summarised
 GET /api/groups/{id}    one group: members with instance ids and decoded partitions, recent rebalances
+
+Bounded against slow and abusive clients. aiohttp has no header-read timeout of its own, but its
+keep-alive timer starts when a connection opens and again after each answer, and bytes that arrive in
+between do not push it back: so `keepalive_timeout` bounds both the time to deliver a request's headers
+(a slowloris that trickles a header that never ends is closed) and how long an idle connection stays.
+The rest of a request body is read for at most `lingering_time` after the answer (no handler reads
+bodies), so a body that trickles is cut off too. The number of open connections is capped, so the HTTP
+API cannot take the file descriptors the Kafka listeners need; a TLS handshake must finish in time.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 from collections.abc import Callable
 
@@ -20,14 +29,92 @@ from staticfleet.broker.metrics import BrokerMetrics
 from staticfleet.broker.security.http_auth import TokenSource, bearer_middleware
 from staticfleet.coordinator.group_view import CoordinatorGroupView
 
+HTTP_REQUEST_TIMEOUT_S = 15.0
+"""A request's headers must arrive within this long of the connection opening or of its last answer;
+a connection idle this long is closed."""
+HTTP_LINGER_S = 5.0
+"""After the answer, the rest of a request body is read (and dropped) for at most this long."""
+MAX_HTTP_CONNECTIONS = 128
+"""Open HTTP connections (TLS handshakes in progress included) at most; another is closed at once."""
+
 
 class HttpApi:
-    def __init__(self, runner: web.AppRunner, port: int) -> None:
+    def __init__(self, runner: web.AppRunner, listener: asyncio.Server, port: int) -> None:
         self.runner = runner
+        self.listener = listener
         self.port = port
 
     async def cleanup(self) -> None:
+        self.listener.close()
         await self.runner.cleanup()
+
+
+class _Refused(asyncio.Protocol):
+    """A connection over the cap: closed as soon as it is made."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.close()
+
+
+class _Counted(asyncio.Protocol):
+    """aiohttp's request handler for one connection, seen by the cap from accept to close."""
+
+    def __init__(self, cap: _ConnectionCap, handler: asyncio.Protocol) -> None:
+        self._cap = cap
+        self._handler = handler
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._cap.made(self)
+        self._handler.connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cap.lost(self)
+        self._handler.connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        self._handler.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self._handler.eof_received()
+
+    def pause_writing(self) -> None:
+        self._handler.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._handler.resume_writing()
+
+
+class _ConnectionCap:
+    """The listener's protocol factory: at most `limit` connections open or in their TLS handshake (a
+    handshake that fails never reaches `connection_made`; it stops counting when it must have ended)."""
+
+    def __init__(self, server: web.Server, limit: int, handshake_timeout_s: float) -> None:
+        self._server = server
+        self._limit = limit
+        self._handshake_timeout_s = handshake_timeout_s
+        self._starting: dict[_Counted, float] = {}
+        self._open: set[_Counted] = set()
+        self.refused = 0
+
+    def __call__(self) -> asyncio.BaseProtocol:
+        now = asyncio.get_running_loop().time()
+        for connection, deadline in list(self._starting.items()):
+            if deadline < now:
+                del self._starting[connection]
+        if len(self._open) + len(self._starting) >= self._limit:
+            self.refused += 1
+            return _Refused()
+        connection = _Counted(self, self._server())
+        self._starting[connection] = now + self._handshake_timeout_s
+        return connection
+
+    def made(self, connection: _Counted) -> None:
+        self._starting.pop(connection, None)
+        self._open.add(connection)
+
+    def lost(self, connection: _Counted) -> None:
+        self._starting.pop(connection, None)
+        self._open.discard(connection)
 
 
 async def start_http(
@@ -39,6 +126,9 @@ async def start_http(
     *,
     token: TokenSource | None = None,
     tls: ssl.SSLContext | None = None,
+    request_timeout_s: float = HTTP_REQUEST_TIMEOUT_S,
+    linger_s: float = HTTP_LINGER_S,
+    max_connections: int = MAX_HTTP_CONNECTIONS,
 ) -> HttpApi:
     """The HTTP API; with `token`, /api/* and /metrics need it as a bearer token (probes stay open)."""
     coordinator = coordinator_host.coordinator
@@ -78,10 +168,15 @@ async def start_http(
             web.get("/api/groups/{group_id}", group),
         ]
     )
-    runner = web.AppRunner(app, access_log=None)
+    runner = web.AppRunner(app, access_log=None, keepalive_timeout=request_timeout_s, lingering_time=linger_s)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, ssl_context=tls)
-    await site.start()
-    sockets = getattr(site._server, "sockets", None) or []
-    bound = sockets[0].getsockname()[1] if sockets else port
-    return HttpApi(runner, bound)
+    assert runner.server is not None
+    listener = await asyncio.get_running_loop().create_server(
+        _ConnectionCap(runner.server, max_connections, request_timeout_s),
+        host or None,
+        port,
+        ssl=tls,
+        ssl_handshake_timeout=request_timeout_s if tls is not None else None,
+        reuse_address=True,
+    )
+    return HttpApi(runner, listener, listener.sockets[0].getsockname()[1])

@@ -1,6 +1,7 @@
 """Abuse on loopback while three real consumers keep their sessions: a thousand idle connections, fifty
 stalled maximum-size requests and a slowloris on the HTTP API. Memory stays bounded, idle connections
-are closed after connections.max.idle.ms, and the consumers see no rebalance."""
+are closed after connections.max.idle.ms, the slowloris after the HTTP API's request timeout, and the
+consumers see no rebalance."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import socket
 import time
 import urllib.request
 from pathlib import Path
+
+from staticfleet.broker.http import HTTP_REQUEST_TIMEOUT_S
 
 from .processes import CoordinatorProcess, wait_until
 from .test_real_clients import Fleet
@@ -91,6 +94,17 @@ def test_idle_connections_stalled_frames_and_a_slowloris_leave_consumers_alone(t
         closed_after = time.monotonic() - opened_at
         assert closed_after >= IDLE_MS / 1000 - 0.5, f"closed after {closed_after:.1f} s, before the timeout"
 
+        def slowloris_closed() -> bool:
+            for s in slow:
+                with contextlib.suppress(OSError):
+                    s.send(b"X")  # still trickling: the header never ends
+            return all(_closed_by_peer(s) for s in slow)
+
+        # The HTTP API closes a request whose headers have not arrived within HTTP_REQUEST_TIMEOUT_S.
+        wait_until(slowloris_closed, HTTP_REQUEST_TIMEOUT_S + 15, "slow HTTP requests closed", 0.5)
+        http_closed_after = time.monotonic() - opened_at
+        assert coordinator.api("/healthz") == {"status": "ok"}
+
         after = fleet.settled_with("c0", "c1", "c2")
         assert after["generation"] == before["generation"], "the abuse caused a rebalance"
         for instance, consumer in fleet.consumers.items():
@@ -106,7 +120,8 @@ def test_idle_connections_stalled_frames_and_a_slowloris_leave_consumers_alone(t
         print(
             f"\n{IDLE_CONNECTIONS} idle connections, {STALLED_FRAMES} stalled {MAX_REQUEST}-byte requests"
             f" ({sent // 1024} KiB sent), {SLOWLORIS} slow HTTP requests: RSS {rss_before // 1024} MiB ->"
-            f" peak {peak // 1024} MiB; idle ones closed after {closed_after:.1f} s; generation unchanged"
+            f" peak {peak // 1024} MiB; idle ones closed after {closed_after:.1f} s, slow HTTP ones after"
+            f" {http_closed_after:.1f} s; generation unchanged"
         )
     finally:
         for s in abusers:
