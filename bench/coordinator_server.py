@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/coordinator_server.py [--quick] [--no-kafka]
     .venv/bin/python bench/coordinator_server.py --compare-tree DIR [--rounds N]
+    .venv/bin/python bench/coordinator_server.py --security [--quick]
 
 Measures, for each backend:
   * heartbeat capacity: pipelined heartbeats from 1,000 static members, as fast as the server answers;
@@ -14,6 +15,11 @@ Kafka runs with its normal JIT (not the conformance suite's fast-start settings)
 With --compare-tree, the coordinator of another checkout (another branch, say) runs against this one
 instead of Kafka: heartbeat capacity and produce/fetch cost, in alternating rounds, reported per second
 of server CPU (what a change to the server's code moves) and as the ratio of this tree to the other.
+
+With --security, each server runs with the conformance suite's secured settings (PLAINTEXT, SASL_PLAINTEXT,
+SASL_SSL and SSL listeners, SCRAM and PLAIN users, StandardAuthorizer) and heartbeat capacity is measured
+per second of server CPU over its PLAINTEXT, SASL_PLAINTEXT and SASL_SSL listeners, staticfleet and then
+Kafka in the same run.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import struct
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -162,10 +168,21 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def heartbeat_capacity(bootstrap: str, seconds: float, pid: int) -> tuple[float, float]:
-    """Heartbeats answered per second of wall time, and per second of the server's CPU time."""
-    members = await form_group(bootstrap, "capacity", GROUP_SIZE)
-    connections = [await RawConnection.open(bootstrap) for _ in range(20)]
+async def heartbeat_capacity(
+    bootstrap: str,
+    seconds: float,
+    pid: int,
+    *,
+    connect: Callable[[], Awaitable[RawConnection]] | None = None,
+    members: list[Member] | None = None,
+) -> tuple[float, float]:
+    """Heartbeats answered per second of wall time, and per second of the server's CPU time.
+
+    `connect` opens the 20 heartbeating connections (plain TCP to `bootstrap` by default); `members`
+    is a group "capacity" already formed (one is formed over `bootstrap` by default)."""
+    if members is None:
+        members = await form_group(bootstrap, "capacity", GROUP_SIZE)
+    connections = [await (connect or (lambda: RawConnection.open(bootstrap)))() for _ in range(20)]
     frames = [
         frame(
             d.heartbeat(4, "capacity", generation=m.generation, member_id=m.member_id, instance_id=m.instance)
@@ -513,6 +530,150 @@ def compare_trees(other: Path, rounds: int) -> None:
     print(table(["measure (median of rounds)", "this tree", str(other), "ratio"], rows))
 
 
+# --- --security: heartbeats over SASL_SSL and SASL_PLAINTEXT against PLAINTEXT --------------------------
+
+SECURITY_USER, SECURITY_PASSWORD = "alice", "alice-secret"
+
+
+async def sasl_connection(host: str, port: int, tls: Any) -> RawConnection:
+    """A connection (over TLS unless `tls` is None) logged in with SCRAM-SHA-512 as SECURITY_USER, as a
+    Java client logs in."""
+    from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
+    from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
+    from kio.serial import entity_reader
+
+    from conformance import security as sec
+    from staticfleet.broker.security.scram import ScramClient, ScramMechanism
+
+    reader, writer = await asyncio.open_connection(
+        host, port, ssl=tls, server_hostname="" if tls is not None else None, limit=2**22
+    )
+    conn = RawConnection(reader, writer)
+    conn.writer.write(frame(d.sasl_handshake(1, sec.SCRAM_SHA_512)))
+    handshake, _ = entity_reader(SaslHandshakeResponse)(await conn.read(), 4)
+    assert int(handshake.error_code) == 0, handshake
+    client = ScramClient(ScramMechanism.SCRAM_SHA_512, SECURITY_USER, SECURITY_PASSWORD)
+    read_authenticate = entity_reader(SaslAuthenticateResponse)
+    conn.writer.write(frame(d.sasl_authenticate(2, client.first())))
+    first, _ = read_authenticate(await conn.read(), 5)
+    assert int(first.error_code) == 0, first
+    conn.writer.write(frame(d.sasl_authenticate(2, client.final(bytes(first.auth_bytes)))))
+    final, _ = read_authenticate(await conn.read(), 5)
+    assert int(final.error_code) == 0 and client.verify(bytes(final.auth_bytes)), final
+    return conn
+
+
+async def security_overhead(
+    name: str, listener_ports: dict[str, int], ca_file: Path, pid: int, seconds: float, rounds: int
+) -> dict[str, list[float]]:
+    """Heartbeats per server CPU-second of one secured backend over three listeners: PLAINTEXT
+    (User:ANONYMOUS, a super user, so no ACL is looked up), SASL_PLAINTEXT and SASL_SSL (SCRAM-SHA-512, a
+    user whose Read on the group comes from a prefixed ACL), `rounds` of each after a warm-up round. The
+    group is formed over PLAINTEXT."""
+    from conformance import security as sec
+
+    plaintext = f"127.0.0.1:{listener_ports[sec.PLAINTEXT]}"
+    admin = await RawConnection.open(plaintext)
+    acl = d.Acl(d.RESOURCE_GROUP, "capacity", d.PATTERN_PREFIXED, f"User:{SECURITY_USER}", "*", d.OP_READ,
+                d.PERMISSION_ALLOW)  # fmt: skip
+    await _request(admin, d.create_acls(3, acl))
+    admin.close()
+    await asyncio.sleep(1.0)  # Kafka applies an ACL once its metadata record is replayed
+    members = await form_group(plaintext, "capacity", GROUP_SIZE)
+    tls = sec.client_tls(ca_file)
+    port = listener_ports[sec.SASL_SSL]
+    sasl_port = listener_ports[sec.SASL_PLAINTEXT]
+    modes: dict[str, Callable[[], Awaitable[RawConnection]] | None] = {
+        "PLAINTEXT": None,
+        "SASL_PLAINTEXT": lambda: sasl_connection("127.0.0.1", sasl_port, None),
+        "SASL_SSL": lambda: sasl_connection("127.0.0.1", port, tls),
+    }
+    results: dict[str, list[float]] = {mode: [] for mode in modes}
+    # The first round warms up (Kafka's JIT) and is not counted; then the order alternates.
+    for r in range(rounds + 1):
+        for mode in list(modes) if r % 2 == 0 else list(reversed(modes)):
+            _, per_cpu = await heartbeat_capacity(
+                plaintext, seconds, pid, connect=modes[mode], members=members
+            )
+            if r:
+                results[mode].append(per_cpu)
+            print(f"{name} {mode}: {per_cpu:,.0f} heartbeats per server CPU-second", flush=True)
+    return results
+
+
+def run_security(seconds: float, rounds: int, publish_results: bool) -> None:
+    from conformance.backends import StaticfleetBackend
+    from conformance.kafka_broker import kafka_version
+    from conformance.security import SecurityProfile
+
+    settings = GroupSettings(
+        initial_rebalance_delay_ms=3_000,
+        min_session_timeout_ms=1_000,
+        max_session_timeout_ms=1_800_000,
+        security=SecurityProfile(),
+    )
+    results: dict[str, dict[str, list[float]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        ours = StaticfleetBackend(settings, Path(tmp) / "staticfleet")
+        asyncio.run(ours.start())
+        try:
+            assert ours._process is not None and ours.ca_file is not None
+            results["staticfleet"] = asyncio.run(
+                security_overhead(
+                    "staticfleet", ours.listener_ports, ours.ca_file, ours._process.pid, seconds, rounds
+                )
+            )
+        finally:
+            ours.stop()
+        kafka = FastKafka(settings, Path(tmp) / "kafka")
+        (Path(tmp) / "kafka").mkdir()
+
+        async def measure_kafka() -> dict[str, list[float]]:
+            await kafka.start()
+            assert kafka._process is not None and kafka.ca_file is not None
+            return await security_overhead(
+                "Apache Kafka", kafka.listener_ports, kafka.ca_file, kafka._process.pid, seconds, rounds
+            )
+
+        try:
+            results["kafka"] = asyncio.run(measure_kafka())
+        finally:
+            kafka.stop()
+    rows = []
+    for key, label in (("staticfleet", "staticfleet"), ("kafka", f"Apache Kafka {kafka_version()}")):
+        plain = statistics.mean(results[key]["PLAINTEXT"])
+        sasl = statistics.mean(results[key]["SASL_PLAINTEXT"])
+        secured = statistics.mean(results[key]["SASL_SSL"])
+        rows.append(
+            [label, f"{plain:,.0f}", f"{sasl:,.0f}", f"{secured:,.0f}", f"{sasl / plain:.2f}",
+             f"{secured / plain:.2f}"]
+        )  # fmt: skip
+    body = table(
+        ["server", "PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL", "SASL_PLAINTEXT / PLAINTEXT",
+         "SASL_SSL / PLAINTEXT"],
+        rows,
+    )  # fmt: skip
+    body += (
+        f"\n\nHeartbeats per second of server CPU. 1,000 static members, heartbeats pipelined on 20 "
+        f"connections for {seconds:.0f} s per measurement; after one warm-up round, {rounds} measurements "
+        "per listener in alternating order, and the figures are their means. SASL connections log in with "
+        "SCRAM-SHA-512 as a user whose Read on the group comes from a prefixed ACL (SASL_SSL: TLS 1.3, "
+        "each server's default cipher); PLAINTEXT is User:ANONYMOUS, a super user, so no ACL is looked up. "
+        f"Apache Kafka ran on {java_executable()} with its default JIT and a 1 GiB heap, after "
+        "staticfleet. One run on a shared 2-core machine: compare the ratios, not the absolute figures."
+    )
+    print(body)
+    if not publish_results:
+        return
+    publish(
+        "coordinator_security",
+        "Heartbeats over SASL_SSL and SASL_PLAINTEXT against PLAINTEXT, staticfleet and Kafka in one run",
+        ".venv/bin/python bench/coordinator_server.py --security",
+        body,
+        results,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -523,7 +684,15 @@ def main() -> None:
         "--compare-tree", type=Path, help="another checkout whose coordinator runs against this one"
     )
     parser.add_argument("--rounds", type=int, default=4, help="alternating rounds of --compare-tree [4]")
+    parser.add_argument(
+        "--security",
+        action="store_true",
+        help="heartbeats per server CPU-second over PLAINTEXT, SASL_PLAINTEXT and SASL_SSL, on both servers",
+    )
     args = parser.parse_args()
+    if args.security:
+        run_security(3.0 if args.quick else 8.0, 2 if args.quick else 3, not args.quick)
+        return
     if args.compare_tree is not None:
         compare_trees(args.compare_tree.resolve(), args.rounds)
         return
