@@ -75,6 +75,11 @@ class Authorizer:
     def __init__(self, config: AuthorizerConfig, bindings: Iterable[AclBinding] = ()) -> None:
         self.config = config
         self._acls: dict[ResourcePattern, set[AccessControlEntry]] = {}
+        # The same sets keyed by plain tuples, and the lengths PREFIXED names have per resource type:
+        # every request is authorized, and building a ResourcePattern for each prefix of a name cost
+        # more than the heartbeat it guarded.
+        self._lookup: dict[tuple[ResourceType, PatternType, str], set[AccessControlEntry]] = {}
+        self._prefix_lengths: dict[ResourceType, list[int]] = {}
         for binding in bindings:
             self.add(binding)
 
@@ -82,20 +87,37 @@ class Authorizer:
 
     def add(self, binding: AclBinding) -> bool:
         """Stores a binding; False if it was already there (Kafka answers NONE and keeps one copy)."""
-        entries = self._acls.setdefault(binding.pattern, set())
+        pattern = binding.pattern
+        entries = self._acls.get(pattern)
+        if entries is None:
+            entries = self._acls[pattern] = set()
+            self._lookup[(pattern.resource_type, pattern.pattern_type, pattern.name)] = entries
+            self._index_prefixes(pattern.resource_type)
         if binding.entry in entries:
             return False
         entries.add(binding.entry)
         return True
 
     def remove(self, binding: AclBinding) -> bool:
-        entries = self._acls.get(binding.pattern)
+        pattern = binding.pattern
+        entries = self._acls.get(pattern)
         if entries is None or binding.entry not in entries:
             return False
         entries.discard(binding.entry)
         if not entries:
-            del self._acls[binding.pattern]
+            del self._acls[pattern]
+            del self._lookup[(pattern.resource_type, pattern.pattern_type, pattern.name)]
+            self._index_prefixes(pattern.resource_type)
         return True
+
+    def _index_prefixes(self, resource_type: ResourceType) -> None:
+        self._prefix_lengths[resource_type] = sorted(
+            {
+                len(p.name)
+                for p in self._acls
+                if p.resource_type == resource_type and p.pattern_type == PatternType.PREFIXED and p.name
+            }
+        )
 
     def bindings(self, acl_filter: AclBindingFilter | None = None) -> list[AclBinding]:
         """Every binding the filter matches (all of them without one), in a stable order."""
@@ -112,18 +134,23 @@ class Authorizer:
 
     # --- decisions
 
-    def _candidates(self, resource_type: ResourceType, name: str) -> Iterable[set[AccessControlEntry]]:
-        for pattern in (
-            ResourcePattern(resource_type, name, PatternType.LITERAL),
-            ResourcePattern(resource_type, WILDCARD_RESOURCE, PatternType.LITERAL),
-        ):
-            entries = self._acls.get(pattern)
+    def _candidates(self, resource_type: ResourceType, name: str) -> list[set[AccessControlEntry]]:
+        lookup = self._lookup
+        found = []
+        entries = lookup.get((resource_type, PatternType.LITERAL, name))
+        if entries:
+            found.append(entries)
+        if name != WILDCARD_RESOURCE:  # the resource named `*` found the wildcard set already
+            entries = lookup.get((resource_type, PatternType.LITERAL, WILDCARD_RESOURCE))
             if entries:
-                yield entries
-        for end in range(1, len(name) + 1):
-            entries = self._acls.get(ResourcePattern(resource_type, name[:end], PatternType.PREFIXED))
+                found.append(entries)
+        for end in self._prefix_lengths.get(resource_type, ()):
+            if end > len(name):
+                break
+            entries = lookup.get((resource_type, PatternType.PREFIXED, name[:end]))
             if entries:
-                yield entries
+                found.append(entries)
+        return found
 
     def authorize(
         self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType, name: str
@@ -132,11 +159,7 @@ class Authorizer:
             return True
         allowed = False
         any_acl = False
-        seen: set[int] = set()
         for entries in self._candidates(resource_type, name):
-            if id(entries) in seen:  # the resource named `*` finds the wildcard set twice
-                continue
-            seen.add(id(entries))
             any_acl = True
             for entry in entries:
                 if not _applies(entry, principal, host, operation):

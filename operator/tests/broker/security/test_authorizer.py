@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from staticfleet.broker.security.acl import (
     AccessControlEntry,
     AclBinding,
@@ -216,3 +219,77 @@ def test_topic_and_cluster_authorized_operations_when_everything_is_allowed() ->
     auth = authorizer(super_users=frozenset({ALICE}))
     assert auth.authorized_operations(ALICE, HOST, TOPIC, "t") == 3576
     assert auth.authorized_operations(ALICE, HOST, ResourceType.CLUSTER, "kafka-cluster") == 8096
+
+
+# --- the index against the rules, over any sequence of adds and removes ----------------------------------
+
+NAMES = st.sampled_from(["", "*", "g", "g1", "g12", "gx", "h", "orders", "orders.eu", "o"])
+BINDINGS = st.builds(
+    acl,
+    NAMES,
+    st.sampled_from([Op.READ, Op.DESCRIBE, Op.ALL, Op.WRITE]),
+    principal=st.sampled_from([ALICE, BOB, "User:*"]),
+    allow=st.booleans(),
+    pattern=st.sampled_from([PatternType.LITERAL, PatternType.PREFIXED]),
+    resource=st.sampled_from([GROUP, TOPIC]),
+)
+
+
+def by_the_rules(
+    bindings: set[AclBinding], operation: AclOperation, resource: ResourceType, name: str
+) -> bool:
+    """Rules 2-4 of the module docstring, read literally, for ALICE from HOST (no super users)."""
+    candidates = [
+        b
+        for b in bindings
+        if b.pattern.resource_type == resource
+        and (
+            (b.pattern.pattern_type == PatternType.LITERAL and b.pattern.name in (name, "*"))
+            or (
+                b.pattern.pattern_type == PatternType.PREFIXED
+                and b.pattern.name
+                and name.startswith(b.pattern.name)
+            )
+        )
+    ]
+    applicable = [
+        b
+        for b in candidates
+        if b.entry.principal in (ALICE, "User:*")
+        and (
+            b.entry.operation in (operation, Op.ALL)
+            or (
+                b.entry.permission == PermissionType.ALLOW
+                and operation == Op.DESCRIBE
+                and b.entry.operation in (Op.READ, Op.WRITE, Op.DELETE, Op.ALTER)
+            )
+        )
+    ]
+    if any(b.entry.permission == PermissionType.DENY for b in applicable):
+        return False
+    return bool(applicable)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.booleans(), BINDINGS, st.integers(0, 19)), max_size=20),
+    NAMES,
+    st.sampled_from([Op.READ, Op.DESCRIBE, Op.WRITE]),
+    st.sampled_from([GROUP, TOPIC]),
+)
+def test_decisions_follow_the_rules_after_any_adds_and_removes(
+    changes: list[tuple[bool, AclBinding, int]], name: str, operation: AclOperation, resource: ResourceType
+) -> None:
+    auth = authorizer()
+    present: list[AclBinding] = []
+    for add, binding, which in changes:
+        if add:
+            auth.add(binding)
+            if binding not in present:
+                present.append(binding)
+        elif present:  # remove one that is there
+            assert auth.remove(present.pop(which % len(present)))
+    assert set(auth.bindings()) == set(present)
+    assert auth.authorize(ALICE, HOST, operation, resource, name) == by_the_rules(
+        set(present), operation, resource, name
+    )
