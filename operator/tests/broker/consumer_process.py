@@ -61,16 +61,8 @@ def security(args: argparse.Namespace, client: str) -> dict[str, Any]:
 def run_confluent(args: argparse.Namespace, stop: threading.Event) -> int:
     from confluent_kafka import Consumer, KafkaError, KafkaException
 
-    fatal: list[KafkaError] = []
-
-    def on_error(error: KafkaError) -> None:
-        # librdkafka reports fatal errors (such as being fenced) through the error callback.
-        if error.fatal():
-            fatal.append(error)
-
     consumer = Consumer(
         {
-            "error_cb": on_error,
             "bootstrap.servers": args.bootstrap,
             "group.id": args.group,
             "group.instance.id": args.instance,
@@ -90,9 +82,6 @@ def run_confluent(args: argparse.Namespace, stop: threading.Event) -> int:
     try:
         while not stop.is_set():
             msg = consumer.poll(0.2)
-            if fatal:
-                emit("fatal", error=str(fatal[0]), code=fatal[0].code())
-                return 3
             if msg is None:
                 continue
             error = msg.error()
@@ -100,16 +89,19 @@ def run_confluent(args: argparse.Namespace, stop: threading.Event) -> int:
                 if error.code() in AUTHORIZATION_CODES:
                     emit("fatal", error=str(error), name=error.name(), code=error.code())
                     return 3
-                if error.fatal():
-                    emit("fatal", error=str(error), code=error.code())
+                # A consumer's fatal error (being fenced on a Heartbeat, JoinGroup or SyncGroup) comes out of
+                # poll() as _FATAL with fatal() False and the cause in its text; no error callback runs.
+                if error.fatal() or error.code() == KafkaError._FATAL:
+                    emit("fatal", error=str(error), name=error.name(), code=error.code())
                     return 3
                 continue
             offset = msg.offset() or 0
             emit("records", records=[[msg.partition(), offset, (msg.value() or b"").decode()]])
             consumer.commit(message=msg, asynchronous=False)
             emit("committed", offsets={str(msg.partition()): offset + 1})
-    except KafkaException as exc:
-        emit("fatal", error=str(exc))
+    except KafkaException as exc:  # e.g. a commit answered FENCED_INSTANCE_ID
+        error = exc.args[0]
+        emit("fatal", error=str(error), name=error.name(), code=error.code())
         return 3
     finally:
         consumer.close()
