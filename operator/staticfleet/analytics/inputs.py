@@ -110,7 +110,8 @@ def resolve(arguments: Sequence[str], fmt: str = "auto") -> Sources:
             if not os.access(path, os.R_OK):
                 raise InputError(f"{path}: not readable")
             chosen = sniff(path) if fmt == "auto" else fmt  # type: ignore[assignment]
-            (parquet_paths if chosen == "parquet" else json_paths).append(str(path.resolve()))
+            # Qualified, so that a cluster whose default filesystem is another one reads this path.
+            (parquet_paths if chosen == "parquet" else json_paths).append(f"file:{path.resolve()}")
     sources = Sources(tuple(_unique(json_paths)), tuple(_unique(parquet_paths)), described=tuple(arguments))
     if sources.empty:
         raise InputError(f"no data files in {', '.join(arguments)}")

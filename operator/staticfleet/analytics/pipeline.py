@@ -24,6 +24,7 @@ from staticfleet.analytics import charts, report, tables
 from staticfleet.analytics import lines as read_lines
 from staticfleet.analytics import schema as s
 from staticfleet.analytics.inputs import InputError, Sources, is_remote, resolve
+from staticfleet.analytics.outputs import OutputDir
 from staticfleet.coordinator import events as ev
 
 TABLES = ("rebalances", "membership", "operations", "groups", "rejected")
@@ -41,11 +42,12 @@ class Options:
 
 @dataclass
 class AnalysisResult:
-    out_dir: Path
+    out_dir: Path | str
+    """As given: a local directory or any Hadoop filesystem URI."""
     summary: dict[str, Any]
-    tables: dict[str, Path] = field(default_factory=dict)
-    charts: dict[str, Path] = field(default_factory=dict)
-    report: Path | None = None
+    tables: dict[str, str] = field(default_factory=dict)
+    charts: dict[str, str] = field(default_factory=dict)
+    report: str | None = None
 
 
 class _Timer:
@@ -117,21 +119,24 @@ def _read(spark: SparkSession, sources: Sources) -> tuple[read_lines.Lines, read
 
 
 def analyze(
-    spark: SparkSession, inputs: Sequence[str], out_dir: Path, options: Options | None = None
+    spark: SparkSession, inputs: Sequence[str], out_dir: Path | str, options: Options | None = None
 ) -> AnalysisResult:
+    """Analyse the inputs into `out_dir`, a local directory or any Hadoop filesystem URI that the
+    driver and the executors both reach."""
     options = options or Options()
     sources = resolve(inputs, options.fmt)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out = OutputDir(spark, out_dir)
+    out.create()
     spark.conf.set("spark.sql.mapKeyDedupPolicy", "LAST_WIN")  # a partition assigned twice: keep one
     # What is cached is mostly structs, which are not compressed; the other columns are the operation
     # windows' ids and texts, which would each have every value looked up to choose a compression.
     spark.conf.set("spark.sql.inMemoryColumnarStorage.compressed", "false")
     timer = _Timer()
-    paths = {name: out_dir / name for name in TABLES}
+    paths = {name: out.child(name) for name in TABLES}
 
     def save(frame: DataFrame, name: str) -> DataFrame:
-        frame.write.mode("overwrite").options(**_parquet_options(name)).parquet(str(paths[name]))
-        return spark.read.parquet(str(paths[name]))
+        frame.write.mode("overwrite").options(**_parquet_options(name)).parquet(paths[name])
+        return spark.read.parquet(paths[name])
 
     with timer.step("read"):
         # The one pass over the input: read once, cached, and every table computed from the cache.
@@ -179,14 +184,10 @@ def analyze(
         summary = _summary(sources, census.lines, census.by_type, rebalances, groups, operations, orphans)
     with timer.step("charts"):
         made = _charts(positioned, rebalances, groups, operations, summary, options)
-    chart_paths = {}
-    for chart in made:
-        chart_paths[chart.name] = out_dir / f"{chart.name}.png"
-        chart_paths[chart.name].write_bytes(chart.png)
+    files = {f"{chart.name}.png": chart.png for chart in made}
     with timer.step("report"):
         page = _report(summary, rejected, rebalances, groups, operations, made, options)
-        report_path = out_dir / REPORT_FILE
-        report_path.write_text(page, encoding="utf-8")
+        files[REPORT_FILE] = page.encode("utf-8")
     summary["outputs"] = {
         "tables": {name: name for name in TABLES},
         "charts": {
@@ -196,8 +197,10 @@ def analyze(
     }
     summary["timings_s"] = timer.seconds
     lines.frame.unpersist()
-    (out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
-    return AnalysisResult(out_dir, summary, paths, chart_paths, report_path)
+    files[SUMMARY_FILE] = (json.dumps(summary, indent=2, sort_keys=False) + "\n").encode("utf-8")
+    out.write_files(files)  # the driver's own outputs, written once, through the same filesystem
+    charts_written = {chart.name: out.child(f"{chart.name}.png") for chart in made}
+    return AnalysisResult(out_dir, summary, paths, charts_written, out.child(REPORT_FILE))
 
 
 # === summary ========================================================================================

@@ -30,15 +30,30 @@ def local_jvm_options(driver_memory: str | None) -> list[str]:
     return options
 
 
+def submitted_master() -> str | None:
+    """The master `spark-submit` chose, when this process was started by it (its JVM is running and
+    its settings are the ones to keep); None otherwise."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return None
+    from pyspark import SparkConf
+
+    return SparkConf().get("spark.master")
+
+
 def build_session(
-    master: str = "local[*]",
+    master: str | None = "local[*]",
     app_name: str = "staticfleet-analyze",
     shuffle_partitions: int | None = None,
     driver_memory: str | None = None,
     warehouse_dir: str | None = None,
+    settings: dict[str, str] | None = None,
 ) -> SparkSession:
+    """A session on `master`; with None, the one `spark-submit` was given, else local[*]. Outside
+    local mode nothing here assumes the driver's host: the cluster's settings (spark-submit's, or
+    spark-defaults.conf) decide where it listens."""
     from pyspark.sql import SparkSession
 
+    master = master or submitted_master() or "local[*]"
     builder = SparkSession.builder.master(master).appName(app_name)
     if is_local(master):
         # Nothing listens beyond the loopback interface, whatever the host name resolves to.
@@ -56,7 +71,7 @@ def build_session(
         # Nothing is stored there (no tables are created); it only must not be the working directory.
         warehouse = tempfile.mkdtemp(prefix="staticfleet-spark-warehouse-")
         atexit.register(shutil.rmtree, warehouse, True)
-    settings = {
+    chosen = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
@@ -66,10 +81,17 @@ def build_session(
         "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
     }
     if is_local(master):
-        settings["spark.driver.extraJavaOptions"] = " ".join(local_jvm_options(driver_memory))
+        chosen["spark.driver.extraJavaOptions"] = " ".join(local_jvm_options(driver_memory))
     if driver_memory:
-        settings["spark.driver.memory"] = driver_memory
-    for key, value in settings.items():
+        chosen["spark.driver.memory"] = driver_memory
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        # Started by spark-submit: what it was given (--conf, spark-defaults.conf) stands.
+        from pyspark import SparkConf
+
+        given = SparkConf()
+        chosen = {key: value for key, value in chosen.items() if not given.contains(key)}
+    chosen.update(settings or {})
+    for key, value in chosen.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -16,14 +15,31 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "Parquet tables, summary.json, PNG charts and a self-contained report.html to --out.",
     )
     p.add_argument("events", nargs="+", metavar="EVENTS", help="event log files, directories or globs")
-    p.add_argument("--out", type=Path, required=True, help="output directory (created; outputs replaced)")
-    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="output directory, local or any Hadoop path (file:///shared/..., hdfs://...); created, "
+        "outputs replaced",
+    )
+    p.add_argument(
+        "--master",
+        default=None,
+        help="Spark master, e.g. spark://host:7077 (default: spark-submit's when started by it, else "
+        "local[*])",
+    )
     p.add_argument(
         "--format",
         dest="fmt",
         choices=("auto", "json", "parquet"),
         default="auto",
         help="input format; auto tells Parquet from JSON lines by content (local) or extension (remote)",
+    )
+    p.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting, as spark-submit's --conf (repeatable), e.g. spark.executor.memory=2g",
     )
     p.add_argument("--driver-memory", default=None, help="Spark driver memory, e.g. 4g (local mode)")
     p.add_argument("--shuffle-partitions", type=int, default=None, help="spark.sql.shuffle.partitions")
@@ -37,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         resolve(args.events, args.fmt)  # fail on a bad path before starting a JVM
+        settings = _settings(args.conf)
     except InputError as exc:
         print(f"staticfleet analyze: {exc}", file=sys.stderr)
         return 2
@@ -47,7 +64,10 @@ def run(args: argparse.Namespace) -> int:
 
     owned = SparkSession.getActiveSession() is None
     spark = build_session(
-        args.master, shuffle_partitions=args.shuffle_partitions, driver_memory=args.driver_memory
+        args.master,
+        shuffle_partitions=args.shuffle_partitions,
+        driver_memory=args.driver_memory,
+        settings=settings,
     )
     try:
         options = Options(fmt=args.fmt, max_chart_groups=args.chart_groups, max_table_rows=args.report_rows)
@@ -69,3 +89,15 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"report: {result.report}")
     return 0
+
+
+def _settings(pairs: list[str]) -> dict[str, str]:
+    from staticfleet.analytics.inputs import InputError
+
+    settings = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--conf {pair!r}: expected KEY=VALUE")
+        settings[key.strip()] = value
+    return settings

@@ -6,8 +6,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 
-def table(spark: SparkSession, out_dir: Path, name: str) -> list[dict[str, Any]]:
-    return [row.asDict() for row in spark.read.parquet(str(out_dir / name)).collect()]
+def table(spark: SparkSession, out_dir: Path | str, name: str) -> list[dict[str, Any]]:
+    return [row.asDict() for row in spark.read.parquet(f"{out_dir}/{name}").collect()]
 
 
 def keyed(rows: list[dict[str, Any]], *key: str) -> dict[Any, dict[str, Any]]:
