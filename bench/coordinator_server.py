@@ -342,7 +342,11 @@ def _record_batch(records: int, value_size: int) -> bytes:
     return bytes(builder.buffer())
 
 
-async def produce_fetch_throughput(bootstrap: str, megabytes: int) -> tuple[float, float]:
+async def produce_fetch_throughput(
+    bootstrap: str, megabytes: int, pid: int | None = None
+) -> dict[str, float]:
+    """Produce, then fetch back, `megabytes` MiB on one connection: MiB/s of each, and (given the
+    server's pid) fetched MiB per second of the server's CPU."""
     control = await RawConnection.open(bootstrap)
     await _request(control, d.create_topics(7, {"throughput": 1}))
     await asyncio.sleep(1.0)
@@ -380,6 +384,7 @@ async def produce_fetch_throughput(bootstrap: str, megabytes: int) -> tuple[floa
     offset = 0
     fetched = 0
     started = time.perf_counter()
+    cpu_start = cpu_seconds(pid) if pid is not None else 0.0
     while fetched < sent_bytes:
         fetch = FetchRequest(
             max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=100)),
@@ -404,20 +409,38 @@ async def produce_fetch_throughput(bootstrap: str, megabytes: int) -> tuple[floa
             break
         fetched += len(records)
         offset = _next_offset(records)
-    fetch_mb_s = fetched / (time.perf_counter() - started) / 2**20
+    fetch_s = time.perf_counter() - started
+    fetch_cpu_s = cpu_seconds(pid) - cpu_start if pid is not None else 0.0
     control.close()
-    return produce_mb_s, fetch_mb_s
+    result = {"produce_mb_s": produce_mb_s, "fetch_mb_s": fetched / fetch_s / 2**20}
+    if fetch_cpu_s > 0:
+        result["fetch_mib_per_cpu_s"] = fetched / fetch_cpu_s / 2**20
+    return result
 
 
-def _fetched_records(raw: bytes) -> bytes:
-    from kio.schema.fetch.v11.response import FetchResponse
-    from kio.serial import entity_reader
-
-    response, _ = entity_reader(FetchResponse)(raw, 4)
-    return bytes(response.responses[0].partitions[0].records or b"")
+_V11_PARTITION_HEAD = struct.Struct(">ihqqq")  # index, error, high watermark, last stable, log start
 
 
-def _next_offset(records: bytes) -> int:
+def _fetched_records(raw: bytes) -> memoryview:
+    """The records of the one partition of a Fetch v11 answer, read in place (decoding the whole
+    response with a general decoder would copy the records and cost the load generator more than
+    the server it measures)."""
+    view = memoryview(raw)
+    pos = 4 + 4 + 2 + 4  # correlation id, throttle time, error code, session id
+    (topics,) = struct.unpack_from(">i", raw, pos)
+    assert topics == 1, topics
+    (name_length,) = struct.unpack_from(">h", raw, pos + 4)
+    pos += 4 + 2 + name_length + 4  # topic count, name, partition count
+    _, error, _, _, _ = _V11_PARTITION_HEAD.unpack_from(raw, pos)
+    assert error == 0, f"fetch error {error}"
+    pos += _V11_PARTITION_HEAD.size
+    (aborted,) = struct.unpack_from(">i", raw, pos)
+    pos += 4 + 16 * max(aborted, 0) + 4  # aborted transactions, preferred read replica
+    (size,) = struct.unpack_from(">i", raw, pos)
+    return view[pos + 4 : pos + 4 + max(size, 0)]
+
+
+def _next_offset(records: bytes | memoryview) -> int:
     """The offset after the last whole batch in a fetch answer."""
     pos = 0
     last = 0
@@ -455,13 +478,14 @@ async def measure(bootstrap: str, quick: bool, pid: int) -> dict[str, float]:
         result[f"hb_p99_ms_{members}"] = p99
         result[f"hb_failures_{members}"] = failures
     result["rebalance_1000_s"] = await rebalance_wall_time(bootstrap)
-    produce, fetch = await produce_fetch_throughput(bootstrap, 32 if quick else 256)
-    result["produce_mb_s"] = produce
-    result["fetch_mb_s"] = fetch
+    result.update(await produce_fetch_throughput(bootstrap, 32 if quick else 256, pid))
     return result
 
 
-async def run_staticfleet(quick: bool, workdir: Path) -> dict[str, float]:
+Work = Callable[[str, int], Awaitable[dict[str, float]]]
+
+
+async def run_staticfleet(quick: bool, workdir: Path, work: Work | None = None) -> dict[str, float]:
     from tests.broker.processes import CoordinatorProcess
 
     # The same initial rebalance delay as Kafka's default, so a 1,000-member group forms in one round.
@@ -469,12 +493,14 @@ async def run_staticfleet(quick: bool, workdir: Path) -> dict[str, float]:
     await asyncio.to_thread(process.start)
     try:
         assert process.process is not None
+        if work is not None:
+            return await work(process.bootstrap, process.process.pid)
         return await measure(process.bootstrap, quick, process.process.pid)
     finally:
         await asyncio.to_thread(process.stop)
 
 
-async def run_kafka(quick: bool, workdir: Path) -> dict[str, float]:
+async def run_kafka(quick: bool, workdir: Path, work: Work | None = None) -> dict[str, float]:
     broker = FastKafka(
         GroupSettings(
             initial_rebalance_delay_ms=3_000, min_session_timeout_ms=1_000, max_session_timeout_ms=1_800_000
@@ -485,6 +511,8 @@ async def run_kafka(quick: bool, workdir: Path) -> dict[str, float]:
     await broker.start()
     try:
         assert broker._process is not None
+        if work is not None:
+            return await work(broker.bootstrap, broker._process.pid)
         return await measure(broker.bootstrap, quick, broker._process.pid)
     finally:
         await asyncio.to_thread(broker.stop)
@@ -674,6 +702,59 @@ def run_security(seconds: float, rounds: int, publish_results: bool) -> None:
     )
 
 
+FETCH_MEGABYTES = 256
+
+
+async def fetch_work(bootstrap: str, pid: int) -> dict[str, float]:
+    return await produce_fetch_throughput(bootstrap, FETCH_MEGABYTES, pid)
+
+
+def _spread(values: Sequence[float], fmt: str) -> str:
+    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))} to {fmt.format(max(values))})"
+
+
+def fetch_only(repeat: int) -> None:
+    """Produce and fetch only, each backend `repeat` times in alternating order, each run a fresh
+    server: medians with their spread, and the ratio of the medians."""
+    runs: dict[str, list[dict[str, float]]] = {"staticfleet": [], "kafka": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(repeat):
+            order = ["staticfleet", "kafka"] if r % 2 == 0 else ["kafka", "staticfleet"]
+            for name in order:
+                workdir = Path(tmp) / f"{name}-{r}"
+                run = run_staticfleet if name == "staticfleet" else run_kafka
+                runs[name].append(asyncio.run(run(False, workdir, fetch_work)))
+                print(name, r, runs[name][-1], flush=True)
+    rows = []
+    for key, label, fmt in (
+        ("fetch_mb_s", "fetch, 4 MiB responses (MiB/s)", "{:.0f}"),
+        ("fetch_mib_per_cpu_s", "fetched MiB per second of server CPU", "{:.0f}"),
+        ("produce_mb_s", "produce, 66 KiB batches, acks=1 (MiB/s)", "{:.0f}"),
+    ):
+        ours = [x[key] for x in runs["staticfleet"]]
+        theirs = [x[key] for x in runs["kafka"]]
+        ratio = statistics.median(ours) / statistics.median(theirs)
+        rows.append([label, _spread(ours, fmt), _spread(theirs, fmt), f"{ratio:.2f}"])
+    from conformance.kafka_broker import kafka_version
+
+    body = table(
+        [f"measure (median of {repeat}, lowest to highest)", "staticfleet", "Apache Kafka", "ratio"], rows
+    ) + (
+        f"\n\n{FETCH_MEGABYTES} MiB produced to one partition, then fetched back on one connection "
+        f"(Fetch v11, 4 MiB per response). Apache Kafka {kafka_version()} ran on {java_executable()} "
+        "with its default JIT and a 1 GiB heap; each run is a fresh server, the backends alternating. "
+        "The load generator shares the machine (2 cores) with the server."
+    )
+    print(body)
+    publish(
+        "coordinator_fetch",
+        "Fetch: staticfleet (sendfile from the segment files) and Apache Kafka, side by side",
+        f".venv/bin/python bench/coordinator_server.py --only fetch --repeat {repeat}",
+        body,
+        runs,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -689,9 +770,16 @@ def main() -> None:
         action="store_true",
         help="heartbeats per server CPU-second over PLAINTEXT, SASL_PLAINTEXT and SASL_SSL, on both servers",
     )
+    parser.add_argument(
+        "--only", choices=("all", "fetch"), default="all", help="fetch: produce and fetch only [all]"
+    )
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each backend with --only fetch [3]")
     args = parser.parse_args()
     if args.security:
         run_security(3.0 if args.quick else 8.0, 2 if args.quick else 3, not args.quick)
+        return
+    if args.only == "fetch":
+        fetch_only(args.repeat)
         return
     if args.compare_tree is not None:
         compare_trees(args.compare_tree.resolve(), args.rounds)

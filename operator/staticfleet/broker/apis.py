@@ -78,6 +78,8 @@ from staticfleet.broker.codec import (
     frame_body,
     parse_request,
 )
+from staticfleet.broker.fetch_wire import RegionFetchResponse
+from staticfleet.broker.partitionlog import FileRegion
 from staticfleet.broker.registry import (
     NO_THROTTLE,
     BrokerContext,
@@ -88,6 +90,7 @@ from staticfleet.broker.registry import (
 )
 from staticfleet.broker.security.acl import AclOperation, ResourceType
 from staticfleet.broker.security_apis import access
+from staticfleet.broker.topiclog import FetchResult, RegionFetchResult
 from staticfleet.broker.topiclog_errors import TopicAlreadyExistsError, TopicLogError
 from staticfleet.coordinator import CoordinatorError, CoordinatorResult, GroupCoordinator
 from staticfleet.coordinator import messages as m
@@ -1232,28 +1235,37 @@ async def handle_produce(
     return produce_res.ProduceResponse(throttle_time=NO_THROTTLE, responses=responses)
 
 
-def _fetch_one(ctx: BrokerContext, name: str, p: Any, budget: int) -> tuple[fetch_res.PartitionData, int]:
+def _fetch_one(
+    ctx: BrokerContext, name: str, p: Any, budget: int, splice: bool
+) -> tuple[fetch_res.PartitionData, int, tuple[FileRegion, ...]]:
+    """One partition's answer, its size, and (when spliced) its records as file regions."""
+    max_bytes = min(budget, p.partition_max_bytes)
+    regions: tuple[FileRegion, ...] = ()
+    found: RegionFetchResult | FetchResult
     try:
-        result = ctx.topics.read(
-            name, p.partition, p.fetch_offset, min(budget, p.partition_max_bytes), min_one_batch=True
-        )
+        if splice:
+            found = ctx.topics.read_regions(name, p.partition, p.fetch_offset, max_bytes, min_one_batch=True)
+            regions, size, records = found.regions, found.size, None
+        else:
+            copied = ctx.topics.read(name, p.partition, p.fetch_offset, max_bytes, min_one_batch=True)
+            found, size, records = copied, len(copied.records), Records(copied.records)
     except TopicLogError as exc:
         high_watermark = start_offset = -1
         if ctx.topics.has_topic(name) and 0 <= p.partition < ctx.topics.partition_count(name):
             high_watermark = ctx.topics.log_end_offset(name, p.partition)
             start_offset = ctx.topics.log_start_offset(name, p.partition)
-        return _fetched(p.partition, exc.error_code, high_watermark, start_offset), 0
+        return _fetched(p.partition, exc.error_code, high_watermark, start_offset), 0, ()
     entry = fetch_res.PartitionData(
         partition_index=p.partition,
         error_code=E.none,
-        high_watermark=i64(result.high_watermark),
-        last_stable_offset=i64(result.last_stable_offset),
-        log_start_offset=i64(result.log_start_offset),
+        high_watermark=i64(found.high_watermark),
+        last_stable_offset=i64(found.last_stable_offset),
+        log_start_offset=i64(found.log_start_offset),
         aborted_transactions=None,
         preferred_read_replica=BrokerId(-1),
-        records=Records(result.records),
+        records=Records(b"") if splice and not regions else records,
     )
-    return entry, len(result.records)
+    return entry, size, regions
 
 
 def _fetched(
@@ -1274,7 +1286,7 @@ def _fetched(
 @kafka_api("fetch", (4, 12))
 async def handle_fetch(
     ctx: BrokerContext, request: Request[fetch_req.FetchRequest]
-) -> fetch_res.FetchResponse:
+) -> fetch_res.FetchResponse | RegionFetchResponse:
     body = request.body
     max_wait_s = max(0, _ms(body.max_wait)) / 1000
     min_bytes = max(0, int(body.min_bytes))
@@ -1282,25 +1294,35 @@ async def handle_fetch(
 
     readable = access(ctx, request).topics(AclOperation.READ, (t.topic for t in body.topics))
 
-    def read_all() -> tuple[tuple[fetch_res.FetchableTopicResponse, ...], int]:
+    def read_all() -> tuple[RegionFetchResponse, int]:
         budget = max_bytes
         total = 0
         out = []
+        regions: list[tuple[tuple[FileRegion, ...], ...]] = []
         for topic in body.topics:
             partitions = []
             if topic.topic not in readable:
                 refused = tuple(_fetched(p.partition, E.topic_authorization_failed) for p in topic.partitions)
                 out.append(fetch_res.FetchableTopicResponse(topic=topic.topic, partitions=refused))
+                regions.append(())
                 continue
+            topic_regions: list[tuple[FileRegion, ...]] = []
             for p in topic.partitions:
-                entry, size = _fetch_one(ctx, topic.topic, p, max(budget, 0) if total else budget)
+                entry, size, found = _fetch_one(
+                    ctx, topic.topic, p, max(budget, 0) if total else budget, request.splice
+                )
                 budget -= size
                 total += size
                 partitions.append(entry)
+                topic_regions.append(found)
             out.append(fetch_res.FetchableTopicResponse(topic=topic.topic, partitions=tuple(partitions)))
-        return tuple(out), total
+            regions.append(tuple(topic_regions))
+        response = fetch_res.FetchResponse(
+            throttle_time=NO_THROTTLE, error_code=E.none, session_id=i32(0), responses=tuple(out)
+        )
+        return RegionFetchResponse(response, tuple(regions)), total
 
-    responses, total = read_all()
+    answer, total = read_all()
     if total < min_bytes and max_wait_s > 0:
         positions: dict[tuple[str, int], int] = {
             (topic.topic, p.partition): p.fetch_offset
@@ -1308,13 +1330,17 @@ async def handle_fetch(
             if topic.topic in readable
             for p in topic.partitions
         }
-        if positions and await ctx.topics.wait_for_data(positions, max_wait_s, min_bytes=min_bytes):
-            responses, total = read_all()
-        elif not positions:
-            await asyncio.sleep(max_wait_s)
-    return fetch_res.FetchResponse(
-        throttle_time=NO_THROTTLE, error_code=E.none, session_id=i32(0), responses=responses
-    )
+        try:
+            if positions and await ctx.topics.wait_for_data(positions, max_wait_s, min_bytes=min_bytes):
+                answer.close()
+                answer, total = read_all()
+            elif not positions:
+                await asyncio.sleep(max_wait_s)
+        except BaseException:
+            answer.close()
+            raise
+    # Regions only when the server sends them (a spliced connection) and there are some.
+    return answer if answer.has_regions else answer.response
 
 
 @kafka_api("list_offsets", (1, 10))

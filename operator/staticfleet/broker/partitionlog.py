@@ -96,6 +96,25 @@ class OffsetAndTimestamp:
     timestamp: int
 
 
+@dataclass(slots=True)
+class FileRegion:
+    """Bytes of a segment file, sent as they are. `fd` is a duplicate of the segment's descriptor,
+    owned by the region: the segment may be closed or deleted before the region is sent, and the
+    duplicate keeps the file's bytes readable until `close`."""
+
+    fd: int
+    position: int
+    length: int
+
+    def read(self) -> bytes:
+        return os.pread(self.fd, self.length, self.position)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
 def segment_file_name(base_offset: int) -> str:
     return f"{base_offset:020d}{SEGMENT_SUFFIX}"
 
@@ -326,6 +345,37 @@ class Segment:
         if end < len(data):
             data = data[:end]
         return data, self._next_offset_of(data, last)
+
+    def span(self, pos: int, max_bytes: int, min_one_batch: bool) -> tuple[int, int]:
+        """What `read` would return, as (length, offset after the last batch), without reading the
+        batches: whole batches from `pos` within `max_bytes`, found from the sparse index and a few
+        batch headers. (0, -1) when nothing fits."""
+        available = self.size - pos
+        if available <= 0:
+            return 0, -1
+        if max_bytes >= available:
+            return available, self.next_offset
+        limit = pos + max(max_bytes, LOG_OVERHEAD)
+        # The last indexed batch start within the limit; the batches from there are walked.
+        i = bisect.bisect_right(self._index_positions, limit) - 1
+        end, next_offset = pos, -1
+        if self._index_positions[i] > pos:
+            end, next_offset = self._index_positions[i], int(self._index_offsets[i])
+        while end < self.size:
+            _, size, last = self._offset_prefix_at(end)
+            if end + size > limit:
+                break
+            end += size
+            next_offset = last + 1
+        if end > pos:
+            return end - pos, next_offset
+        if not min_one_batch:
+            return 0, -1
+        _, size, last = self._offset_prefix_at(pos)  # the first batch alone exceeds max_bytes
+        return size, last + 1
+
+    def duplicate_fd(self) -> int:
+        return os.dup(self.fd)
 
     @staticmethod
     def _next_offset_of(data: bytes, pos: int) -> int:
@@ -605,6 +655,34 @@ class PartitionLog:
             index += 1
             pos = 0
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def regions(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> list[FileRegion]:
+        """The batches `read` would return, as regions of the segment files (each with a duplicate
+        descriptor the caller closes) rather than bytes."""
+        self._check_open()
+        self._check_range(offset)
+        if offset == self.log_end_offset:
+            return []
+        index, pos = self._locate(offset)
+        found: list[FileRegion] = []
+        budget = max_bytes
+        min_one = min_one_batch
+        while index < len(self._segments):
+            segment = self._segments[index]
+            if pos < segment.size:
+                length, next_offset = segment.span(pos, budget, min_one)
+                if not length:
+                    break
+                found.append(FileRegion(segment.duplicate_fd(), pos, length))
+                budget -= length
+                min_one = False
+                pos += length
+                self._remember(next_offset, segment, pos)
+                if pos < segment.size or budget <= 0:
+                    break
+            index += 1
+            pos = 0
+        return found
 
     def bytes_available(self, offset: int) -> int:
         """Bytes from the batch holding `offset` to the log end (0 at or past the end)."""

@@ -89,6 +89,8 @@ class Request(Generic[Body]):
     # Who sent it: User:ANONYMOUS on PLAINTEXT, the certificate subject on SSL, the SASL user on SASL.
     principal: str = "User:ANONYMOUS"
     listener: str = "PLAINTEXT"
+    # The connection can take records straight from the segment files (plaintext, see sendfile.py).
+    splice: bool = False
 
     @property
     def version(self) -> int:

@@ -27,6 +27,7 @@ from kio.static.protocol import ResponsePayload
 
 from staticfleet.broker import (
     apis,
+    fetch_wire,
     registry,
     security_apis,  # noqa: F401  (registers the security APIs)
 )
@@ -39,6 +40,7 @@ from staticfleet.broker.codec import (
     parse_request,
 )
 from staticfleet.broker.connections import STREAM_BUFFER_BYTES, ConnectionLimits, ConnectionRegistry
+from staticfleet.broker.fetch_wire import RegionFetchResponse, SplicedFrame
 from staticfleet.broker.host import CoordinatorHost
 from staticfleet.broker.http import HttpApi, start_http
 from staticfleet.broker.metrics import BrokerMetrics
@@ -52,6 +54,7 @@ from staticfleet.broker.security.settings import SecuritySettings
 from staticfleet.broker.security.state import SecurityState
 from staticfleet.broker.security.tls import ClientAuth, ReloadingContext, principal_from_certificate
 from staticfleet.broker.security.users import CredentialStore
+from staticfleet.broker.sendfile import SplicedSender, can_splice
 from staticfleet.broker.topiclog import BOUNDED_TOPIC_DEFAULTS, TopicLog
 from staticfleet.coordinator import CoordinatorConfig
 from staticfleet.coordinator.clock import Clock
@@ -352,6 +355,8 @@ class BrokerServer:
         if ssl_object is not None and listener.protocol == SecurityProtocol.SSL:
             principal = principal_from_certificate(ssl_object.getpeercert(binary_form=True))
         gate = self._gate(listener, client_host)
+        splice = can_splice(writer)
+        sender: SplicedSender | None = None
         try:
             while connection is not None and not self._stopping:
                 frame = await connection.read_request(reader)
@@ -382,7 +387,7 @@ class BrokerServer:
                 self._in_flight += 1
                 self._idle.clear()
                 try:
-                    response = await self._handle(frame, client_host, principal, listener.name)
+                    response = await self._handle(frame, client_host, principal, listener.name, splice)
                 finally:
                     connection.done_with_request()
                     self._in_flight -= 1
@@ -394,12 +399,17 @@ class BrokerServer:
                 if isinstance(response, bytes):
                     writer.write(response)
                     await writer.drain()
+                elif isinstance(response, SplicedFrame):
+                    sender = sender or SplicedSender(writer)
+                    await sender.send(response)
         except (ConnectionError, asyncio.CancelledError):
             reason = "reset"
         except Exception:
             reason = "error"
             log.exception("closing connection from %s after an unexpected error", client_host)
         finally:
+            if sender is not None:
+                sender.close()
             if connection is not None:
                 connection.close()
             self.metrics.connections.labels(reason).inc()
@@ -408,8 +418,15 @@ class BrokerServer:
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
 
     async def _handle(
-        self, frame: bytes, client_host: str, principal: str = "User:ANONYMOUS", listener: str = "PLAINTEXT"
-    ) -> bytes | object | None:
+        self,
+        frame: bytes,
+        client_host: str,
+        principal: str = "User:ANONYMOUS",
+        listener: str = "PLAINTEXT",
+        splice: bool = False,
+    ) -> bytes | SplicedFrame | object | None:
+        """The response frame; with `splice`, a Fetch response's records may stay in the segment
+        files (a SplicedFrame, which the caller sends or closes)."""
         assert self.context is not None
         started = time.perf_counter()
         try:
@@ -426,9 +443,24 @@ class BrokerServer:
             return _CLOSE
         api = registry.api_for(header)
         assert api is not None  # parse_request let only served APIs through
-        reply = await api.handler(self.context, Request(header, client_host, body, principal, listener))
-        framed: bytes | None = None
+        reply = await api.handler(
+            self.context, Request(header, client_host, body, principal, listener, splice)
+        )
+        framed: bytes | SplicedFrame | None = None
         error = 0
+        if isinstance(reply, RegionFetchResponse):
+            if header.api_version in fetch_wire.VERSIONS and fetch_wire.supports(reply.response):
+                try:
+                    framed = fetch_wire.encode(
+                        reply.response, header.api_version, header.correlation_id, reply.regions
+                    )
+                except BaseException:
+                    reply.close()
+                    raise
+                error = _error_of(reply.response)
+                reply = None
+            else:
+                reply = reply.copied()
         if reply is not None:
             encoded = (
                 reply

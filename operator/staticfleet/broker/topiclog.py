@@ -51,6 +51,7 @@ from typing import Any, Final
 from staticfleet.broker.partitionlog import (
     LEADER_EPOCH,
     AppendResult,
+    FileRegion,
     FlushPlan,
     LogConfig,
     OffsetAndTimestamp,
@@ -305,6 +306,21 @@ class FetchResult:
     @property
     def last_stable_offset(self) -> int:
         return self.high_watermark  # no transactions, so nothing is ever unstable
+
+
+@dataclass(frozen=True, slots=True)
+class RegionFetchResult:
+    regions: tuple[FileRegion, ...]  # whole record batches in the segment files, possibly none
+    high_watermark: int
+    log_start_offset: int
+
+    @property
+    def size(self) -> int:
+        return sum(region.length for region in self.regions)
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.high_watermark
 
 
 @dataclass
@@ -731,6 +747,15 @@ class TopicLog:
         log_ = self._partition(topic, partition)
         records = log_.read(offset, max_bytes, min_one_batch=min_one_batch)
         return FetchResult(records, log_.log_end_offset, log_.log_start_offset)
+
+    def read_regions(
+        self, topic: str, partition: int, offset: int, max_bytes: int, *, min_one_batch: bool = True
+    ) -> RegionFetchResult:
+        """`read`, with the batches left in the segment files: regions to send as they are (each
+        holding a duplicate descriptor that whoever sends it closes)."""
+        log_ = self._partition(topic, partition)
+        regions = log_.regions(offset, max_bytes, min_one_batch=min_one_batch)
+        return RegionFetchResult(tuple(regions), log_.log_end_offset, log_.log_start_offset)
 
     def log_start_offset(self, topic: str, partition: int) -> int:
         return self._partition(topic, partition).log_start_offset

@@ -36,7 +36,12 @@ def test_a_standalone_cluster_writes_what_local_mode_writes(
     spark: SparkSession, simulated_dir: Path, simulated_report: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "cluster-report"
-    env = {**os.environ, "SPARK_LOCAL_IP": LOOPBACK}  # the driver, too, on the loopback interface only
+    env = {
+        **os.environ,
+        "SPARK_LOCAL_IP": LOOPBACK,  # the driver, too, on the loopback interface only
+        # No Python on the executors: the analysis is Spark SQL only, and a Python worker would fail.
+        "PYSPARK_PYTHON": str(tmp_path / "no-python-here"),
+    }
     env.pop("PYSPARK_GATEWAY_PORT", None)
     with standalone_cluster(tmp_path / "spark", workers=2, worker_memory="768m") as master:
         # The input exactly as the local analysis was given it, so that the summaries name the same input.
