@@ -64,9 +64,11 @@ class SplicedSender:
         transport.set_write_buffer_limits(high=0, low=0)  # drain() now waits for an empty buffer
         try:
             while transport.get_write_buffer_size():
-                await self._writer.drain()
                 if transport.is_closing():
                     raise ConnectionResetError("connection closed while flushing")
+                await self._writer.drain()
+                if transport.get_write_buffer_size():
+                    await self._writable()  # a loop that did not pause for the new limits
         finally:
             transport.set_write_buffer_limits(high=high, low=low)
 

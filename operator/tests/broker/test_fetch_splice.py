@@ -26,7 +26,7 @@ from conformance import driver as d
 from staticfleet.broker import fetch_wire
 from staticfleet.broker.codec import encode_response, for_version
 from staticfleet.broker.partitionlog import FileRegion
-from staticfleet.broker.sendfile import SplicedSender
+from staticfleet.broker.sendfile import SplicedSender, can_splice
 from staticfleet.broker.server import BrokerServer, BrokerSettings
 from staticfleet.broker.topiclog import TopicLog
 from staticfleet.coordinator import CoordinatorConfig
@@ -306,3 +306,55 @@ def test_a_client_that_goes_away_mid_fetch_closes_only_its_connection(tmp_path: 
         assert len(os.listdir("/proc/self/fd")) <= open_before
 
     _serve(tmp_path, "asyncio", test)
+
+
+@pytest.mark.parametrize("loop", list(LOOPS))
+def test_a_spliced_frame_waits_for_what_the_transport_still_holds(loop: str, tmp_path: Path) -> None:
+    """Bytes the transport buffered for an earlier answer go out first, then the spliced frame."""
+    earlier = bytes(range(256)) * (8 * 4096)  # 8 MiB: more than the sockets hold at once
+    records = os.urandom(3 * 2**20)
+    path = tmp_path / "records"
+    path.write_bytes(records)
+    fd = os.open(path, os.O_RDONLY)
+
+    async def main() -> bytes:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            assert can_splice(writer)
+            writer.write(earlier)
+            assert writer.transport.get_write_buffer_size() > 0
+            sender = SplicedSender(writer)
+            try:
+                await sender.send(
+                    fetch_wire.SplicedFrame(
+                        (b"head", FileRegion(os.dup(fd), 0, len(records)), b"tail"), len(records) + 8
+                    )
+                )
+            finally:
+                sender.close()
+                writer.close()
+                done.set_result(None)
+
+        server = await asyncio.start_server(handler, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+
+        def slow_client() -> bytes:
+            with socket.create_connection(("127.0.0.1", port)) as sock:
+                received = bytearray()
+                while chunk := sock.recv(1 << 16):
+                    received += chunk
+                    time.sleep(0.0002)
+                return bytes(received)
+
+        received = await asyncio.to_thread(slow_client)
+        await done
+        server.close()
+        return received
+
+    try:
+        with asyncio.Runner(loop_factory=LOOPS[loop]) as runner:
+            received = runner.run(main())
+    finally:
+        os.close(fd)
+    assert received == earlier + b"head" + records + b"tail"
