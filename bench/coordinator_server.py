@@ -764,7 +764,8 @@ def fetch_only(repeat: int) -> None:
         f"one connection (Fetch v11, 4 MiB per response), after a {WARMUP_MEGABYTES} MiB warm-up pass on "
         f"another topic. Apache Kafka {kafka_version()} ran on {java_executable()} "
         "with its default JIT and a 1 GiB heap; each run is a fresh server, the backends alternating. "
-        "The load generator shares the machine (2 cores) with the server."
+        "The load generator shares the machine (2 cores) with the server, and other work may share it "
+        "too: the absolute figures say little, the ratios of the runs side by side more."
     )
     print(body)
     publish(
