@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 
 from e2e.helm import CHART, Helm, set_flags
 from e2e.helpers import Cluster, Kubectl, wait_until
@@ -136,8 +137,11 @@ def test_the_operator_account_can_do_its_job_and_nothing_more(
 
         # The operator pod runs under that account (its own token, not the test's admin credentials).
         pods = kubectl.items("pods", namespace, "-l", "app.kubernetes.io/component=operator")
-        assert len(pods) == 1 and pods[0]["spec"]["serviceAccountName"] == f"{release}-staticfleet-operator"
-        assert pods[0]["status"]["phase"] == "Running"
+        chart_default = yaml.safe_load((CHART / "values.yaml").read_text())["operator"]["replicas"]
+        assert len(pods) == values.get("operator.replicas", chart_default)
+        for pod in pods:
+            assert pod["spec"]["serviceAccountName"] == f"{release}-staticfleet-operator"
+            assert pod["status"]["phase"] == "Running"
         if cluster.local is not None:
             log = cluster.pod_dir(namespace, pods[0]["metadata"]["name"]) / "operator.log"
             wait_until(

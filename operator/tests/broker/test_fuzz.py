@@ -228,4 +228,5 @@ def test_a_hundred_thousand_malformed_frames_while_a_good_client_is_served(
     # Served in time: a heartbeat later than the session timeout would have cost the member its place.
     group = coordinator.group("good-group")
     assert group is not None and group["state"] == "Stable" and group["generation"] == 1
-    Path(coordinator.data_dir.parent / "fuzz-counts.txt").write_text(f"{counts} slowest heartbeat {max(latencies):.3f} s\n")
+    slowest = f"slowest heartbeat {max(latencies):.3f} s"
+    Path(coordinator.data_dir.parent / "fuzz-counts.txt").write_text(f"{counts} {slowest}\n")
