@@ -1,11 +1,11 @@
-"""Helpers for e2e tests: a kubectl runner and a bounded wait."""
+"""Helpers for e2e tests: a kubectl runner, a bounded wait, and a report of pods for failure messages."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -94,3 +94,38 @@ class Cluster:
 
     def claim_dir(self, namespace: str, claim: str) -> Path:
         return claim_dir(self.run_dir(), namespace, claim)
+
+
+def pod_report(kubectl: Kubectl, namespaces: Iterable[str], log_lines: int = 40) -> str:
+    """Each pod's phase, container states and last log lines (and the previous container's, after a
+    restart), and the namespace's warning events: what a failure in the image looks like from outside."""
+    lines: list[str] = []
+    for namespace in namespaces:
+        try:
+            pods = kubectl.items("pods", namespace)
+        except KubectlError as exc:
+            lines.append(f"[{namespace}] pods: {exc}")
+            continue
+        for pod in pods:
+            name = pod["metadata"]["name"]
+            lines.append(f"--- pod {namespace}/{name}: {pod.get('status', {}).get('phase')}")
+            for status in pod.get("status", {}).get("containerStatuses", []) or []:
+                state = json.dumps(status.get("state"), sort_keys=True)
+                last = json.dumps(status.get("lastState") or {}, sort_keys=True)
+                lines.append(
+                    f"    container {status['name']}: ready={status.get('ready')} "
+                    f"restarts={status.get('restartCount')} state={state} lastState={last}"
+                )
+                for previous in (False, True) if status.get("restartCount") else (False,):
+                    args = ["logs", "-n", namespace, name, "-c", status["name"], f"--tail={log_lines}"]
+                    done = kubectl.run(*args, *(["--previous"] if previous else []), check=False)
+                    label = "previous log" if previous else "log"
+                    body = (done.stdout or done.stderr).rstrip()
+                    lines.append(f"    {label}:\n" + "\n".join(f"      {line}" for line in body.splitlines()))
+        done = kubectl.run(
+            "get", "events", "-n", namespace, "--field-selector=type=Warning",
+            "-o", "custom-columns=OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message", check=False,
+        )  # fmt: skip
+        if done.stdout.strip():
+            lines.append(f"--- warning events in {namespace}:\n{done.stdout.rstrip()}")
+    return "\n".join(lines)

@@ -27,8 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from e2e.helm import CHART, Helm, ensure_helm, set_flags
-from e2e.helpers import Kubectl, Manifest, wait_until
+from e2e.helm import CHART, Helm, HelmError, ensure_helm, set_flags
+from e2e.helpers import Kubectl, Manifest, pod_report, wait_until
 from e2e.localcluster import binaries, procs
 from e2e.localcluster.cli import read_state as read_cluster_state
 from examples.demo import fleet
@@ -364,13 +364,16 @@ def install(state: State, settings: Settings) -> None:
     if settings.watch_namespace_only:
         values["operator.watchNamespaces"] = [state.namespace]
     helm = Helm(ensure_helm(), Path(state.kubeconfig))
-    helm.run(
-        "upgrade", "--install", state.release, str(CHART),
-        "--namespace", state.namespace, "--create-namespace",
-        "--wait", "--timeout", "180s",
-        *set_flags(values),
-        timeout=240,
-    )  # fmt: skip
+    try:
+        helm.run(
+            "upgrade", "--install", state.release, str(CHART),
+            "--namespace", state.namespace, "--create-namespace",
+            "--wait", "--timeout", "180s",
+            *set_flags(values),
+            timeout=240,
+        )  # fmt: skip
+    except HelmError as error:  # the pods' states and logs say why they never became ready
+        raise DemoError(f"{error}\n{pod_report(state.kube(), [state.namespace])}") from None
     deployment = state.kube().get("deployment", f"{_fullname(state.release)}-operator", state.namespace)
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     state.bootstrap_servers = next(

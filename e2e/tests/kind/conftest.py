@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from e2e.helm import ensure_helm
-from e2e.helpers import Cluster, wait_until
+from e2e.helpers import Cluster, pod_report, wait_until
 
 from .support import RELEASE, RELEASE_NAMESPACE, Shell, install_lines, wait_explained
 
@@ -24,9 +24,12 @@ def shell(cluster: Cluster, pytestconfig: pytest.Config) -> Shell:
 def chart(cluster: Cluster, shell: Shell) -> Iterator[None]:
     """The README's images, `make kind-load` and `helm install`, run as written; the operator and the
     coordinator Ready. Uninstalled at the end of the session."""
-    for line in install_lines():
-        shell.run(line)
     kubectl = cluster.kubectl
+    for line in install_lines():
+        try:
+            shell.run(line)
+        except AssertionError as failure:  # `helm install --wait` gave up: say what the pods did
+            raise AssertionError(f"{failure}\n{pod_report(kubectl, [RELEASE_NAMESPACE])}") from None
     try:
 
         def ready(kind: str, name: str) -> bool:

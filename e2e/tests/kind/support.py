@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from e2e.helpers import Kubectl, KubectlError, Manifest, wait_until
+from e2e.helpers import Kubectl, Manifest, pod_report, wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 README = REPO_ROOT / "README.md"
@@ -26,7 +26,6 @@ RELEASE_NAMESPACE = "staticfleet"
 COORDINATOR_POD = f"{RELEASE}-coordinator-0"
 FLEET = "orders"  # examples/embedded.yaml
 PARTITIONS = 6  # examples/producer.yaml
-LOG_LINES = 40
 
 T = TypeVar("T")
 
@@ -94,41 +93,6 @@ def usage_lines() -> list[str]:
 
 
 # -- diagnostics ---------------------------------------------------------------------------------------------
-
-
-def pod_report(kubectl: Kubectl, namespaces: Iterable[str]) -> str:
-    """Each pod's phase, container states and last log lines (and the previous container's, after a
-    restart), and the namespace's warning events: what a failure in the image looks like from outside."""
-    lines: list[str] = []
-    for namespace in namespaces:
-        try:
-            pods = kubectl.items("pods", namespace)
-        except KubectlError as exc:
-            lines.append(f"[{namespace}] pods: {exc}")
-            continue
-        for pod in pods:
-            name = pod["metadata"]["name"]
-            lines.append(f"--- pod {namespace}/{name}: {pod.get('status', {}).get('phase')}")
-            for status in pod.get("status", {}).get("containerStatuses", []) or []:
-                state = json.dumps(status.get("state"), sort_keys=True)
-                last = json.dumps(status.get("lastState") or {}, sort_keys=True)
-                lines.append(
-                    f"    container {status['name']}: ready={status.get('ready')} "
-                    f"restarts={status.get('restartCount')} state={state} lastState={last}"
-                )
-                for previous in (False, True) if status.get("restartCount") else (False,):
-                    args = ["logs", "-n", namespace, name, "-c", status["name"], f"--tail={LOG_LINES}"]
-                    done = kubectl.run(*args, *(["--previous"] if previous else []), check=False)
-                    label = "previous log" if previous else "log"
-                    body = (done.stdout or done.stderr).rstrip()
-                    lines.append(f"    {label}:\n" + "\n".join(f"      {line}" for line in body.splitlines()))
-        done = kubectl.run(
-            "get", "events", "-n", namespace, "--field-selector=type=Warning",
-            "-o", "custom-columns=OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message", check=False,
-        )  # fmt: skip
-        if done.stdout.strip():
-            lines.append(f"--- warning events in {namespace}:\n{done.stdout.rstrip()}")
-    return "\n".join(lines)
 
 
 def wait_explained(
