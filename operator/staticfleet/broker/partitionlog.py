@@ -26,9 +26,10 @@ import os
 import struct
 import uuid
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 from staticfleet.broker.recordbatch import (
     HEADER_SIZE,
@@ -63,6 +64,7 @@ RECOVERY_POINT_FILE: Final = "recovery-point"
 _HEADER_WINDOW: Final = 64 * 1024
 _CRC_WINDOW: Final = 1024 * 1024
 _POSITION_CACHE_LIMIT: Final = 1024
+_Taken = TypeVar("_Taken")
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta
 _OFFSET_PREFIX: Final = struct.Struct(">qiibIhi")
 _LAST_OFFSET_DELTA: Final = struct.Struct(">i")
@@ -631,49 +633,52 @@ class PartitionLog:
     def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> bytes:
         """Whole batches from the one holding `offset`, up to `max_bytes` (but at least one batch when
         `min_one_batch`). Empty at the log end; OffsetOutOfRangeError outside [log start, log end]."""
-        self._check_open()
-        self._check_range(offset)
-        if offset == self.log_end_offset:
-            return b""
-        index, pos = self._locate(offset)
-        chunks: list[bytes] = []
-        budget = max_bytes
-        min_one = min_one_batch
-        while index < len(self._segments):
-            segment = self._segments[index]
-            if pos < segment.size:
-                data, next_offset = segment.read(pos, budget, min_one)
-                if not data:
-                    break
-                chunks.append(data)
-                budget -= len(data)
-                min_one = False
-                pos += len(data)
-                self._remember(next_offset, segment, pos)
-                if pos < segment.size or budget <= 0:
-                    break
-            index += 1
-            pos = 0
+
+        def take(segment: Segment, pos: int, budget: int, min_one: bool) -> tuple[bytes, int, int]:
+            data, next_offset = segment.read(pos, budget, min_one)
+            return data, len(data), next_offset
+
+        chunks = self._batches(offset, max_bytes, min_one_batch, take)
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def regions(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> list[FileRegion]:
         """The batches `read` would return, as regions of the segment files (each with a duplicate
         descriptor the caller closes) rather than bytes."""
+
+        def take(
+            segment: Segment, pos: int, budget: int, min_one: bool
+        ) -> tuple[FileRegion | None, int, int]:
+            length, next_offset = segment.span(pos, budget, min_one)
+            # Nothing fits: no region, so no descriptor to duplicate (the walk stops there).
+            region = FileRegion(segment.duplicate_fd(), pos, length) if length else None
+            return region, length, next_offset
+
+        return [region for region in self._batches(offset, max_bytes, min_one_batch, take) if region]
+
+    def _batches(
+        self,
+        offset: int,
+        max_bytes: int,
+        min_one_batch: bool,
+        take: Callable[[Segment, int, int, bool], tuple[_Taken, int, int]],
+    ) -> list[_Taken]:
+        """What `take` makes of each segment's run of whole batches from `offset` within `max_bytes`;
+        `take(segment, position, budget, min_one)` answers (item, length, offset after its last batch)."""
         self._check_open()
         self._check_range(offset)
         if offset == self.log_end_offset:
             return []
         index, pos = self._locate(offset)
-        found: list[FileRegion] = []
+        found: list[_Taken] = []
         budget = max_bytes
         min_one = min_one_batch
         while index < len(self._segments):
             segment = self._segments[index]
             if pos < segment.size:
-                length, next_offset = segment.span(pos, budget, min_one)
+                item, length, next_offset = take(segment, pos, budget, min_one)
                 if not length:
                     break
-                found.append(FileRegion(segment.duplicate_fd(), pos, length))
+                found.append(item)
                 budget -= length
                 min_one = False
                 pos += length
