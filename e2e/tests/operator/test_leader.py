@@ -83,3 +83,32 @@ def test_the_other_replica_finishes_a_scale_down_when_the_leader_dies(
     (event,) = events(kubectl, namespace, NAME, "MembersRemoved")
     assert "orders-1, orders-2" in event["message"]
     assert get_fleet(kubectl, namespace, NAME)["status"]["readyReplicas"] == 1
+
+
+def test_a_leader_stopped_cleanly_gives_up_the_lease_to_the_other_replica(
+    cluster: Cluster,
+    namespace: str,
+    coordinator: Coordinator,
+    operator: OperatorRunner,
+    second_operator: OperatorRunner,
+) -> None:
+    kubectl = cluster.kubectl
+    topic = f"{namespace}-orders"
+    coordinator.create_topic(topic)
+    election = ("--leader-election", "--leader-election-namespace", namespace)
+    operator.extra_args = election
+    second_operator.extra_args = election
+    operator.start()
+    first = wait_until(lambda: holder(cluster, namespace), timeout=60, what="a leader")
+    second_operator.start()
+    wait_until(lambda: "waiting to lead" in second_operator.logs(), timeout=60, what="the second to follow")
+
+    operator.stop()  # SIGTERM, as a rollout or a drained node sends it
+    assert operator.process is not None and operator.process.returncode == 0, operator.logs()[-2000:]
+    # Given up before the process ended: the Lease no longer names it, though it has not expired.
+    assert holder(cluster, namespace) != first
+    assert "gave up the Lease" in operator.logs()
+    second = wait_until(lambda: holder(cluster, namespace), timeout=60, what="the other replica to lead")
+    assert second != first
+    kubectl.apply(fleet_manifest(NAME, 1, coordinator, topic), namespace)
+    wait_fleet(kubectl, namespace, NAME, ready_with(1), timeout=120, what="Ready under the new leader")

@@ -4,7 +4,9 @@ The kubernetes client's own leader election (LeaseLock) does the work, as Kubern
 followers do nothing but try to take the Lease; the holder renews it every `retry_s` seconds and runs
 the operator. A holder that cannot renew within `renew_deadline_s` exits at once (another replica may
 already have taken over, and two acting operators is the one thing to avoid); its Deployment restarts
-it as a follower. A holder that dies is replaced once its Lease expires (`lease_s`).
+it as a follower. A holder that dies is replaced once its Lease expires (`lease_s`); one that stops
+cleanly (SIGTERM: a rollout, a drained node) first gives the Lease up, so a follower takes over on its
+next try instead of after the expiry, as client-go's ReleaseOnCancel does.
 
 (kopf's own peering would do too, but it pauses every operator of equal priority and needs its own
 CRDs; a Lease needs nothing the cluster does not already have.)
@@ -19,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -41,20 +44,62 @@ def _lost(election: Election) -> None:
     os._exit(LOST_LEASE_EXIT)
 
 
-def run_as_leader(election: Election, run: Callable[[], int]) -> int:
-    """Blocks until this process holds the Lease, then returns run()'s result while renewing it.
-    The kubernetes client's default configuration must be loaded (the Lease is read with it)."""
-    from kubernetes.leaderelection import electionconfig, leaderelection
+def _releasable_lock(election: Election, released: threading.Event) -> Any:
+    """The client's LeaseLock, except that it renews nothing once `released` is set."""
     from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 
+    class ReleasableLeaseLock(LeaseLock):
+        def update(self, name: str, namespace: str, updated_record: Any) -> bool:
+            if released.is_set():
+                return False
+            return bool(super().update(name, namespace, updated_record))  # type: ignore[no-untyped-call]
+
+        def create(self, name: str, namespace: str, election_record: Any) -> bool:
+            if released.is_set():
+                return False
+            return bool(super().create(name, namespace, election_record))  # type: ignore[no-untyped-call]
+
+    return ReleasableLeaseLock(election.name, election.namespace, election.identity)  # type: ignore[no-untyped-call]
+
+
+def release(election: Election, attempts: int = 3) -> bool:
+    """Clears the Lease's holder if it is still this process; the resourceVersion guards against a
+    renewal or a new holder in between. False when someone else holds it (nothing to give up)."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    api = client.CoordinationV1Api()
+    for _ in range(attempts):
+        try:
+            lease = api.read_namespaced_lease(election.name, election.namespace)
+            if lease.spec is None or lease.spec.holder_identity != election.identity:
+                return False
+            lease.spec.holder_identity = None
+            api.replace_namespaced_lease(election.name, election.namespace, lease)
+            log.info("gave up the Lease %s/%s", election.namespace, election.name)
+            return True
+        except ApiException as exc:
+            if exc.status != 409:  # a conflict is read again; anything else leaves it to expire
+                log.warning("could not give up the Lease %s/%s: %s", election.namespace, election.name, exc)
+                return False
+    return False
+
+
+def run_as_leader(election: Election, run: Callable[[], int]) -> int:
+    """Blocks until this process holds the Lease, then returns run()'s result while renewing it, and
+    gives the Lease up once run() has returned. The kubernetes client's default configuration must be
+    loaded (the Lease is read with it)."""
+    from kubernetes.leaderelection import electionconfig, leaderelection
+
     leading = threading.Event()
+    released = threading.Event()
 
     def started() -> None:
         leading.set()
         threading.Event().wait()  # the renewal goes on while this thread lives: for as long as we run
 
-    config = electionconfig.Config(
-        LeaseLock(election.name, election.namespace, election.identity),  # type: ignore[no-untyped-call]
+    config = electionconfig.Config(  # type: ignore[no-untyped-call]
+        _releasable_lock(election, released),
         lease_duration=election.lease_s,
         renew_deadline=election.renew_deadline_s,
         retry_period=election.retry_s,
@@ -76,4 +121,7 @@ def run_as_leader(election: Election, run: Callable[[], int]) -> int:
     threading.Thread(target=elect, name="leader-election", daemon=True).start()
     leading.wait()
     log.info("leading (Lease %s/%s)", election.namespace, election.name)
-    return run()
+    result = run()
+    released.set()  # no renewal after this: the Lease is given up, or left to expire
+    release(election)
+    return result
