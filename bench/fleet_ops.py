@@ -375,6 +375,7 @@ class Sample:
     unstable_seconds: float  # of that time, how long the group was not Stable (or unreachable)
     timed_out: bool = False
     heartbeat_ms: int | None = None  # the consumers' heartbeat.interval.ms; None: the client's default
+    began_at: str | None = None  # wall-clock time of the fleet's command (UTC), to read the logs against
 
 
 @dataclass
@@ -385,6 +386,7 @@ class Watch:
     finished: float | None = None
     unstable: float = 0.0
     last: float = field(default_factory=time.monotonic)
+    began_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="milliseconds"))
 
 
 def observe(backend: Backend, fleet: Fleet) -> GroupView | None:
@@ -447,6 +449,7 @@ def measure(
                 unstable_seconds=round(watch.unstable, 2),
                 timed_out=watch.finished is None,
                 heartbeat_ms=watch.fleet.heartbeat_ms,
+                began_at=watch.began_at,
             )
         )
     return samples
@@ -780,6 +783,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-publish", action="store_true", help="print only; leave docs and README alone")
     parser.add_argument("--json", type=Path, help="also write every sample here")
     parser.add_argument(
+        "--workdir",
+        type=Path,
+        help="keep the cluster's, pod runner's, coordinator's and operator's logs here (default: a temporary "
+        "directory, removed at the end)",
+    )
+    parser.add_argument(
         "--replay", type=Path, help="publish the samples a --json run wrote instead of measuring again"
     )
     args = parser.parse_args(argv)
@@ -790,13 +799,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         samples = [Sample(**s) for s in (saved["samples"] if isinstance(saved, dict) else saved)]
     else:
         with (
-            tempfile.TemporaryDirectory(prefix="staticfleet-bench-") as tmp,
-            local_cluster(Path(tmp)) as (cluster, kubectl),
+            _workdir(args.workdir) as tmp,
+            local_cluster(tmp) as (cluster, kubectl),
         ):
             kubectl.run("apply", "-f", str(CRD_DIR))
             kubectl.run("wait", "--for=condition=Established", "crd/staticconsumergroups.staticfleet.io")
             for backend in backends:
-                samples += bench_backend(backend, cluster, kubectl, Path(tmp) / backend, args)
+                samples += bench_backend(backend, cluster, kubectl, tmp / backend, args)
     summaries = summarize(samples)
     headers = ["coordinator", "operation", "fleet", "rebalances", "s to Stable", "s not Stable", "timed out"]
     print(table(headers, detail_rows(summaries)))
@@ -812,12 +821,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         command,
         body,
         {
-            "args": {k: v for k, v in vars(args).items() if k not in ("no_publish", "json", "replay")},
+            "args": {
+                k: v for k, v in vars(args).items() if k not in ("no_publish", "json", "replay", "workdir")
+            },
             "samples": [asdict(s) for s in samples],
         },
     )
     publish_readme(summaries, backends[0], args.replicas, args.runs)
     return 0
+
+
+@contextmanager
+def _workdir(kept: Path | None) -> Iterator[Path]:
+    if kept is not None:
+        kept.mkdir(parents=True, exist_ok=True)
+        yield kept.resolve()
+        return
+    with tempfile.TemporaryDirectory(prefix="staticfleet-bench-") as tmp:
+        yield Path(tmp)
 
 
 def _backend_name(backend: str) -> str:
@@ -856,10 +877,10 @@ def _measuring_options(argv: Sequence[str] | None) -> list[str]:
         if skip:
             skip = False
             continue
-        if item in ("--json", "--replay"):
+        if item in ("--json", "--replay", "--workdir"):
             skip = True
             continue
-        if item == "--no-publish" or item.startswith(("--json=", "--replay=")):
+        if item == "--no-publish" or item.startswith(("--json=", "--replay=", "--workdir=")):
             continue
         kept.append(shlex.quote(item))
     return kept
