@@ -4,7 +4,7 @@ It registers a Ready Node, binds unscheduled pods to it (it is also the schedule
 container's command+args as a local process with the pod's environment, reports pod status
 (phase, container states, restart counts, Ready from probes), restarts containers by the pod's
 restartPolicy with a crash-loop backoff, and on deletion sends SIGTERM, waits the grace period,
-SIGKILLs, then removes the pod object (grace 0) as a kubelet does.
+SIGKILLs, writes the terminal phase, then removes the pod object (grace 0) as a kubelet does.
 
 Images are ignored: the command must exist on this machine. PATH starts with the directory of the
 Python interpreter running the runner, so `python` and the project's console scripts resolve.
@@ -428,6 +428,11 @@ class PodRunner:
         uid = str(pod["metadata"]["uid"])
         if pod["metadata"].get("deletionTimestamp"):
             if run is None or self._terminate(run, grace_seconds=termination_grace_seconds(pod)):
+                if run is not None:
+                    # As a kubelet does (1.27+): the terminal phase, every container terminated, is
+                    # written before the object goes.
+                    self._report(run)
+                    log.info("stopped %s: pod phase %s", run.key, (run.last_status or {}).get("phase"))
                 self.api.force_delete_pod(pod["metadata"]["namespace"], pod["metadata"]["name"], uid)
                 if run is not None:
                     self._forget(run)
