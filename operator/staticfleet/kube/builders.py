@@ -313,3 +313,14 @@ def pod_ordinal(pod: Manifest, statefulset_name: str) -> int | None:
     prefix = f"{statefulset_name}-"
     suffix = name[len(prefix) :] if name.startswith(prefix) else ""
     return int(suffix) if suffix.isdigit() else None
+
+
+# A pod in one of these phases runs none of its containers again: the kubelet sets them once every
+# container has stopped for good (and, since Kubernetes 1.27, for every pod being deleted, before the
+# object goes; volumes may still be unmounting then).
+TERMINAL_POD_PHASES = ("Succeeded", "Failed")
+
+
+def consumer_may_run(pod: Manifest) -> bool:
+    """False once the pod is in a terminal phase: its consumer has stopped and will not start again."""
+    return (pod.get("status") or {}).get("phase") not in TERMINAL_POD_PHASES

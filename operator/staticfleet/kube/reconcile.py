@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -216,7 +217,9 @@ def _pods(api: KubeApi, spec: GroupSpec) -> tuple[Manifest, ...]:
 
 
 def _ordinals(spec: GroupSpec, pods: Sequence[Manifest]) -> frozenset[int]:
-    return frozenset(o for o in (builders.pod_ordinal(p, spec.name) for p in pods) if o is not None)
+    """The ordinals of the pods whose consumers may still run (terminating ones included)."""
+    running = (p for p in pods if builders.consumer_may_run(p))
+    return frozenset(o for o in (builders.pod_ordinal(p, spec.name) for p in running) if o is not None)
 
 
 def observe(
@@ -271,7 +274,6 @@ def observe(
             now,
             ctx.step_timeout,
             cluster_id,
-            lag=observe_lag(admin, spec) if group.reachable else None,
             access=access_seen,
             retired=retired,
         ),
@@ -385,9 +387,6 @@ def _reconcile(ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequen
         return
     assert admin is not None
     obs = observation
-    if obs.lag is not None:
-        worst = obs.lag.worst.lag if obs.lag.worst is not None else None
-        ctx.metrics.set_lag(obs.spec.namespace, obs.spec.name, obs.lag.total, worst or 0)
     plan = plan_actions(obs)
     outcome = Outcome(
         status=dict(obs.previous),
@@ -413,6 +412,12 @@ def _reconcile(ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequen
     ):
         # Read what the steps changed again, so the status shows this pass's outcome.
         group, pods = observe_group(admin, obs.spec, ctx.api_token(obs.spec)), _pods(ctx.api, obs.spec)
+    # The lag feeds only the status and the metrics: read after the steps, so no step waits for it.
+    lag = observe_lag(admin, obs.spec) if obs.group.reachable else None
+    if lag is not None:
+        worst = lag.worst.lag if lag.worst is not None else None
+        ctx.metrics.set_lag(obs.spec.namespace, obs.spec.name, lag.total, worst or 0)
+    obs = dataclasses.replace(obs, lag=lag)
     status = plan_status(obs, plan, outcome, group, pods)
     status.step.run(io)
     if status.completed_scale is not None:
@@ -527,9 +532,9 @@ def _finalize_members(ctx: OperatorContext, body: Manifest, claims: Mapping[str,
     statefulset = api.get_statefulset(namespace, name)
     if statefulset is not None and int(statefulset["spec"].get("replicas", 0)) > 0:
         api.scale_statefulset(namespace, name, 0)
-    pods = _pods(api, spec)
-    if pods:
-        raise Retry(f"waiting for {len(pods)} pods to stop before removing their members")
+    running = [p for p in _pods(api, spec) if builders.consumer_may_run(p)]
+    if running:
+        raise Retry(f"waiting for {len(running)} pods to stop before removing their members")
     admin = ctx.admin(secrets.connection(api, ctx.secret_files, spec, ctx.own_options()))
     previous = body.get("status") or {}
     known = max(

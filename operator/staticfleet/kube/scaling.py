@@ -4,8 +4,9 @@ Scale-down is a small state machine (status.scaleDown), in the manner of a check
 step is idempotent, and an operator that restarts at any step reads the state back and finishes:
 
     ShrinkingStatefulSet   pending instance ids are in status; the StatefulSet is (being) shrunk
-    WaitingForPods         the StatefulSet was shrunk; pods with ordinal >= toReplicas still exist
-    RemovingMembers        the pods are gone; one LeaveGroup batch removes the pending instance ids
+    WaitingForPods         the StatefulSet was shrunk; pods with ordinal >= toReplicas may still run
+    RemovingMembers        the pods are gone or stopped for good (terminal phase); one LeaveGroup batch
+                           removes the pending instance ids
     ConfirmingRemoval      the coordinator acknowledged; the record stays until it reports a settled
                            (Stable or Empty) group without them, which it only does once the rebalance
                            the removal started has completed and been persisted. A coordinator that
@@ -13,8 +14,9 @@ step is idempotent, and an operator that restarts at any step reads the state ba
     WaitingForSessionTimeout  (removeMembers: AfterSessionTimeout) the coordinator expires them itself
     (cleared)              done: an Event says so
 
-Invariant: a member is removed only once no pod with its ordinal exists and the StatefulSet controller
-has seen the shrink. Removing the member of a running pod would make it rejoin as a new member.
+Invariant: a member is removed only once no pod with its ordinal may still run (the pod is gone, or
+in a terminal phase: every container stopped for good) and the StatefulSet controller has seen the
+shrink. Removing the member of a running pod would make it rejoin as a new member.
 
 No stuck steps: a phase that waits on others (pods that do not go, a removal the coordinator does not
 accept, a removal it does not confirm) longer than the step timeout is *blocked* (status condition
@@ -144,7 +146,8 @@ class FleetObservation:
     """spec.replicas of the StatefulSet; None when it does not exist."""
     statefulset_observed_generation: int = 0
     pod_ordinals: frozenset[int] = frozenset()
-    """Ordinals of every pod object that exists, terminating ones included."""
+    """Ordinals of every pod whose consumer may still run: terminating ones included, pods in a
+    terminal phase (Succeeded, Failed: the kubelet runs none of their containers again) not."""
     group_instance_ids: frozenset[str] | None = None
     """Instance ids of the group's members; None when the coordinator could not be asked."""
     group_state: GroupState | None = None

@@ -341,7 +341,8 @@ class RetireFleetUser:
 
 @dataclass(frozen=True, slots=True)
 class ApplyChildren:
-    """Service and PDB first (the StatefulSet names the Service), then the StatefulSet at `replicas`."""
+    """The StatefulSet at `replicas`, the headless Service and the PDB. A new StatefulSet comes last (it
+    names the Service); an existing one first, so that a scale does not wait for the other two."""
 
     replicas: int
     grows: bool = False
@@ -350,12 +351,16 @@ class ApplyChildren:
     def run(self, io: StepIO) -> None:
         spec = io.observed.spec
         assert spec.bootstrap_servers is not None
+        statefulset = builders.statefulset(
+            spec, spec.bootstrap_servers, self.replicas, io.observed.fleet_access
+        )
         try:
+            if io.observed.statefulset is not None:  # a scale takes effect before the rest is applied
+                applied = io.api.apply(statefulset)
             io.api.apply(builders.headless_service(spec))
             io.api.apply(builders.pod_disruption_budget(spec))
-            applied = io.api.apply(
-                builders.statefulset(spec, spec.bootstrap_servers, self.replicas, io.observed.fleet_access)
-            )
+            if io.observed.statefulset is None:  # new: it names the Service, which comes first
+                applied = io.api.apply(statefulset)
         except ApplyConflict as exc:
             io.outcome.conflict = exc
             return
@@ -470,11 +475,12 @@ def plan_actions(obs: Observed) -> ActionPlan:
         steps.append(PreRegister(scale.pre_register_ids))
     elif pre_registration_finished(obs):
         steps.append(WithdrawPreRegistration())
+    if scale.remove_instance_ids and scale.scale_down is not None:
+        # First: the group waits for this removal, and the StatefulSet is already at its new size.
+        reason = f"staticfleet: scaled down to {scale.scale_down.to_replicas}, consumers stopped"
+        steps.append(RemoveMembers(scale.remove_instance_ids, reason))
     grows = scale.started is not None and scale.started.direction == "Up"
     steps.append(ApplyChildren(scale.statefulset_replicas, grows))
-    if scale.remove_instance_ids and scale.scale_down is not None:
-        reason = f"staticfleet: scaled down to {scale.scale_down.to_replicas}, pods gone"
-        steps.append(RemoveMembers(scale.remove_instance_ids, reason))
     return ActionPlan(tuple(steps), scale)
 
 

@@ -237,3 +237,13 @@ def test_a_template_that_asks_for_root_is_not_told_to_run_as_non_root() -> None:
         built = builders.pod_template(group_spec(template=_template(pod)), "kafka:9092")["spec"]
         assert "runAsNonRoot" not in built["securityContext"], pod
         assert built["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+
+
+def test_a_consumer_may_run_until_its_pod_reaches_a_terminal_phase() -> None:
+    assert builders.consumer_may_run({"status": {"phase": "Running"}})
+    assert builders.consumer_may_run(
+        {"metadata": {"deletionTimestamp": "2026-11-22T10:00:00Z"}, "status": {}}
+    )
+    assert builders.consumer_may_run({"status": {"phase": "Pending"}})
+    assert not builders.consumer_may_run({"status": {"phase": "Succeeded"}})
+    assert not builders.consumer_may_run({"status": {"phase": "Failed"}})

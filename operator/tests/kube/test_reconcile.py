@@ -236,9 +236,9 @@ def test_scale_down_records_first_shrinks_then_removes_only_after_the_pods_are_g
     reconcile(ctx, "shop", "orders", {})
     assert kube.calls[:5] == [
         "status(scaleDown)",
+        "apply StatefulSet(1)",  # the shrink does not wait for the Service and the PDB
         "apply Service",
         "apply PodDisruptionBudget",
-        "apply StatefulSet(1)",
         "status",  # the pass's one status write, which records the shrink
     ]
     assert kube.group["status"]["scaleDown"]["phase"] == "WaitingForPods"
@@ -251,6 +251,25 @@ def test_scale_down_records_first_shrinks_then_removes_only_after_the_pods_are_g
     assert "scaleDown" not in kube.group["status"]
     assert reasons(kube).count("MembersRemoved") == 1
     assert [m["instanceId"] for m in kube.group["status"]["members"]] == ["orders-0"]
+
+
+def test_members_of_pods_in_a_terminal_phase_are_removed_before_the_pod_objects_go() -> None:
+    kube, admin, ctx = steady(3)
+    kube.group["spec"]["replicas"] = 1
+    reconcile(ctx, "shop", "orders", {})
+    terminating = {"deletionTimestamp": "2026-11-22T10:00:30Z"}
+    for pod in kube.pods[1:]:  # being deleted, their consumers still closing
+        pod["metadata"].update(terminating)
+        pod["status"] = {"phase": "Running"}
+    reconcile(ctx, "shop", "orders", {})
+    assert admin.removals == []
+    kube.pods[1]["status"] = {"phase": "Succeeded"}  # every container of orders-1 stopped
+    reconcile(ctx, "shop", "orders", {})
+    assert admin.removals == []  # orders-2 may still run
+    kube.pods[2]["status"] = {"phase": "Failed"}
+    reconcile(ctx, "shop", "orders", {})
+    assert admin.removals == [["orders-1", "orders-2"]]
+    assert len(kube.pods) == 3  # the pod objects are still there
 
 
 def test_after_session_timeout_records_the_wait_and_closes_once_the_coordinator_expired_them() -> None:
@@ -342,9 +361,9 @@ def test_a_status_write_that_meets_a_newer_version_of_the_same_status_is_taken_a
     assert raced
     assert kube.calls[:5] == [
         "status(scaleDown)",
+        "apply StatefulSet(1)",
         "apply Service",
         "apply PodDisruptionBudget",
-        "apply StatefulSet(1)",
         "status",
     ]
     assert kube.group["status"]["scaleDown"]["pendingInstanceIds"] == ["orders-1", "orders-2"]

@@ -67,12 +67,12 @@ def test_a_scale_down_persists_its_record_before_the_statefulset_shrinks() -> No
     assert apply == ApplyChildren(1)
 
 
-def test_members_are_removed_in_one_step_once_their_pods_are_gone() -> None:
+def test_members_are_removed_in_one_step_first_thing_once_their_pods_are_gone() -> None:
     waiting = ScaleDownState("WaitingForPods", 3, 1, ("orders-1", "orders-2"), "Immediate", iso(NOW), 2)
     obs = observed(1, 1, {0}, group("orders-0", "orders-1", "orders-2"), scaleDown=waiting.to_status())
     steps = plan_actions(obs).steps
-    assert steps[0] == ApplyChildren(1)
-    assert isinstance(steps[1], RemoveMembers) and steps[1].instance_ids == ("orders-1", "orders-2")
+    assert isinstance(steps[0], RemoveMembers) and steps[0].instance_ids == ("orders-1", "orders-2")
+    assert steps[1] == ApplyChildren(1)
 
 
 def test_a_scale_up_pre_registers_before_the_statefulset_grows() -> None:
