@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 import pytest
@@ -159,3 +160,34 @@ def test_failed_init_container_fails_a_never_restarting_pod(cluster: Cluster, na
     assert init["state"]["terminated"]["exitCode"] == 4
     assert done["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "PodInitializing"
     assert not starts(cluster.pod_dir(namespace, "uninitialized"))
+
+
+def test_a_deleted_pod_reports_its_terminal_phase_before_it_goes(cluster: Cluster, namespace: str) -> None:
+    cluster.kubectl.apply(pod("leaving", container(SERVER)), namespace)
+    _phase(cluster, namespace, "leaving", "Running")
+    kubectl = cluster.kubectl
+    argv = [
+        str(kubectl.binary),
+        f"--kubeconfig={kubectl.kubeconfig}",
+        "get",
+        "pod",
+        "leaving",
+        "-n",
+        namespace,
+    ]
+    columns = "-o=custom-columns=PHASE:.status.phase,STATES:.status.containerStatuses[*].state"
+    with subprocess.Popen(
+        [*argv, "--watch", "--no-headers", columns], stdout=subprocess.PIPE, text=True
+    ) as watch:
+        try:
+            time.sleep(1)  # the watch is established
+            kubectl.run("delete", "pod", "leaving", "-n", namespace, "--wait=true", "--timeout=60s")
+            time.sleep(1)
+        finally:
+            watch.terminate()
+        seen = [line.split(None, 1) for line in (watch.stdout.read() if watch.stdout else "").splitlines()]
+    phases = [cells[0] for cells in seen]
+    assert phases[0] == "Running"
+    # SERVER exits 0 on SIGTERM: the last version of the pod says so, with its container terminated.
+    assert phases[-1] == "Succeeded", seen
+    assert "terminated" in seen[-1][1] and "running" not in seen[-1][1]
