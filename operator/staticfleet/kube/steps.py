@@ -383,7 +383,9 @@ class ApplyChildren:
 
 @dataclass(frozen=True, slots=True)
 class RemoveMembers:
-    """One LeaveGroup batch for the departed instance ids; UNKNOWN_MEMBER_ID means already gone."""
+    """One LeaveGroup batch for the departed instance ids; UNKNOWN_MEMBER_ID means already gone. An
+    acknowledged removal is recorded in status at once (ConfirmingRemoval), before the rest of the pass:
+    from then on, members the coordinator lists again are known to have returned."""
 
     instance_ids: tuple[str, ...]
     reason: str
@@ -409,6 +411,8 @@ class RemoveMembers:
         outcome.removal_error = error
         outcome.scale_down = after_removal(record, error is None, error, io.observed.now)
         outcome.acted_on_group = True
+        if error is None:
+            io.write_status({**outcome.status, "scaleDown": outcome.scale_down.to_status()})
         faults.checkpoint("members-removed")
 
 

@@ -246,8 +246,11 @@ def test_scale_down_records_first_shrinks_then_removes_only_after_the_pods_are_g
     reconcile(ctx, "shop", "orders", {})
     assert admin.removals == []
     kube.set_pods(0)
+    kube.calls.clear()
     reconcile(ctx, "shop", "orders", {})
     assert admin.removals == [["orders-1", "orders-2"]]
+    # The acknowledged removal is recorded first thing, before the children are applied again.
+    assert kube.calls[:2] == ["status(scaleDown)", "apply StatefulSet(1)"]
     assert "scaleDown" not in kube.group["status"]
     assert reasons(kube).count("MembersRemoved") == 1
     assert [m["instanceId"] for m in kube.group["status"]["members"]] == ["orders-0"]
