@@ -252,6 +252,10 @@ class PodRunner:
         self._runs: dict[str, PodRun] = {}
         self._bind_attempts: dict[str, float] = {}
         self._probes = ThreadPoolExecutor(max_workers=4, thread_name_prefix="probe")
+        # Stopped pods are finished (terminal status, then deletion) beside the sync loop, as a
+        # kubelet's pod workers do: a scale-down's pods do not wait for each other's API calls.
+        self._finishers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="finish")
+        self._finishing: set[str] = set()
         self._next_heartbeat = 0.0
         self.node_labels = {
             "kubernetes.io/hostname": config.node_name,
@@ -290,6 +294,7 @@ class PodRunner:
             _close_log(container)
         procs.sweep(RUNNER_MARKER, str(self.config.run_dir))
         self._probes.shutdown(wait=False, cancel_futures=True)
+        self._finishers.shutdown(wait=True)
         log.info("pod runner stopped")
 
     # -- node
@@ -410,6 +415,9 @@ class PodRunner:
                 log.exception("node heartbeat failed")
 
     def _sync(self, key: str, pod: Manifest | None) -> None:
+        with self._lock:
+            if key in self._finishing:
+                return
         run = self._runs.get(key)
         if run is not None and (pod is None or pod["metadata"]["uid"] != run.uid):
             # The object this run belongs to is gone (deleted elsewhere, or replaced by a new pod).
@@ -427,15 +435,13 @@ class PodRunner:
             return
         uid = str(pod["metadata"]["uid"])
         if pod["metadata"].get("deletionTimestamp"):
-            if run is None or self._terminate(run, grace_seconds=termination_grace_seconds(pod)):
-                if run is not None:
-                    # As a kubelet does (1.27+): the terminal phase, every container terminated, is
-                    # written before the object goes.
-                    self._report(run)
-                    log.info("stopped %s: pod phase %s", run.key, (run.last_status or {}).get("phase"))
+            if run is None:
                 self.api.force_delete_pod(pod["metadata"]["namespace"], pod["metadata"]["name"], uid)
-                if run is not None:
-                    self._forget(run)
+            elif self._terminate(run, grace_seconds=termination_grace_seconds(pod)):
+                self._forget(run)
+                with self._lock:
+                    self._finishing.add(key)
+                self._finishers.submit(self._finish, run)
             return
         if run is None:
             if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
@@ -476,6 +482,20 @@ class PodRunner:
         )
         self._runs[key] = run
         return run
+
+    def _finish(self, run: PodRun) -> None:
+        """A deleted pod whose containers have all stopped: its terminal phase, every container
+        terminated, is written before the object goes, as a kubelet (1.27+) does."""
+        try:
+            self._report(run)
+            log.info("stopped %s: pod phase %s", run.key, (run.last_status or {}).get("phase"))
+            self.api.force_delete_pod(run.namespace, run.name, run.uid)
+        except Exception:
+            log.exception("finishing pod %s failed; retrying next tick", run.key)
+        finally:
+            with self._lock:
+                self._finishing.discard(run.key)
+            self._wake.put(run.key)
 
     def _forget(self, run: PodRun) -> None:
         for container in run.every_container():
