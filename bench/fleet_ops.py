@@ -916,7 +916,8 @@ def _doc_body(args: argparse.Namespace, summaries: Sequence[Summary], backends: 
         "rebalance from their next heartbeat, so it lasts up to one heartbeat interval and more when "
         "members join or leave in several waves. The rest of a fleet's *s to Stable* the group keeps "
         "consuming: for staticfleet it is the operator's work and the pods' start or stop (on a scale-down "
-        "the departed members are removed once their pods are gone; on a scale-up the new instance ids are "
+        "the departed members are removed once their pods have stopped: gone, or in a terminal phase; on a "
+        "scale-up the new instance ids are "
         "pre-registered before the StatefulSet grows); a dynamic consumer leaves the group itself as it "
         "stops, and plain static members are only dropped after the session timeout.",
     ]
