@@ -143,7 +143,15 @@ def test_a_rolling_update_restarts_every_pod_once_without_a_rebalance(
     assert len(events(kubectl, namespace, NAME, "RebalanceObserved")) == observed_before
 
 
-def test_scaling_down_removes_the_departed_members_right_after_their_pods_are_gone(
+def last_stop(cluster: Cluster, namespace: str, pod: str) -> float:
+    """When the pod's consumer last logged that it had stopped (it closes, then exits)."""
+    lines = (cluster.pod_dir(namespace, pod) / "consumer.log").read_text().splitlines()
+    stops = [json.loads(line)["ts"] for line in lines if line.startswith("{") and '"stopped"' in line]
+    assert stops, f"{pod} never logged that it stopped"
+    return float(stops[-1])
+
+
+def test_scaling_down_removes_the_departed_members_right_after_their_consumers_stop(
     cluster: Cluster, namespace: str, coordinator: Coordinator, operator: OperatorRunner
 ) -> None:
     kubectl = cluster.kubectl
@@ -173,7 +181,9 @@ def test_scaling_down_removes_the_departed_members_right_after_their_pods_are_go
     removed = [e for e in log if e["type"] == "member_removed"]
     assert sorted(e["instance_id"] for e in removed) == ["orders-1", "orders-2"]
     assert not [e for e in log if e["type"] == "member_expired"]
-    # The removal came after the pods were gone (they never rejoined as new members).
+    # The removal came after the consumers had stopped (they never rejoined as new members).
+    for pod in ("orders-1", "orders-2"):
+        assert removed[0]["ts"] / 1000 >= last_stop(cluster, namespace, pod)
     joined_after = [e for e in log if e["type"] == "member_joined" and e["ts"] > removed[0]["ts"]]
     assert joined_after == []
 
