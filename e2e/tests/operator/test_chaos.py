@@ -44,9 +44,9 @@ def left_behind(
     elif checkpoint == "statefulset-shrunk":
         assert (phase, sts_replicas) == ("WaitingForPods", SMALL)
     elif checkpoint == "members-removed":
-        # The coordinator removed the member; the status still says the removal is to be done (the pass
-        # that saw the pods gone went straight on to the removal).
-        assert phase in ("WaitingForPods", "RemovingMembers") and sts_replicas == SMALL
+        # The coordinator removed the member, and the removal step recorded that before the checkpoint:
+        # the restarted operator only waits for the coordinator to confirm it.
+        assert phase == "ConfirmingRemoval" and sts_replicas == SMALL
         assert coordinator.members(gid) == {"orders-0"}
     elif checkpoint == "pre-registered":
         assert status["preRegistration"]["instanceIds"] == ["orders-0", "orders-1"]
