@@ -254,7 +254,7 @@ class PodRunner:
         self._probes = ThreadPoolExecutor(max_workers=4, thread_name_prefix="probe")
         # Stopped pods are finished (terminal status, then deletion) beside the sync loop, as a
         # kubelet's pod workers do: a scale-down's pods do not wait for each other's API calls.
-        self._finishers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="finish")
+        self._finishers = ThreadPoolExecutor(max_workers=16, thread_name_prefix="finish")
         self._finishing: set[str] = set()
         self._next_heartbeat = 0.0
         self.node_labels = {
@@ -394,29 +394,51 @@ class PodRunner:
     # -- sync loop
 
     def _tick(self) -> None:
-        woken: set[str] = set()
+        woken: list[str] = []
         with contextlib.suppress(queue.Empty):
-            woken.add(self._wake.get(timeout=self.config.tick_seconds))
-        while not self._wake.empty():
-            with contextlib.suppress(queue.Empty):
-                woken.add(self._wake.get_nowait())
+            woken.append(self._wake.get(timeout=self.config.tick_seconds))
+        woken += self._woken()
         with self._lock:
-            snapshot = dict(self._pods)
-        every = set(snapshot) | set(self._runs)
-        # The pods that woke the loop (an event, a process that exited) first, as a kubelet's pod
-        # worker acts on its own pod without waiting for the others.
-        for key in [*sorted(every & woken), *sorted(every - woken)]:
+            rest = sorted(set(self._pods) | set(self._runs))
+        synced: set[str] = set()
+        # The pods that woke the loop (an event, a process that exited) first, and those woken while
+        # it syncs the others before the next of them, as a kubelet's pod worker acts on its own pod
+        # without waiting for the others. Every pod is synced at least once per tick.
+        while woken or rest:
             if self.stop_event.is_set():
                 return
+            if woken:
+                key = woken.pop(0)
+                if key in woken:  # woken again since: synced then
+                    continue
+            else:
+                key = rest.pop(0)
+                if key in synced:
+                    continue
+            synced.add(key)
+            with self._lock:
+                pod = self._pods.get(key)
+            if pod is None and key not in self._runs:
+                continue
             try:
-                self._sync(key, snapshot.get(key))
+                self._sync(key, pod)
             except Exception:
                 log.exception("sync of pod %s failed; retrying next tick", key)
+            woken += self._woken()
         if time.monotonic() >= self._next_heartbeat:
             try:
                 self._register_node()
             except Exception:
                 log.exception("node heartbeat failed")
+
+    def _woken(self) -> list[str]:
+        """The keys put on the wake queue since it was last read, without waiting."""
+        keys: list[str] = []
+        while True:
+            try:
+                keys.append(self._wake.get_nowait())
+            except queue.Empty:
+                return keys
 
     def _sync(self, key: str, pod: Manifest | None) -> None:
         with self._lock:
