@@ -2,7 +2,7 @@
 
 One daemon per StaticConsumerGroup runs a reconcile pass every `interval` seconds, and at once when a
 pod, the StatefulSet or the resource itself changes (watch events poke it), so that members leave the
-group right after their pods are gone. Claims on consumer groups are a kopf index.
+group right after their pods have stopped. Claims on consumer groups are a kopf index.
 """
 
 from __future__ import annotations

@@ -349,8 +349,8 @@ def _continue_scale_down(
 
 def _session_wait(spec: GroupSpec, state: ScaleDownState) -> str:
     return (
-        f"scaling down from {state.from_replicas} to {state.to_replicas}: the pods are gone; the coordinator "
-        f"expires {', '.join(state.pending_instance_ids)} after the session timeout "
+        f"scaling down from {state.from_replicas} to {state.to_replicas}: the pods have stopped; the "
+        f"coordinator expires {', '.join(state.pending_instance_ids)} after the session timeout "
         f"({spec.session_timeout_ms} ms)"
     )
 
