@@ -792,6 +792,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--replay", type=Path, help="publish the samples a --json run wrote instead of measuring again"
     )
     args = parser.parse_args(argv)
+    for given, known, option in (
+        (args.kinds, FLEET_KINDS, "--kinds"),
+        (args.operations, OPERATIONS, "--operations"),
+    ):
+        unknown = [v for v in given if v not in known]
+        if unknown:
+            parser.error(f"{option}: {', '.join(map(repr, unknown))} not among {', '.join(map(repr, known))}")
     backends = (EMBEDDED, KAFKA) if args.backend == "both" else (args.backend,)
     samples: list[Sample] = []
     if args.replay is not None:
