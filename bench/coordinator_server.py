@@ -1,7 +1,8 @@
 """Loopback load against the embedded coordinator and, in the same run, against Apache Kafka.
 
-    .venv/bin/python bench/coordinator_server.py [--quick] [--no-kafka]
+    .venv/bin/python bench/coordinator_server.py [--repeat N] [--quick] [--no-kafka] [--only groups]
     .venv/bin/python bench/coordinator_server.py --compare-tree DIR [--rounds N]
+    .venv/bin/python bench/coordinator_server.py --compare-tree DIR --only groups [--repeat N]
     .venv/bin/python bench/coordinator_server.py --security [--quick]
 
 Measures, for each backend:
@@ -11,10 +12,14 @@ Measures, for each backend:
   * produce and fetch throughput (1 MiB batches... of 16 KiB records batches).
 The load generator runs in this process (one core); the server runs in its own process (the other core).
 Kafka runs with its normal JIT (not the conformance suite's fast-start settings).
+With --repeat N, each backend runs N times, each a fresh server, the backends alternating; each figure
+is reported as the median of the runs and their range, the ratio as that of the medians.
 
 With --compare-tree, the coordinator of another checkout (another branch, say) runs against this one
 instead of Kafka: heartbeat capacity and produce/fetch cost, in alternating rounds, reported per second
 of server CPU (what a change to the server's code moves) and as the ratio of this tree to the other.
+With --only groups, the heartbeat latencies and the 1,000-member rebalance are compared instead, each
+tree --repeat times (default --rounds), alternating.
 
 With --security, each server runs with the conformance suite's secured settings (PLAINTEXT, SASL_PLAINTEXT,
 SASL_SSL and SSL listeners, SCRAM and PLAIN users, StandardAuthorizer) and heartbeat capacity is measured
@@ -33,7 +38,7 @@ import struct
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,6 +68,7 @@ class RawConnection:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
+        self.lock = asyncio.Lock()  # one request at a time (see _request)
 
     @classmethod
     async def open(cls, bootstrap: str) -> RawConnection:
@@ -134,13 +140,9 @@ async def form_group(bootstrap: str, group: str, size: int) -> list[Member]:
     return members
 
 
-_locks: dict[int, asyncio.Lock] = {}
-
-
 async def _request(conn: RawConnection, request: Any) -> bytes:
     """One request and its answer; requests on a connection are serialised like a Kafka client does."""
-    lock = _locks.setdefault(id(conn), asyncio.Lock())
-    async with lock:
+    async with conn.lock:
         conn.writer.write(frame(request))
         return await conn.read()
 
@@ -478,30 +480,39 @@ class FastKafka(KafkaBroker):
         return [keep[0], "-Xmx1g", *keep[1:]]
 
 
-async def measure(bootstrap: str, quick: bool, pid: int) -> dict[str, float]:
+async def measure(bootstrap: str, quick: bool, pid: int, *, groups_only: bool = False) -> dict[str, float]:
+    """Every figure of the table (with `groups_only`, the heartbeat latencies and the rebalance)."""
     seconds = 3.0 if quick else 10.0
     result: dict[str, float] = {}
-    result["heartbeats_per_s"], result["heartbeats_per_cpu_s"] = await heartbeat_capacity(
-        bootstrap, seconds, pid
-    )
+    if not groups_only:
+        result["heartbeats_per_s"], result["heartbeats_per_cpu_s"] = await heartbeat_capacity(
+            bootstrap, seconds, pid
+        )
     for members in (1_000,) if quick else (1_000, 10_000):
         p50, p99, failures = await heartbeat_latency(bootstrap, members, 6.0 if quick else 15.0)
         result[f"hb_p50_ms_{members}"] = p50
         result[f"hb_p99_ms_{members}"] = p99
         result[f"hb_failures_{members}"] = failures
     result["rebalance_1000_s"] = await rebalance_wall_time(bootstrap)
-    result.update(await produce_fetch_throughput(bootstrap, 32 if quick else 256, pid))
+    if not groups_only:
+        result.update(await produce_fetch_throughput(bootstrap, 32 if quick else 256, pid))
     return result
 
 
 Work = Callable[[str, int], Awaitable[dict[str, float]]]
 
 
-async def run_staticfleet(quick: bool, workdir: Path, work: Work | None = None) -> dict[str, float]:
+async def run_staticfleet(
+    quick: bool, workdir: Path, work: Work | None = None, *, root: Path = ROOT
+) -> dict[str, float]:
+    """A fresh coordinator of the source tree `root` (this one by default) under `work` (every
+    measure by default)."""
     from tests.broker.processes import CoordinatorProcess
 
     # The same initial rebalance delay as Kafka's default, so a 1,000-member group forms in one round.
-    process = CoordinatorProcess(workdir / "staticfleet", "--group-initial-rebalance-delay-ms", "3000")
+    process = CoordinatorProcess(
+        workdir / "staticfleet", "--group-initial-rebalance-delay-ms", "3000", root=root
+    )
     await asyncio.to_thread(process.start)
     try:
         assert process.process is not None
@@ -777,6 +788,119 @@ def fetch_only(repeat: int) -> None:
     )
 
 
+FULL_LABELS = (
+    ("heartbeats_per_s", "heartbeat capacity, 1,000 static members (per s of wall time)", "{:,.0f}"),
+    ("heartbeats_per_cpu_s", "heartbeats per second of server CPU (one core)", "{:,.0f}"),
+    ("hb_p50_ms_1000", "heartbeat p50, 1,000 members at 3 s (ms)", "{:.2f}"),
+    ("hb_p99_ms_1000", "heartbeat p99, 1,000 members at 3 s (ms)", "{:.2f}"),
+    ("hb_p50_ms_10000", "heartbeat p50, 10,000 members at 3 s (ms)", "{:.2f}"),
+    ("hb_p99_ms_10000", "heartbeat p99, 10,000 members at 3 s (ms)", "{:.2f}"),
+    ("rebalance_1000_s", "1,000-member rebalance, wall time (s)", "{:.2f}"),
+    ("produce_mb_s", "produce, 66 KiB batches, acks=1 (MiB/s)", "{:.1f}"),
+    ("fetch_mb_s", "fetch, 4 MiB responses (MiB/s)", "{:.1f}"),
+)
+
+
+def alternating_runs(
+    backends: dict[str, Callable[[Path], Coroutine[Any, Any, dict[str, float]]]], repeat: int
+) -> dict[str, list[dict[str, float]]]:
+    """`repeat` runs of each backend, each on a fresh server and data directory, the order of the
+    backends alternating from one round to the next."""
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in backends}
+    names = list(backends)
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(repeat):
+            for name in names if r % 2 == 0 else list(reversed(names)):
+                workdir = Path(tmp) / f"{r}-{names.index(name)}"
+                workdir.mkdir()
+                runs[name].append(asyncio.run(backends[name](workdir)))
+                print(f"{name}, run {r + 1} of {repeat}:", runs[name][-1], flush=True)
+    return runs
+
+
+def spread_table(runs: dict[str, list[dict[str, float]]], headers: Sequence[str]) -> str:
+    """Each figure as the median of the runs and their range; the ratio of the first backend's median
+    to the second's."""
+    names = list(runs)
+    repeat = len(runs[names[0]])
+    rows = []
+    for key, label, fmt in FULL_LABELS:
+        if any(key not in run for backend in runs.values() for run in backend):
+            continue
+        cells: list[str] = [label]
+        medians = []
+        for name in names:
+            values = [run[key] for run in runs[name]]
+            medians.append(statistics.median(values))
+            cells.append(_spread(values, fmt) if repeat > 1 else fmt.format(values[0]))
+        if len(names) == 2:
+            cells.append(f"{medians[0] / medians[1]:.2f}" if medians[1] else "")
+        rows.append(cells)
+    measure = f"measure (median of {repeat}, lowest to highest)" if repeat > 1 else "measure"
+    return table([measure, *headers, *(["ratio"] if len(names) == 2 else [])], rows)
+
+
+def _failures(runs: dict[str, list[dict[str, float]]], labels: dict[str, str]) -> str:
+    return "; ".join(
+        f"{labels[name]} "
+        + ", ".join(
+            f"{size} members: {sum(int(run.get(f'hb_failures_{size}', 0)) for run in backend)}"
+            for size in (1_000, 10_000)
+            if any(f"hb_failures_{size}" in run for run in backend)
+        )
+        for name, backend in runs.items()
+    )
+
+
+def full_run(repeat: int, quick: bool, no_kafka: bool, *, groups_only: bool = False) -> None:
+    """Every measure (with `groups_only`, heartbeat latencies and the rebalance) on staticfleet and
+    Apache Kafka, `repeat` fresh servers of each, alternating."""
+    backends: dict[str, Callable[[Path], Coroutine[Any, Any, dict[str, float]]]] = {
+        "staticfleet": lambda workdir: run_staticfleet(quick, workdir, _work(quick, groups_only)),
+    }
+    if not no_kafka:
+        backends["kafka"] = lambda workdir: run_kafka(quick, workdir, _work(quick, groups_only))
+    runs = alternating_runs(backends, repeat)
+    labels = {"staticfleet": "staticfleet", "kafka": "Apache Kafka"}
+    body = spread_table(runs, [labels[name] for name in runs])
+    if not no_kafka:
+        from conformance.kafka_broker import kafka_version
+
+        body += (
+            f"\n\nApache Kafka {kafka_version()} ran on {java_executable()} with its default JIT and a "
+            "1 GiB heap. "
+            + (
+                f"Each backend ran {repeat} times, each run a fresh server, the backends alternating. "
+                if repeat > 1
+                else ""
+            )
+            + "The load generator shares the machine (2 cores) with whichever server is measured. "
+            f"Heartbeat errors over all runs (should be 0): {_failures(runs, labels)}."
+        )
+    print(body)
+    if not quick and not no_kafka and not groups_only:
+        publish(
+            "coordinator_server",
+            "Embedded coordinator over loopback, side by side with Apache Kafka",
+            ".venv/bin/python bench/coordinator_server.py" + (f" --repeat {repeat}" if repeat > 1 else ""),
+            body,
+            {"repeat": repeat, **runs},
+        )
+
+
+def _work(quick: bool, groups_only: bool) -> Work:
+    return lambda bootstrap, pid: measure(bootstrap, quick, pid, groups_only=groups_only)
+
+
+def compare_groups(other: Path, repeat: int) -> None:
+    """Heartbeat latencies and the rebalance on this tree's coordinator and `other`'s, alternating."""
+    backends: dict[str, Callable[[Path], Coroutine[Any, Any, dict[str, float]]]] = {
+        "this tree": lambda workdir: run_staticfleet(False, workdir, _work(False, True)),
+        str(other): lambda workdir: run_staticfleet(False, workdir, _work(False, True), root=other),
+    }
+    print(spread_table(alternating_runs(backends, repeat), list(backends)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -793,76 +917,31 @@ def main() -> None:
         help="heartbeats per server CPU-second over PLAINTEXT, SASL_PLAINTEXT and SASL_SSL, on both servers",
     )
     parser.add_argument(
-        "--only", choices=("all", "fetch"), default="all", help="fetch: produce and fetch only [all]"
+        "--only",
+        choices=("all", "fetch", "groups"),
+        default="all",
+        help="fetch: produce and fetch only; groups: heartbeat latencies and the rebalance only [all]",
     )
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each backend with --only fetch [3]")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        help="fresh server runs of each backend, alternating; figures are their medians and ranges "
+        "[1; 3 with --only fetch]",
+    )
     args = parser.parse_args()
     if args.security:
         run_security(3.0 if args.quick else 8.0, 2 if args.quick else 3, not args.quick)
         return
     if args.only == "fetch":
-        fetch_only(args.repeat)
+        fetch_only(args.repeat or 3)
         return
     if args.compare_tree is not None:
-        compare_trees(args.compare_tree.resolve(), args.rounds)
+        if args.only == "groups":
+            compare_groups(args.compare_tree.resolve(), args.repeat or args.rounds)
+        else:
+            compare_trees(args.compare_tree.resolve(), args.rounds)
         return
-    with tempfile.TemporaryDirectory() as tmp:
-        workdir = Path(tmp)
-        ours = asyncio.run(run_staticfleet(args.quick, workdir))
-        theirs = None if args.no_kafka else asyncio.run(run_kafka(args.quick, workdir))
-    labels = [
-        ("heartbeats_per_s", "heartbeat capacity, 1,000 static members (per s of wall time)", "{:,.0f}", ""),
-        ("heartbeats_per_cpu_s", "heartbeats per second of server CPU (one core)", "{:,.0f}", "≥ 20,000"),
-        ("hb_p50_ms_1000", "heartbeat p50, 1,000 members at 3 s (ms)", "{:.2f}", ""),
-        ("hb_p99_ms_1000", "heartbeat p99, 1,000 members at 3 s (ms)", "{:.2f}", ""),
-        ("hb_p50_ms_10000", "heartbeat p50, 10,000 members at 3 s (ms)", "{:.2f}", ""),
-        ("hb_p99_ms_10000", "heartbeat p99, 10,000 members at 3 s (ms)", "{:.2f}", "< 10"),
-        ("rebalance_1000_s", "1,000-member rebalance, wall time (s)", "{:.2f}", ""),
-        ("produce_mb_s", "produce, 66 KiB batches, acks=1 (MiB/s)", "{:.1f}", ""),
-        ("fetch_mb_s", "fetch, 4 MiB responses (MiB/s)", "{:.1f}", ""),
-    ]
-    rows = []
-    for key, label, fmt, target in labels:
-        if key not in ours:
-            continue
-        row = [label, fmt.format(ours[key])]
-        if theirs is not None:
-            row.append(fmt.format(theirs[key]))
-            row.append(f"{ours[key] / theirs[key]:.2f}" if theirs[key] else "")
-        row.append(target)
-        rows.append(row)
-    headers = (
-        ["measure", "staticfleet"] + (["Apache Kafka", "ratio"] if theirs is not None else []) + ["target"]
-    )
-    body = table(headers, rows)
-    if theirs is not None:
-        from conformance.kafka_broker import kafka_version
-
-        body += (
-            f"\n\nApache Kafka {kafka_version()} ran on {java_executable()} with its default JIT and a "
-            "1 GiB heap. "
-            "The load generator shares the machine (2 cores) with whichever server is measured. "
-            "Heartbeat errors (should be 0): "
-            + "; ".join(
-                f"{name} "
-                + ", ".join(
-                    f"{k.removeprefix('hb_failures_')} members: {int(v)}"
-                    for k, v in result.items()
-                    if k.startswith("hb_failures")
-                )
-                for name, result in (("staticfleet", ours), ("Apache Kafka", theirs))
-            )
-            + "."
-        )
-    print(body)
-    if not args.quick:
-        publish(
-            "coordinator_server",
-            "Embedded coordinator over loopback, side by side with Apache Kafka",
-            ".venv/bin/python bench/coordinator_server.py",
-            body,
-            {"staticfleet": ours, "kafka": theirs},
-        )
+    full_run(args.repeat or 1, args.quick, args.no_kafka, groups_only=args.only == "groups")
 
 
 if __name__ == "__main__":
