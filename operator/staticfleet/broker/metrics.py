@@ -77,6 +77,7 @@ class BrokerMetrics:
         self.registry = CollectorRegistry()
         # Request counts are kept in a plain dict on the hot path and exported at scrape time.
         self.request_counts: dict[tuple[int, int, int], int] = {}
+        self._latency_of: dict[int, Any] = {}  # the histogram's child of each timed API, by key
         self.registry.register(_RequestCollector(self.request_counts))
         self.request_latency = Histogram(
             "staticfleet_request_latency_seconds",
@@ -130,7 +131,10 @@ class BrokerMetrics:
         counts = self.request_counts
         counts[counted] = counts.get(counted, 0) + 1
         if api.timed:
-            self.request_latency.labels(api.title).observe(seconds)
+            child = self._latency_of.get(api.key)
+            if child is None:
+                child = self._latency_of[api.key] = self.request_latency.labels(api.title)
+            child.observe(seconds)
 
     def watch(self, coordinator: GroupCoordinator) -> None:
         self.registry.register(_GroupCollector(coordinator))

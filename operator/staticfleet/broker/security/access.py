@@ -3,6 +3,7 @@ checks handlers make (Kafka's AuthHelper). Without an authorizer every check pas
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from staticfleet.broker.security.acl import (
 from staticfleet.broker.security.authorizer import Authorizer
 
 
+@functools.lru_cache(maxsize=4096)  # every request asks; clients come from few addresses
 def kafka_host(address: str) -> str:
     """A client address as Kafka's ACL host field compares it (Java's InetAddress.getHostAddress):
     IPv4 dotted, IPv6 as eight uncompressed hex groups (::1 is 0:0:0:0:0:0:0:1), IPv4-mapped as IPv4."""
