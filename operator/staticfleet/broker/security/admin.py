@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from kio.schema.errors import ErrorCode
+
 from staticfleet.broker.security.acl import (
     AccessControlEntry,
     AclBinding,
@@ -33,15 +35,16 @@ from staticfleet.broker.security.scram import (
 )
 from staticfleet.broker.security.users import CredentialStore
 
-NONE = 0
-UNKNOWN_SERVER_ERROR = -1
-CLUSTER_AUTHORIZATION_FAILED = 31
-UNSUPPORTED_SASL_MECHANISM = 33
-INVALID_REQUEST = 42
-SECURITY_DISABLED = 54
-RESOURCE_NOT_FOUND = 91
-DUPLICATE_RESOURCE = 92
-UNACCEPTABLE_CREDENTIAL = 93
+# Kafka's error codes used here, as the integers the answers carry.
+NONE = int(ErrorCode.none)
+UNKNOWN_SERVER_ERROR = int(ErrorCode.unknown_server_error)
+CLUSTER_AUTHORIZATION_FAILED = int(ErrorCode.cluster_authorization_failed)
+UNSUPPORTED_SASL_MECHANISM = int(ErrorCode.unsupported_sasl_mechanism)
+INVALID_REQUEST = int(ErrorCode.invalid_request)
+SECURITY_DISABLED = int(ErrorCode.security_disabled)
+RESOURCE_NOT_FOUND = int(ErrorCode.resource_not_found)
+DUPLICATE_RESOURCE = int(ErrorCode.duplicate_resource)
+UNACCEPTABLE_CREDENTIAL = int(ErrorCode.unacceptable_credential)
 
 
 class MalformedRequest(ValueError):

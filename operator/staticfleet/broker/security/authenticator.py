@@ -19,21 +19,24 @@ import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from kio.schema.errors import ErrorCode
+
+from staticfleet.broker.registry import API_KEYS
 from staticfleet.broker.security.errors import SaslAuthenticationError, SaslFailure, generic_failure_message
 from staticfleet.broker.security.sasl import SaslServer, handshake_order
 from staticfleet.broker.security.scram import ProofLengthError
 
-API_VERSIONS = 18
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
+API_VERSIONS = API_KEYS["api_versions"]
+SASL_HANDSHAKE = API_KEYS["sasl_handshake"]
+SASL_AUTHENTICATE = API_KEYS["sasl_authenticate"]
 SASL_HANDSHAKE_VERSIONS = range(0, 2)
 SASL_AUTHENTICATE_VERSIONS = range(0, 3)
 
-# Kafka's error codes used here.
-NONE = 0
-UNSUPPORTED_SASL_MECHANISM = 33
-ILLEGAL_SASL_STATE = 34
-SASL_AUTHENTICATION_FAILED = 58
+# Kafka's error codes used here, as the integers the answers carry.
+NONE = int(ErrorCode.none)
+UNSUPPORTED_SASL_MECHANISM = int(ErrorCode.unsupported_sasl_mechanism)
+ILLEGAL_SASL_STATE = int(ErrorCode.illegal_sasl_state)
+SASL_AUTHENTICATION_FAILED = int(ErrorCode.sasl_authentication_failed)
 
 FAILED_AUTHENTICATION_DELAY_MS = 100
 AFTER_AUTHENTICATION_MESSAGE = "SaslAuthenticate request received after successful authentication"
