@@ -15,7 +15,8 @@ Three fleets of the same consumer and pod template run at once, each with its ow
 - plain dynamic: the same plain StatefulSet with the consumer in dynamic membership
   (KAFKA_MEMBERSHIP=dynamic: no group.instance.id; it sends LeaveGroup when it stops).
 
-Each operation is applied to the three fleets one right after the other and timed per fleet, from its own
+A rolling restart and a coordinator restart are applied to the three fleets one right after the other; a
+scale step to one fleet at a time, each alone with the control plane. Each is timed per fleet, from its own
 command until its group is Stable with exactly the expected members, every one of them assigned (for a
 rolling restart: and every pod replaced and ready). Rebalances are counted by the coordinator over the
 operation plus a settle period: the generation on the embedded coordinator, the broker's "Preparing to
@@ -554,11 +555,15 @@ def run_operations(
         return act
 
     if SCALE_DOWN in args.operations or SCALE_UP in args.operations:
-        report(measure(backend, fleets, scaler(down), operation=SCALE_DOWN, run=run, replicas=n,
-                       timeout_s=slow))  # fmt: skip
-        wait_settled(backend, fleets, slow, strict=False)
-        report(measure(backend, fleets, scaler(up), operation=SCALE_UP, run=run, replicas=n, timeout_s=slow))
-        wait_settled(backend, fleets, slow, strict=False)
+        # A scale step goes to one fleet at a time: scaled at once, the fleets' pods would queue behind
+        # each other in the controller manager's client rate limit (about 20 requests a second), and the
+        # fleet whose StatefulSet changes last (the operated one, by a few hundred milliseconds) waits for
+        # the others' pods.
+        for operation, replicas in ((SCALE_DOWN, down), (SCALE_UP, up)):
+            for fleet in fleets:
+                report(measure(backend, [fleet], scaler(replicas), operation=operation, run=run, replicas=n,
+                               timeout_s=slow))  # fmt: skip
+                wait_settled(backend, [fleet], slow, strict=False)
         # back to N, not measured
         for fleet in fleets:
             kube.scale(fleet, n)
@@ -901,13 +906,15 @@ def _doc_body(args: argparse.Namespace, summaries: Sequence[Summary], backends: 
     lines = [
         f"Three fleets of N={n} `examples/consumer` pods (confluent-kafka, {args.partitions} partitions "
         f"each, sessionTimeoutMs {args.session_timeout_ms}; heartbeat interval: {_heartbeats(summaries)}) "
-        "on the local cluster, run at "
-        "the same time against one coordinator: *staticfleet* (a StaticConsumerGroup with the defaults), "
+        "on the local cluster, side by side against one coordinator: *staticfleet* (a StaticConsumerGroup "
+        "with the defaults), "
         "*plain static* (the StatefulSet the operator would build, operated by nobody: instance ids, no "
         "removal, no pre-registration) and *plain dynamic* (that StatefulSet with "
         "`KAFKA_MEMBERSHIP=dynamic`: no instance id). Operations patch the StaticConsumerGroup or the plain "
-        "StatefulSet, as `kubectl scale` and `kubectl rollout restart` do. Every operation goes to the three "
-        "fleets one right after the other; each fleet's time runs from its own command until its group is "
+        "StatefulSet, as `kubectl scale` and `kubectl rollout restart` do. A rolling restart goes to the "
+        "three fleets one right after the other; a scale step to one fleet at a time (scaled at once, the "
+        "fleets' pods queue behind each other in the controller manager's client rate limit). Each fleet's "
+        "time runs from its own command until its group is "
         "Stable with exactly the expected members, all assigned (a rolling restart also waits for every "
         f"pod to be replaced and ready). Rebalances are counted over the operation plus {SETTLE_S:.0f} s. "
         "*s not Stable* is how long the group was not Stable (or the coordinator not answering) during the "
