@@ -72,6 +72,7 @@ from examples.demo.fleet import (
     with_membership,
 )
 from examples.demo.summary import compare
+from staticfleet.admin.coordinator_api import fetch_group_json
 
 NAME = "fleet"
 SETTLE_S = 5.0
@@ -154,14 +155,8 @@ class Embedded:
             return False
 
     def _group(self, group: str) -> dict[str, Any] | None:
-        try:
-            with urllib.request.urlopen(f"{self.api}/api/groups/{group}", timeout=3) as response:
-                data: dict[str, Any] = json.loads(response.read())
-                return data
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                return None
-            raise
+        assert self.api is not None
+        return fetch_group_json(self.api, group)
 
     def view(self, group: str) -> GroupView | None:
         data = self._group(group)

@@ -22,6 +22,7 @@ from typing import Any
 from e2e.helpers import Kubectl, Manifest, wait_until
 from e2e.localcluster import procs
 from examples.demo.fleet import consumer_pod_template
+from staticfleet.admin.coordinator_api import fetch_group_json
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 CONSUMER = REPO_ROOT / "examples" / "consumer" / "consumer.py"
@@ -54,14 +55,7 @@ class Coordinator:
     process: subprocess.Popen[bytes]
 
     def group(self, group_id: str) -> dict[str, Any] | None:
-        try:
-            with urllib.request.urlopen(f"{self.api}/api/groups/{group_id}", timeout=5) as response:
-                data: dict[str, Any] = json.loads(response.read())
-                return data
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                return None
-            raise
+        return fetch_group_json(self.api, group_id, timeout_s=5)
 
     def members(self, group_id: str) -> set[str]:
         group = self.group(group_id) or {}

@@ -7,31 +7,46 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+from typing import Any
 
 from staticfleet.admin.errors import AdminError
 from staticfleet.coordinator.group_view import CoordinatorGroupView, RebalanceRecord
 
-__all__ = ["CoordinatorApiUnavailable", "CoordinatorGroupView", "RebalanceRecord", "fetch_group_view"]
+__all__ = [
+    "CoordinatorApiUnavailable",
+    "CoordinatorGroupView",
+    "RebalanceRecord",
+    "fetch_group_json",
+    "fetch_group_view",
+]
 
 
 class CoordinatorApiUnavailable(AdminError):
     pass
 
 
-def fetch_group_view(
+def fetch_group_json(
     base_url: str, group_id: str, timeout_s: float = 3.0, token: str | None = None
-) -> CoordinatorGroupView | None:
-    """The group as the coordinator sees it; None when it does not know the group. `token` is the
-    coordinator's HTTP bearer token (--http-token-file), when it requires one."""
+) -> dict[str, Any] | None:
+    """`/api/groups/{id}` as the coordinator wrote it; None when it does not know the group. `token` is
+    the coordinator's HTTP bearer token (--http-token-file), when it requires one."""
     url = f"{base_url.rstrip('/')}/api/groups/{urllib.parse.quote(group_id, safe='')}"
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            data = json.loads(response.read())
+            data: dict[str, Any] = json.loads(response.read())
+            return data
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             return None
         raise CoordinatorApiUnavailable(f"coordinator API {url} answered HTTP {exc.code}") from exc
     except (OSError, ValueError) as exc:
         raise CoordinatorApiUnavailable(f"coordinator API {url} unreachable: {exc}") from exc
-    return CoordinatorGroupView.from_json(data)
+
+
+def fetch_group_view(
+    base_url: str, group_id: str, timeout_s: float = 3.0, token: str | None = None
+) -> CoordinatorGroupView | None:
+    """The group as the coordinator sees it; None when it does not know the group."""
+    data = fetch_group_json(base_url, group_id, timeout_s, token)
+    return None if data is None else CoordinatorGroupView.from_json(data)
