@@ -19,7 +19,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -42,6 +41,7 @@ from examples.demo.summary import (
     format_table,
     operation_rows,
 )
+from staticfleet.admin.coordinator_api import CoordinatorApiUnavailable, fetch_group_json
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 POD_RUNNER_KUBELET = "staticfleet-podrunner"  # the kubeletVersion the local pod runner reports
@@ -198,22 +198,31 @@ def up(settings: Settings) -> int:
         for body in objects:
             kubectl.apply(body, state.namespace)
 
-    def operation(title: str, kind: str, before: int, after: int, act: Callable[[str], None]) -> None:
-        """`act(fleet kind)` on every fleet, each timed until its group is Stable with `after` members."""
+    def operation(
+        title: str, kind: str, before: int, after: int, act: Callable[[str], None], *, one_at_a_time: bool
+    ) -> None:
+        """`act(fleet kind)` on every fleet, each timed until its group is Stable with `after` members:
+        all at once, or `one_at_a_time` (each fleet alone with the control plane, so that none waits
+        behind another's pods in the controller manager)."""
         with progress.step(title) as note:
             rollout = kind == "rollout"
-            generations = _statefulset_generations(kubectl, state.namespace) if rollout else {}
-            began: dict[str, float] = {}
+            generations = _statefulset_generations(kubectl, state.namespace) if rollout else None
             operation_ids: dict[str, str] = {}
-            for fleet_kind in FLEET_KINDS:
-                operation_ids[fleet_kind] = logs[fleet_kind].started(kind, before, after)
-                began[fleet_kind] = time.monotonic()
-                act(fleet_kind)
 
             def finished(fleet_kind: str) -> None:
                 logs[fleet_kind].completed(operation_ids[fleet_kind], kind, before, after)
 
-            seconds = wait_fleets(state, after, began, finished, generations if rollout else None)
+            def start(fleet_kind: str) -> float:
+                operation_ids[fleet_kind] = logs[fleet_kind].started(kind, before, after)
+                began = time.monotonic()
+                act(fleet_kind)
+                return began
+
+            seconds: dict[str, float] = {}
+            waves = [[k] for k in FLEET_KINDS] if one_at_a_time else [list(FLEET_KINDS)]
+            for wave in waves:
+                began = {fleet_kind: start(fleet_kind) for fleet_kind in wave}
+                seconds |= wait_fleets(state, after, began, finished, generations)
             note("Stable with " + ", ".join(f"{k} {seconds[k]:.1f} s" for k in FLEET_KINDS))
         time.sleep(settings.pause_s)
 
@@ -223,6 +232,7 @@ def up(settings: Settings) -> int:
         0,
         3,
         create,
+        one_at_a_time=False,
     )
     operation(
         "rolling restart of each fleet (a change to the pod template)",
@@ -230,6 +240,7 @@ def up(settings: Settings) -> int:
         3,
         3,
         lambda kind: restart_pods(kubectl, state.namespace, kind),
+        one_at_a_time=False,
     )
     operation(
         "kubectl scale scg/orders (statefulset/orders-static, statefulset/orders-dynamic) --replicas=1",
@@ -237,6 +248,7 @@ def up(settings: Settings) -> int:
         3,
         1,
         lambda kind: scale(kubectl, state.namespace, kind, 1),
+        one_at_a_time=True,
     )
     operation(
         "kubectl scale scg/orders (statefulset/orders-static, statefulset/orders-dynamic) --replicas=4",
@@ -244,6 +256,7 @@ def up(settings: Settings) -> int:
         1,
         4,
         lambda kind: scale(kubectl, state.namespace, kind, 4),
+        one_at_a_time=True,
     )
 
     with progress.step(
@@ -257,10 +270,11 @@ def up(settings: Settings) -> int:
     print(format_table(rows))
     print(f"\nstaticfleet's fleet, from the same log:\n{details(rows)}")
     print(
-        "\nEvery figure is measured in this run, the three fleets side by side on one coordinator:\n"
-        "rebalances come from the coordinator's event log; time runs from each fleet's command until its\n"
-        "group is Stable with exactly the expected members and every consumer ready. This machine's\n"
-        "load moves the times; bench/fleet_ops.py repeats the operations at N=20 (docs/benchmarks.md).\n"
+        "\nEvery figure is measured in this run, the three fleets side by side on one coordinator (each\n"
+        "scale step sent to one fleet at a time): rebalances come from the coordinator's event log; time\n"
+        "runs from each fleet's command until its group is Stable with exactly the expected members and\n"
+        "every consumer ready. This machine's load moves the times; bench/fleet_ops.py repeats the\n"
+        "operations at N=20 (docs/benchmarks.md).\n"
     )
     if settings.results is not None:
         settings.results.write_text(
@@ -460,14 +474,12 @@ def coordinator_group(state: State, group_id: str) -> Manifest | None:
     through the API server's proxy to the coordinator's Service."""
     try:
         if state.coordinator_api:
-            with urllib.request.urlopen(f"{state.coordinator_api}/api/groups/{group_id}", timeout=3) as r:
-                found: Manifest = json.loads(r.read())
-                return found
+            return fetch_group_json(state.coordinator_api, group_id)
         service = f"{_fullname(state.release)}-coordinator"
         path = f"/api/v1/namespaces/{state.namespace}/services/{service}:http/proxy/api/groups/{group_id}"
         done = state.kube().run("get", "--raw", path, check=False)
         return json.loads(done.stdout) if done.returncode == 0 else None
-    except (OSError, ValueError):
+    except (CoordinatorApiUnavailable, OSError, ValueError):
         return None
 
 
