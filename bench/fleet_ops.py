@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import re
 import shlex
 import signal
@@ -76,6 +77,7 @@ from staticfleet.admin.coordinator_api import fetch_group_json
 
 NAME = "fleet"
 SETTLE_S = 5.0
+CLIENT_HEARTBEAT_MS = 3_000  # librdkafka's heartbeat.interval.ms default
 POLL_S = 0.2
 README = ROOT / "README.md"
 SAVED: list[Sample] = []  # every sample of this process, in order
@@ -554,8 +556,14 @@ def run_operations(
         # each other in the controller manager's client rate limit (about 20 requests a second), and the
         # fleet whose StatefulSet changes last (the operated one, by a few hundred milliseconds) waits for
         # the others' pods.
+        # Each command also waits a random fraction of the longest heartbeat interval first: members
+        # learn of a rebalance from their next heartbeat, and their heartbeats keep the phase of the last
+        # rebalance, so a fixed schedule would catch every run at the same point of that cycle.
+        cycle_s = max(f.heartbeat_ms or CLIENT_HEARTBEAT_MS for f in fleets) / 1000
+        phases = random.Random(run)
         for operation, replicas in ((SCALE_DOWN, down), (SCALE_UP, up)):
             for fleet in fleets:
+                time.sleep(phases.uniform(0, cycle_s))
                 report(measure(backend, [fleet], scaler(replicas), operation=operation, run=run, replicas=n,
                                timeout_s=slow))  # fmt: skip
                 wait_settled(backend, [fleet], slow, strict=False)
@@ -865,7 +873,10 @@ def _heartbeats(summaries: Sequence[Summary]) -> str:
     def shown(values: set[int | None]) -> str:
         known = sorted(v for v in values if v is not None)
         return ", ".join(
-            [*(["the client default (3000 ms)"] if None in values else []), *(f"{v} ms" for v in known)]
+            [
+                *([f"the client default ({CLIENT_HEARTBEAT_MS} ms)"] if None in values else []),
+                *(f"{v} ms" for v in known),
+            ]
         )
 
     parts = []
@@ -908,7 +919,9 @@ def _doc_body(args: argparse.Namespace, summaries: Sequence[Summary], backends: 
         "`KAFKA_MEMBERSHIP=dynamic`: no instance id). Operations patch the StaticConsumerGroup or the plain "
         "StatefulSet, as `kubectl scale` and `kubectl rollout restart` do. A rolling restart goes to the "
         "three fleets one right after the other; a scale step to one fleet at a time (scaled at once, the "
-        "fleets' pods queue behind each other in the controller manager's client rate limit). Each fleet's "
+        "fleets' pods queue behind each other in the controller manager's client rate limit), sent at a "
+        "random moment within the longest heartbeat interval (members learn of a rebalance from their next "
+        "heartbeat, which keeps the phase of the last rebalance). Each fleet's "
         "time runs from its own command until its group is "
         "Stable with exactly the expected members, all assigned (a rolling restart also waits for every "
         f"pod to be replaced and ready). Rebalances are counted over the operation plus {SETTLE_S:.0f} s. "

@@ -203,7 +203,7 @@ def test_the_plain_fleets_are_the_operators_statefulset_operated_by_nobody() -> 
     assert plain_static["spec"]["volumeClaimTemplates"] == operators["spec"]["volumeClaimTemplates"]
     # ... and without the operator's heartbeat default: a plain fleet heartbeats at the client's default.
     operators_pod = operators["spec"]["template"]["spec"]
-    assert env(operators["spec"]["template"])[fleet.HEARTBEAT_ENV] == "500"
+    assert env(operators["spec"]["template"])[fleet.HEARTBEAT_ENV] == "250"
     assert fleet.HEARTBEAT_ENV not in env(plain_static["spec"]["template"])
     for container in operators_pod["containers"]:
         container["env"] = [e for e in container["env"] if e["name"] != fleet.HEARTBEAT_ENV]

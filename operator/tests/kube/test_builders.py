@@ -89,7 +89,7 @@ def test_optional_timeouts_are_not_injected_when_unset() -> None:
 def test_a_fleet_on_a_coordinator_that_pre_registers_gets_the_fleet_heartbeat() -> None:
     api = {"bootstrapServers": "coordinator:9092", "coordinatorApi": "http://coordinator:8080"}
     (container,) = builders.pod_template(group_spec(kafka=api), "coordinator:9092")["spec"]["containers"]
-    assert env_of(container)["KAFKA_HEARTBEAT_INTERVAL_MS"]["value"] == "500"
+    assert env_of(container)["KAFKA_HEARTBEAT_INTERVAL_MS"]["value"] == "250"
 
 
 def test_pod_template_instance_id_comes_from_the_pod_name() -> None:

@@ -72,16 +72,16 @@ def test_scale_down_mode_is_read() -> None:
     )
 
 
-def test_a_fleet_on_a_coordinator_that_pre_registers_heartbeats_every_half_second() -> None:
+def test_a_fleet_on_a_coordinator_that_pre_registers_heartbeats_every_quarter_second() -> None:
     api = {"bootstrapServers": "coordinator:9092", "coordinatorApi": "http://coordinator:8080"}
-    assert group_spec(kafka=api).heartbeat_interval_ms == DEFAULT_HEARTBEAT_INTERVAL_MS == 500
+    assert group_spec(kafka=api).heartbeat_interval_ms == DEFAULT_HEARTBEAT_INTERVAL_MS == 250
     assert group_spec(kafka=api, heartbeatIntervalMs=3_000).heartbeat_interval_ms == 3_000
     # Never a third of the session timeout or more, which the clients would refuse.
-    assert group_spec(kafka=api, sessionTimeoutMs=1_200).heartbeat_interval_ms == 400
+    assert group_spec(kafka=api, sessionTimeoutMs=600).heartbeat_interval_ms == 200
     # The operator's default coordinator is the embedded one, with its API.
     defaults = OperatorDefaults(
         bootstrap_servers="coordinator:9092", coordinator_api="http://coordinator:8080"
     )
-    assert parse_group(resource(kafka=None), defaults).heartbeat_interval_ms == 500
+    assert parse_group(resource(kafka=None), defaults).heartbeat_interval_ms == 250
     # Apache Kafka refuses pre-registration: the client's default heartbeat stays.
     assert group_spec(kafka={"bootstrapServers": "kafka:9092"}).heartbeat_interval_ms is None
