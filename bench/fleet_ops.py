@@ -941,7 +941,9 @@ def _doc_body(args: argparse.Namespace, summaries: Sequence[Summary], backends: 
         "the departed members are removed once their pods have stopped: gone, or in a terminal phase; on a "
         "scale-up the new instance ids are "
         "pre-registered before the StatefulSet grows); a dynamic consumer leaves the group itself as it "
-        "stops, and plain static members are only dropped after the session timeout.",
+        "stops, and plain static members are only dropped after the session timeout. A dynamic fleet's "
+        "scale step spreads over its whole heartbeat interval from run to run: where its members' "
+        "heartbeat cycle stood at the command decides how long its rebalance waits.",
     ]
     for backend in backends:
         compared = readme_rows(summaries, backend)
@@ -951,7 +953,12 @@ def _doc_body(args: argparse.Namespace, summaries: Sequence[Summary], backends: 
         lines += [
             "",
             "On Apache Kafka the operator's pre-registration is refused (an unknown group config), so "
-            "staticfleet's scale-up is plain static membership's; removal by LeaveGroup works the same.",
+            "staticfleet's scale-up is plain static membership's; removal by LeaveGroup works the same. "
+            "Without pre-registration the operator leaves the heartbeat interval at the client's default "
+            "(a short one lets new pods that start apart cost a rebalance each), so after the removal a "
+            "scale-down's rebalance waits up to that interval for the remaining members, as a dynamic "
+            "fleet's does after its first member leaves, but only once the departed pods have stopped: "
+            "`heartbeatIntervalMs` on the StaticConsumerGroup shortens that wait.",
         ]
         down = [
             s.median_s
