@@ -73,6 +73,7 @@ from staticfleet.broker import registry
 from staticfleet.broker.codec import (
     EncodedBody,
     FrameError,
+    TrailingFieldBody,
     encode_body,
     for_version,
     frame_body,
@@ -339,7 +340,7 @@ async def handle_describe_cluster(
 @kafka_api("join_group", (0, 9), timed=True)
 async def handle_join_group(
     ctx: BrokerContext, request: Request[join_group_req.JoinGroupRequest]
-) -> join_group_res.JoinGroupResponse:
+) -> join_group_res.JoinGroupResponse | EncodedBody:
     body = request.body
     if not access(ctx, request).group(AclOperation.READ, body.group_id):
         return join_group_res.JoinGroupResponse(
@@ -370,6 +371,14 @@ async def handle_join_group(
     protocol_name = r.protocol_name
     if request.version >= 7 and protocol_name == "":
         protocol_name = None  # v7+ says "no protocol" with null
+    if not r.members:
+        return _join_body(request.version, r, protocol_name).with_field(r.member_id.encode("utf-8"))
+    return _join_response(r, protocol_name, r.member_id)
+
+
+def _join_response(
+    r: m.JoinGroupResponse, protocol_name: str | None, member_id: str
+) -> join_group_res.JoinGroupResponse:
     return join_group_res.JoinGroupResponse(
         throttle_time=NO_THROTTLE,
         error_code=E(r.error),
@@ -378,7 +387,7 @@ async def handle_join_group(
         protocol_name=protocol_name,
         leader=r.leader or "",
         skip_assignment=r.skip_assignment,
-        member_id=r.member_id,
+        member_id=member_id,
         members=tuple(
             join_group_res.JoinGroupResponseMember(
                 member_id=x.member_id, group_instance_id=x.group_instance_id, metadata=x.metadata
@@ -388,10 +397,46 @@ async def handle_join_group(
     )
 
 
+_JOIN_BODIES: dict[tuple[Any, ...], TrailingFieldBody] = {}
+_SYNC_BODIES: dict[tuple[Any, ...], TrailingFieldBody] = {}
+_BODY_CACHE_ENTRIES: Final = 256
+
+
+def _join_body(version: int, r: m.JoinGroupResponse, protocol_name: str | None) -> TrailingFieldBody:
+    """A follower's JoinGroup response but its member id: the same for every follower of a generation,
+    so written once per generation rather than once per member."""
+    key = (version, r.error, r.generation_id, r.protocol_type, protocol_name, r.leader, r.skip_assignment)
+    body = _JOIN_BODIES.get(key)
+    if body is None:
+        if len(_JOIN_BODIES) >= _BODY_CACHE_ENTRIES:
+            _JOIN_BODIES.clear()
+        response = for_version(_join_response(r, protocol_name, ""), version)
+        body = _JOIN_BODIES[key] = TrailingFieldBody.of(response, "member_id", empty_arrays=1)
+    return body
+
+
+def _sync_body(version: int, r: m.SyncGroupResponse) -> TrailingFieldBody:
+    """A SyncGroup response but its assignment: the same for every member of a generation."""
+    key = (version, r.error, r.protocol_type, r.protocol_name)
+    body = _SYNC_BODIES.get(key)
+    if body is None:
+        if len(_SYNC_BODIES) >= _BODY_CACHE_ENTRIES:
+            _SYNC_BODIES.clear()
+        response = sync_group_res.SyncGroupResponse(
+            throttle_time=NO_THROTTLE,
+            error_code=E(r.error),
+            protocol_type=r.protocol_type,
+            protocol_name=r.protocol_name,
+            assignment=b"",
+        )
+        body = _SYNC_BODIES[key] = TrailingFieldBody.of(for_version(response, version), "assignment")
+    return body
+
+
 @kafka_api("sync_group", (0, 5), timed=True)
 async def handle_sync_group(
     ctx: BrokerContext, request: Request[sync_group_req.SyncGroupRequest]
-) -> sync_group_res.SyncGroupResponse:
+) -> sync_group_res.SyncGroupResponse | EncodedBody:
     body = request.body
     protocol_given = request.version < 5 or (
         request.optional("protocol_type") is not None and request.optional("protocol_name") is not None
@@ -417,13 +462,7 @@ async def handle_sync_group(
     future: asyncio.Future[m.SyncGroupResponse] = asyncio.get_running_loop().create_future()
     ctx.host.call(lambda c: c.sync_group(request.context(), sync, ctx.host.responder(future)))
     r = await future
-    return sync_group_res.SyncGroupResponse(
-        throttle_time=NO_THROTTLE,
-        error_code=E(r.error),
-        protocol_type=r.protocol_type,
-        protocol_name=r.protocol_name,
-        assignment=r.assignment,
-    )
+    return _sync_body(request.version, r).with_field(r.assignment)
 
 
 _HEARTBEAT_BODIES: dict[tuple[int, int], EncodedBody] = {}

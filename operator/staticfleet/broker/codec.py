@@ -418,3 +418,52 @@ def frame_body(correlation_id: int, encoded: EncodedBody) -> bytes:
 def encode_response(correlation_id: int, response: ResponsePayload) -> bytes:
     """The full frame (size prefix included) of a response entity."""
     return frame_body(correlation_id, encode_body(response))
+
+
+# --- responses that differ only in their last variable field -------------------------------------------
+#
+# When a rebalance completes, every follower gets a JoinGroup response that differs from the others only
+# in its member id, and every member a SyncGroup response that differs only in its assignment. The
+# bytes before that field are written by kio once and reused; the field itself is a length-prefixed
+# string or bytes, written here.
+
+
+def _wire_length(size: int, flexible: bool, width: struct.Struct) -> bytes:
+    return _to_uvarint(size + 1) if flexible else width.pack(size)
+
+
+@dataclass(frozen=True, slots=True)
+class TrailingFieldBody:
+    """A response body written once with `field` empty; `with_field` fills in each recipient's value.
+
+    Only for a `field` that is the response's last untagged field but for empty arrays (the check in
+    `of` refuses anything else), and a response with no tagged fields."""
+
+    template: EncodedBody
+    prefix: bytes
+    suffix: bytes
+    flexible: bool
+    width: struct.Struct
+
+    @classmethod
+    def of(cls, response: ResponsePayload, field: str, empty_arrays: int = 0) -> TrailingFieldBody:
+        """`response` with `field` empty (the empty string or bytes), followed by `empty_arrays`
+        empty arrays."""
+        template = encode_body(response)
+        entity = type(response)
+        flexible = bool(getattr(entity, "__flexible__", False))
+        kafka_type = next(f.kafka_type for f in _fields(entity) if f.name == field)
+        width = _I16 if kafka_type == "string" else _SIZE
+        empty = _wire_length(0, flexible, width)
+        suffix = (b"\x01" if flexible else _SIZE.pack(0)) * empty_arrays + (b"\x00" if flexible else b"")
+        body = template.body
+        if not body.endswith(empty + suffix):
+            raise ValueError(f"{field} is not the last field of {entity.__name__} before its empty arrays")
+        return cls(template, body[: len(body) - len(empty) - len(suffix)], suffix, flexible, width)
+
+    def with_field(self, value: bytes) -> EncodedBody:
+        """The body with `field` set to `value` (a string's UTF-8 bytes, or the bytes themselves)."""
+        body = b"".join(
+            (self.prefix, _wire_length(len(value), self.flexible, self.width), value, self.suffix)
+        )
+        return EncodedBody(self.template.response, self.template.flexible_header, body)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import struct
 from typing import Any
@@ -12,13 +13,22 @@ from kio.schema.heartbeat.v4.request import HeartbeatRequest
 from kio.schema.join_group.v9.request import JoinGroupRequest, JoinGroupRequestProtocol
 from kio.schema.join_group.v9.response import JoinGroupResponse, JoinGroupResponseMember
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.schema.sync_group.v5.response import SyncGroupResponse
 from kio.schema.types import GroupId
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32, i32Timedelta
 
-from staticfleet.broker import apis  # noqa: F401 (registers the handlers)
-from staticfleet.broker.codec import FrameError, encode_response, for_version, parse_request
+from staticfleet.broker import apis
+from staticfleet.broker.codec import (
+    FrameError,
+    TrailingFieldBody,
+    encode_body,
+    encode_response,
+    for_version,
+    parse_request,
+)
 from staticfleet.broker.registry import NO_THROTTLE, UnsupportedVersion, is_supported
+from staticfleet.coordinator import messages as coordinator_messages
 
 
 def _encode(entity: Any) -> bytes:
@@ -145,3 +155,81 @@ def test_api_versions_responses_always_use_header_v0() -> None:
     assert (size, correlation) == (len(frame) - 4, 5)
     decoded, _ = entity_reader(ApiVersionsResponse)(frame[8:], 0)  # no tagged section after the id
     assert int(decoded.error_code) == 0
+
+
+# Member ids and assignments of every length class: empty, non-ASCII, and long enough that a compact
+# length takes two varint bytes.
+_MEMBER_IDS = ("", "m-1", "consumer-ü-7f3a", "x" * 200)
+_ASSIGNMENTS = (b"", b"\x00\x01\x00\x00\x00\x01", bytes(range(256)) * 2)
+
+
+@pytest.mark.parametrize("version", range(10))
+@pytest.mark.parametrize(
+    "shared",
+    [
+        coordinator_messages.JoinGroupResponse(
+            generation_id=7, protocol_type="consumer", protocol_name="range", leader="m-0"
+        ),
+        coordinator_messages.JoinGroupResponse(
+            generation_id=3, protocol_type=None, protocol_name="", leader="", skip_assignment=True
+        ),
+        coordinator_messages.JoinGroupResponse(error=int(ErrorCode.rebalance_in_progress), leader=None),
+    ],
+)
+def test_a_followers_join_answer_is_the_same_bytes_as_kio_writes(
+    version: int, shared: coordinator_messages.JoinGroupResponse
+) -> None:
+    protocol_name = None if version >= 7 and shared.protocol_name == "" else shared.protocol_name
+    body = apis._join_body(version, shared, protocol_name)
+    for member_id in _MEMBER_IDS:
+        expected = encode_body(for_version(apis._join_response(shared, protocol_name, member_id), version))
+        written = body.with_field(member_id.encode("utf-8"))
+        assert written.body == expected.body
+        assert written.flexible_header == expected.flexible_header
+        assert getattr(written.response, "error_code") == getattr(expected.response, "error_code")  # noqa: B009
+
+
+@pytest.mark.parametrize("version", range(6))
+@pytest.mark.parametrize(
+    "shared",
+    [
+        coordinator_messages.SyncGroupResponse(protocol_type="consumer", protocol_name="range"),
+        coordinator_messages.SyncGroupResponse(error=int(ErrorCode.rebalance_in_progress)),
+    ],
+)
+def test_a_sync_answer_is_the_same_bytes_as_kio_writes(
+    version: int, shared: coordinator_messages.SyncGroupResponse
+) -> None:
+    for assignment in _ASSIGNMENTS:
+        r = dataclasses.replace(shared, assignment=assignment)
+        expected = encode_body(
+            for_version(
+                SyncGroupResponse(
+                    throttle_time=NO_THROTTLE,
+                    error_code=ErrorCode(r.error),
+                    protocol_type=r.protocol_type,
+                    protocol_name=r.protocol_name,
+                    assignment=assignment,
+                ),
+                version,
+            )
+        )
+        written = apis._sync_body(version, r).with_field(assignment)
+        assert written.body == expected.body
+        assert written.flexible_header == expected.flexible_header
+
+
+def test_a_trailing_field_that_is_not_last_is_refused() -> None:
+    response = JoinGroupResponse(
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        generation_id=i32(1),
+        protocol_type="consumer",
+        protocol_name="range",
+        leader="",
+        skip_assignment=False,
+        member_id="m",
+        members=(),
+    )
+    with pytest.raises(ValueError, match="leader is not the last field"):
+        TrailingFieldBody.of(response, "leader", empty_arrays=1)
