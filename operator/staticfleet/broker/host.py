@@ -88,6 +88,8 @@ class CoordinatorHost:
         self._synced = 0
         self._held: deque[tuple[int, Callable[[], None]]] = deque()
         self._flusher: asyncio.Task[None] | None = None
+        self._fsync_running: tuple[int, asyncio.Future[None]] | None = None
+        """The fsync in a worker thread, and how many appends it covers."""
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline: int | None = None
         self._closed = False
@@ -125,6 +127,19 @@ class CoordinatorHost:
             raise
         self.appended += 1
         self._observe_append(time.perf_counter() - start)
+        self._begin_fsync()
+
+    def _begin_fsync(self) -> None:
+        """Start the fsync of what is appended so far in a worker thread now, unless one is running: it
+        then overlaps the rest of the operation (settling, building the answers), which would
+        otherwise have to finish before the flusher even started it."""
+        if self._fsync_running is not None or self.storage_broken is not None or self._closed:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # recovery, in a worker thread: it syncs once at the end
+        self._fsync_running = (self.appended, loop.run_in_executor(None, self._fsync))
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
@@ -252,12 +267,16 @@ class CoordinatorHost:
     async def _flush_loop(self) -> None:
         try:
             while self.appended > self._synced and self.storage_broken is None:
-                target = self.appended
+                self._begin_fsync()
+                assert self._fsync_running is not None
+                target, running = self._fsync_running
                 try:
-                    await asyncio.to_thread(self._fsync)
+                    await running
                 except StoreError as exc:
                     self._storage_failed(f"fsync failed: {exc}")
                     return
+                finally:
+                    self._fsync_running = None
                 self._release_held(target)
         finally:
             self._flusher = None
