@@ -141,13 +141,31 @@ def encode_assignment(assignment: Assignment) -> bytes:
     )
 
 
+# Assignments decoded lately, by their bytes: a member's assignment mostly survives a rebalance (sticky
+# assignors, static members), and every completed rebalance logs each member's partitions.
+_PARTITIONS_OF: dict[bytes, tuple[tuple[str, tuple[int, ...]], ...] | None] = {}
+_PARTITIONS_OF_ENTRIES: Final = 16_384
+
+
 def assignment_partitions(data: bytes) -> dict[str, list[int]] | None:
     """Decoded topic -> partitions of an assignment, or None when the bytes are not a consumer assignment."""
+    try:
+        known = _PARTITIONS_OF[data]
+    except KeyError:
+        known = _PARTITIONS_OF[bytes(data)] = _sorted_partitions(data)
+        if len(_PARTITIONS_OF) > _PARTITIONS_OF_ENTRIES:
+            _PARTITIONS_OF.clear()
+    if known is None:
+        return None
+    return {topic: list(parts) for topic, parts in known}
+
+
+def _sorted_partitions(data: bytes) -> tuple[tuple[str, tuple[int, ...]], ...] | None:
     try:
         decoded = decode_assignment(data)
     except ProtocolDecodeError:
         return None
-    return {topic: sorted(parts) for topic, parts in decoded.partitions.items()}
+    return tuple((topic, tuple(sorted(parts))) for topic, parts in decoded.partitions.items())
 
 
 def subscribed_topics(data: bytes) -> frozenset[str] | None:
