@@ -319,7 +319,9 @@ def _group_status(
                     f"{len(entries)} members, {partitions} partitions",
                 )
             )
-    elif group.reachable:
+    elif group.reachable and not (
+        inputs.spec.coordinator_api and previous.get("rebalancesSource") == SOURCE_COORDINATOR
+    ):
         count = int(prev_count) if isinstance(prev_count, int) else 0
         prev_state = previous.get("state")
         was_stable = parse_state(prev_state) is GroupState.STABLE
@@ -339,6 +341,9 @@ def _group_status(
                 )
             )
     else:
+        # The coordinator unreachable, or its API not answering for now (a coordinator still starting
+        # serves Kafka before HTTP): the counts stay as they were, the coordinator's own count with them,
+        # so that its next answer is added to them rather than taken as the whole count.
         for key in ("generation", "rebalances", "coordinatorRebalances", "rebalancesSource", "lastRebalance"):
             if key in previous:
                 out[key] = previous[key]

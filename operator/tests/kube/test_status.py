@@ -228,6 +228,25 @@ def test_an_unreachable_coordinator_keeps_both_counts() -> None:
     assert (lost["group"]["rebalances"], lost["group"]["coordinatorRebalances"]) == (4, 4)
 
 
+def test_a_coordinator_api_not_answering_for_a_while_keeps_both_counts() -> None:
+    # A restarting coordinator may answer DescribeGroups before its HTTP API: the count must not be
+    # inferred from transitions then, nor lose the coordinator's own count.
+    api = {"bootstrapServers": "coordinator:9092", "coordinatorApi": "http://coordinator:8080"}
+    spec = group_spec(replicas=3, kafka=api)
+    seen = compute_status(
+        inputs(spec=spec, group=GroupObservation(description=members(3), view=view(4, 4)))
+    ).status
+    gap = compute_status(
+        inputs(spec=spec, group=GroupObservation(description=members(3)), previous=seen)
+    ).status
+    assert (gap["group"]["rebalances"], gap["group"]["coordinatorRebalances"]) == (4, 4)
+    assert gap["group"]["rebalancesSource"] == "coordinator"
+    back = compute_status(
+        inputs(spec=spec, group=GroupObservation(description=members(3), view=view(0, 4)), previous=gap)
+    ).status
+    assert back["group"]["rebalances"] == 4  # restarted: its count begins again, the shown one does not
+
+
 def test_without_the_api_rebalances_are_inferred_from_transitions() -> None:
     stable = compute_status(inputs()).status
     assert stable["group"]["rebalancesSource"] == "observed" and stable["group"]["rebalances"] == 0
