@@ -1,5 +1,6 @@
 """The same fleet against a real Apache Kafka broker (KRaft, jars from Maven Central via the conformance
-suite's provisioning): no coordinator API, no pre-registration, and still one prompt removal on scale-down."""
+suite's provisioning): no coordinator API and no pre-registration, so the operator holds a scale-up's join
+phase with a pending member instead, and still one prompt removal on scale-down."""
 
 from __future__ import annotations
 
@@ -75,7 +76,8 @@ def test_a_fleet_on_apache_kafka_scales_down_with_a_prompt_removal(
     assert "generation" not in status["group"]
     assert [m["instanceId"] for m in status["members"]] == ["orders-0", "orders-1"]
     scaled = events(kubectl, namespace, NAME, "Scaled")[0]["message"]
-    assert "no pre-registration (INVALID_CONFIG" in scaled
+    assert "the join phase is held until the new instances have joined" in scaled
+    assert "preRegistration" not in status  # released once both had joined
 
     elapsed = stopwatch()
     kubectl.run("scale", f"scg/{NAME}", "-n", namespace, "--replicas=1")
@@ -89,3 +91,13 @@ def test_a_fleet_on_apache_kafka_scales_down_with_a_prompt_removal(
     (removed,) = events(kubectl, namespace, NAME, "MembersRemoved")
     assert "removed orders-1" in removed["message"]
     assert condition(body, "Degraded")["status"] == "False"
+
+    kubectl.run("scale", f"scg/{NAME}", "-n", namespace, "--replicas=3")
+    wait_until(
+        lambda: members(kafka.bootstrap, gid) == {"orders-0", "orders-1", "orders-2"},
+        timeout=60,
+        what="orders-1 and orders-2 joined on Kafka",
+    )
+    body = wait_fleet(kubectl, namespace, NAME, ready_with(3), timeout=60, what="Ready with 3")
+    assert "preRegistration" not in body["status"]
+    assert [m["instanceId"] for m in body["status"]["members"]] == ["orders-0", "orders-1", "orders-2"]

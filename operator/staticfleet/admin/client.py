@@ -42,6 +42,8 @@ T = TypeVar("T")
 RESOURCE_GROUP = 32
 _SET, _DELETE = 0, 1
 DEFAULT_TIMEOUT_S = 5.0
+# A consumer-protocol subscription (v0) to no topics: what a pending member that never joins advertises.
+_EMPTY_SUBSCRIPTION = b"\x00\x00" + b"\x00\x00\x00\x00" + b"\xff\xff\xff\xff"
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +254,75 @@ class GroupAdmin:
             return RemovalReport(group_id, tuple(results))
 
         return self._call(f"removing {', '.join(ids)} from group {group_id}", run)
+
+    # -- holding a join phase --------------------------------------------------------------------------------
+
+    def hold_join_phase(
+        self, group_id: str, *, protocol_type: str, protocol: str, session_timeout_ms: int
+    ) -> str:
+        """Registers a pending member (KIP-394) and returns its member id.
+
+        A dynamic JoinGroup v4+ without a member id is answered at once with MEMBER_ID_REQUIRED and a member
+        id the coordinator then waits for: no join phase of the group completes while a pending member
+        exists (Kafka's `hasAllMembersJoined`). It ends when `release_join_phase` removes it or after
+        `session_timeout_ms`, and the pending member itself never joins, so it is assigned nothing and
+        starts no rebalance. `protocol_type` and `protocol` must be ones the group's members support.
+        """
+        from kafka.protocol.consumer import JoinGroupRequest
+
+        async def join(admin: Any) -> Any:
+            node_id = await admin._find_coordinator_id(group_id)
+            request = JoinGroupRequest(
+                group_id=group_id,
+                session_timeout_ms=session_timeout_ms,
+                rebalance_timeout_ms=session_timeout_ms,
+                member_id="",
+                group_instance_id=None,
+                protocol_type=protocol_type,
+                protocols=[(protocol, _EMPTY_SUBSCRIPTION)],
+                min_version=5,
+            )
+            return await admin._manager.send(request, node_id=node_id)
+
+        def run(admin: Any) -> str:
+            response = admin._manager.run(join, admin)
+            code = int(response.error_code)
+            if code == ErrorCode.member_id_required and response.member_id:
+                return str(response.member_id)
+            if code == ErrorCode.none:  # joined as a real member: leave at once rather than hold anything
+                self._leave(admin, group_id, str(response.member_id))
+                raise KafkaErrorResponse(code, f"holding the join phase of {group_id}: no pending member")
+            raise KafkaErrorResponse(code, f"holding the join phase of {group_id}: {error_name(code)}")
+
+        return self._call(f"holding the join phase of group {group_id}", run)
+
+    def release_join_phase(self, group_id: str, member_id: str) -> bool:
+        """Removes the pending member `hold_join_phase` registered (LeaveGroup v3+ by member id), so that a
+        join phase waiting only for it completes now. False when it had already expired."""
+
+        def run(admin: Any) -> bool:
+            return self._leave(admin, group_id, member_id)
+
+        return self._call(f"releasing the join phase of group {group_id}", run)
+
+    @staticmethod
+    def _leave(admin: Any, group_id: str, member_id: str) -> bool:
+        from kafka.protocol.consumer import LeaveGroupRequest
+
+        async def leave(admin: Any) -> Any:
+            node_id = await admin._find_coordinator_id(group_id)
+            member = LeaveGroupRequest.MemberIdentity(member_id=member_id, group_instance_id=None)
+            request = LeaveGroupRequest(group_id=group_id, members=[member], min_version=3)
+            return await admin._manager.send(request, node_id=node_id)
+
+        response = admin._manager.run(leave, admin)
+        code = int(response.error_code)
+        if code:
+            raise KafkaErrorResponse(code, f"leaving group {group_id}: {error_name(code)}")
+        member_code = int(response.members[0].error_code) if response.members else ErrorCode.unknown_member_id
+        if member_code not in (ErrorCode.none, ErrorCode.unknown_member_id):
+            raise KafkaErrorResponse(member_code, f"leaving group {group_id}: {error_name(member_code)}")
+        return member_code == ErrorCode.none
 
     # -- offsets ---------------------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from typing import Any, Protocol, cast
 
 from staticfleet.admin import GroupAdmin, KafkaConnection
 from staticfleet.kube.access import OperatorKafka
+from staticfleet.kube.join_hold import HoldWatcher, watch_in_thread
 from staticfleet.kube.kubeapi import KubeApi
 from staticfleet.kube.limits import Limits
 from staticfleet.kube.metrics import OperatorMetrics
@@ -111,6 +112,8 @@ class OperatorContext:
     """The operator's own Kafka login (--kafka-config); with SASL in it, fleets get their own users."""
     api_token_file: Path | None = None
     """The default coordinator's HTTP bearer token (--coordinator-api-token-file)."""
+    hold_watcher: HoldWatcher = watch_in_thread
+    """Releases a held join phase once every new instance has joined (join_hold.py)."""
     admins: AdminCache = field(init=False)
     conflicts: dict[tuple[str, str], str] = field(default_factory=dict)
     """The apply conflict last reported per resource (namespace, name): each is reported once."""

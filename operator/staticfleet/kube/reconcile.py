@@ -310,6 +310,9 @@ class PassIO:
     def post(self, event: EventSpec) -> None:
         post_event(self.ctx, self.body, event)
 
+    def watch_hold(self, member_id: str, instance_ids: tuple[str, ...], bound_s: float) -> None:
+        self.ctx.hold_watcher(self.admin, self.observed.spec.group_id, member_id, instance_ids, bound_s)
+
 
 def write_status(
     api: KubeApi,
@@ -552,6 +555,10 @@ def _finalize_members(ctx: OperatorContext, body: Manifest, claims: Mapping[str,
             raise Retry(removal_message(report, "removal incomplete"))
         with contextlib.suppress(AdminError):  # without pre-registration there is nothing to withdraw
             admin.set_group_config(spec.group_id, PRE_REGISTRATION_CONFIG, None)
+        hold = str((previous.get("preRegistration") or {}).get("holdMemberId") or "")
+        if hold:
+            with contextlib.suppress(AdminError):  # expired already, or it expires by itself
+                admin.release_join_phase(spec.group_id, hold)
     except (CoordinatorUnreachable, AdminError) as exc:
         if _patience_left(body):
             raise Retry(f"cannot remove the members yet: {exc}") from exc

@@ -416,14 +416,20 @@ class PreRegistration:
     accepted: bool
     set_at: str
     message: str = ""
+    hold_member_id: str = ""
+    """Set when the coordinator refused the pre-registration and a pending member holds the join phase
+    instead (join_hold.py)."""
 
     def to_status(self) -> dict[str, Any]:
-        return {
+        status = {
             "instanceIds": list(self.instance_ids),
             "result": "Accepted" if self.accepted else "Rejected",
             "setAt": self.set_at,
             "message": self.message,
         }
+        if self.hold_member_id:
+            status["holdMemberId"] = self.hold_member_id
+        return status
 
     @staticmethod
     def from_status(data: Mapping[str, Any] | None) -> PreRegistration | None:
@@ -434,6 +440,7 @@ class PreRegistration:
             accepted=data.get("result") == "Accepted",
             set_at=str(data.get("setAt", "")),
             message=str(data.get("message", "")),
+            hold_member_id=str(data.get("holdMemberId", "") or ""),
         )
 
 
@@ -445,12 +452,10 @@ def pre_registration_done(
     now: datetime,
 ) -> bool:
     """Withdraw the pre-registration once the group is Stable with every pre-registered instance, or when
-    it is too old to still be useful (a pod that never comes would hold every later join phase)."""
-    if (
-        group_state is GroupState.STABLE
-        and group_instance_ids is not None
-        and set(pre.instance_ids) <= group_instance_ids
-    ):
+    it is too old to still be useful (a pod that never comes would hold every later join phase). A held
+    join phase is released as soon as every instance has joined: the group cannot be Stable before."""
+    joined = group_instance_ids is not None and set(pre.instance_ids) <= group_instance_ids
+    if joined and (pre.hold_member_id or group_state is GroupState.STABLE):
         return True
     lifetime = max(
         DEFAULT_PRE_REGISTRATION_LIFETIME,

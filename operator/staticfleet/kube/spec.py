@@ -19,13 +19,12 @@ API_VERSION = f"{GROUP}/{VERSION}"
 
 DEFAULT_SESSION_TIMEOUT_MS = 120_000
 # Members learn of a rebalance from their next heartbeat, so the heartbeat interval bounds how long every
-# rebalance waits for the slowest member: Kafka's clients default to 3 s. A fleet on a coordinator that
-# takes pre-registration (one with the staticfleet API) heartbeats every quarter second, since the
-# pre-registered join phase waits for every new instance anyway: a scale step's rebalance then waits at most
-# 250 ms for the remaining members, and 1,000 members cost 4,000 heartbeats a second, about a tenth of
-# what one core of the embedded coordinator answers. Without pre-registration (Apache Kafka) a short join
-# phase lets new pods that start apart cost a rebalance each, so the client default stays
-# (bench/fleet_ops.py, docs/benchmarks.md).
+# rebalance waits for the slowest member: Kafka's clients default to 3 s. A fleet whose scale-ups are
+# pre-registered heartbeats every quarter second, since a pre-registered (or, on Apache Kafka, held) join
+# phase waits for every new instance anyway: a scale step's rebalance then waits at most 250 ms for the
+# remaining members, and 1,000 members cost 4,000 heartbeats a second, about a tenth of what one core of
+# the embedded coordinator answers. Without pre-registration a short join phase lets new pods that start
+# apart cost a rebalance each, so the client default stays (bench/fleet_ops.py, docs/benchmarks.md).
 DEFAULT_HEARTBEAT_INTERVAL_MS = 250
 DEFAULT_INSTANCE_ID_TEMPLATE = "{pod}"
 IMMEDIATE = "Immediate"
@@ -133,9 +132,9 @@ def _int(value: Any, default: int | None) -> int | None:
     return default if value is None else int(value)
 
 
-def _heartbeat_interval(spec: Mapping[str, Any], session_ms: int, coordinator_api: str | None) -> int | None:
+def _heartbeat_interval(spec: Mapping[str, Any], session_ms: int, pre_register: bool) -> int | None:
     given = _int(spec.get("heartbeatIntervalMs"), None)
-    if given is not None or not coordinator_api:
+    if given is not None or not pre_register:
         return given
     return min(DEFAULT_HEARTBEAT_INTERVAL_MS, max(session_ms // 3, 1))
 
@@ -189,6 +188,7 @@ def parse_group(body: Mapping[str, Any], defaults: OperatorDefaults | None = Non
     scale_up = spec.get("scaleUp", {}) or {}
     session = _int(spec.get("sessionTimeoutMs"), DEFAULT_SESSION_TIMEOUT_MS)
     assert session is not None
+    pre_register = bool(scale_up.get("preRegister", True))
     return GroupSpec(
         name=name,
         namespace=namespace,
@@ -203,10 +203,10 @@ def parse_group(body: Mapping[str, Any], defaults: OperatorDefaults | None = Non
         sasl=sasl,
         session_timeout_ms=session,
         rebalance_timeout_ms=_int(spec.get("rebalanceTimeoutMs"), None),
-        heartbeat_interval_ms=_heartbeat_interval(spec, session, coordinator_api),
+        heartbeat_interval_ms=_heartbeat_interval(spec, session, pre_register),
         instance_id_template=str(spec.get("instanceIdTemplate") or DEFAULT_INSTANCE_ID_TEMPLATE),
         remove_members=str(scale_down.get("removeMembers", IMMEDIATE)),
-        pre_register=bool(scale_up.get("preRegister", True)),
+        pre_register=pre_register,
         volume_claim_templates=tuple(spec.get("volumeClaimTemplates", []) or []),
         pvc_retention=dict(spec.get("persistentVolumeClaimRetentionPolicy", {}) or {}),
         deletion_policy=str(spec.get("deletionPolicy", REMOVE_MEMBERS)),

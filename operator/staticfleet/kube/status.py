@@ -433,6 +433,8 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
             f"; pre-registration not supported by the coordinator ({pre.message}), "
             "so the join phase is not held for the new instances"
         )
+    elif pre is not None and pre.hold_member_id:
+        pre_note = f"; {pre.message}"
     last_scale = dict(inputs.last_scale) if inputs.last_scale else None
     completed_scale = None
     if last_scale and not last_scale.get("completedAt") and fleet_ready:

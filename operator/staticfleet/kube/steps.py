@@ -18,7 +18,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from staticfleet.admin import AclBinding, AdminError, ConfigRejected, LagSummary, RemovalReport
+from staticfleet.admin import (
+    AclBinding,
+    AdminError,
+    ConfigRejected,
+    GroupNotFound,
+    LagSummary,
+    RemovalReport,
+)
 from staticfleet.coordinator import EXPECTED_INSTANCE_IDS as PRE_REGISTRATION_CONFIG
 from staticfleet.kube import builders, faults
 from staticfleet.kube.access import (
@@ -195,6 +202,9 @@ class StepIO(Protocol):
     def outcome(self) -> Outcome: ...
     def write_status(self, status: Mapping[str, Any]) -> None: ...
     def post(self, event: EventSpec) -> None: ...
+    def watch_hold(self, member_id: str, instance_ids: tuple[str, ...], bound_s: float) -> None:
+        """Releases the held join phase once every instance has joined (join_hold.py), beside the pass."""
+        ...
 
 
 # -- the steps ----------------------------------------------------------------------------------------------
@@ -227,7 +237,7 @@ class PreRegister:
         try:
             io.admin.set_group_config(spec.group_id, PRE_REGISTRATION_CONFIG, ",".join(ids) if ids else None)
         except ConfigRejected as exc:
-            io.outcome.pre_registration = PreRegistration(ids, False, now, f"{exc.name}: {exc}")
+            io.outcome.pre_registration = _hold_join_phase(io, ids, now, exc)
         except AdminError as exc:
             io.outcome.pre_registration = PreRegistration(ids, False, now, str(exc))
         else:
@@ -236,12 +246,66 @@ class PreRegister:
         faults.checkpoint("pre-registered")
 
 
+# What a held join phase advertises when the group has no members to copy it from: any protocol will do
+# for an Empty group, and the pending member never joins.
+_DEFAULT_PROTOCOL = ("consumer", "range")
+
+
+def _hold_join_phase(io: StepIO, ids: tuple[str, ...], now: str, refusal: ConfigRejected) -> PreRegistration:
+    """The coordinator refused pre-registration: hold the join phase with a pending member instead."""
+    spec = io.observed.spec
+    refused = f"the coordinator refused pre-registration ({refusal.name})"
+    protocol_type, protocol = _DEFAULT_PROTOCOL
+    try:
+        try:
+            group = io.admin.describe_group(spec.group_id)
+            if group.protocol_type and group.protocol:
+                protocol_type, protocol = group.protocol_type, group.protocol
+        except GroupNotFound:  # a new fleet: the JoinGroup below creates the group
+            pass
+        member_id = io.admin.hold_join_phase(
+            spec.group_id,
+            protocol_type=protocol_type,
+            protocol=protocol,
+            session_timeout_ms=spec.session_timeout_ms,
+        )
+    except AdminError as exc:
+        return PreRegistration(ids, False, now, f"{refused}, and holding the join phase failed: {exc}")
+    previous = io.observed.pre_registration
+    if previous is not None and previous.hold_member_id:
+        _release(io, previous.hold_member_id)
+    io.watch_hold(member_id, ids, spec.session_timeout_ms / 1000)
+    return PreRegistration(
+        ids,
+        True,
+        now,
+        f"{refused}; pending member {member_id} holds the join phase until every instance has joined",
+        hold_member_id=member_id,
+    )
+
+
+def _release(io: StepIO, member_id: str) -> bool:
+    """False when the coordinator could not be asked (the hold stays recorded, the next pass tries again)."""
+    spec = io.observed.spec
+    try:
+        io.admin.release_join_phase(spec.group_id, member_id)
+    except AdminError as exc:
+        log.info("%s/%s: could not release the held join phase: %s", spec.namespace, spec.name, exc)
+        return False
+    return True
+
+
 @dataclass(frozen=True, slots=True)
 class WithdrawPreRegistration:
     """The pre-registration did its job (or is too old to): the group follows Kafka's rules again."""
 
     def run(self, io: StepIO) -> None:
         spec = io.observed.spec
+        pre = io.observed.pre_registration
+        if pre is not None and pre.hold_member_id:
+            if _release(io, pre.hold_member_id):
+                io.outcome.pre_registration = None
+            return
         try:
             io.admin.set_group_config(spec.group_id, PRE_REGISTRATION_CONFIG, None)
         except AdminError as exc:  # kept in status: the next pass tries again
@@ -552,11 +616,12 @@ def plan_status(
         }
         note = ""
         if started.direction == "Up" and pre is not None and scale.pre_register_ids is not None:
-            note = (
-                "; new instances pre-registered with the coordinator"
-                if pre.accepted
-                else f"; no pre-registration ({pre.message})"
-            )
+            if pre.hold_member_id:
+                note = "; the join phase is held until the new instances have joined"
+            elif pre.accepted:
+                note = "; new instances pre-registered with the coordinator"
+            else:
+                note = f"; no pre-registration ({pre.message})"
         events.append(
             EventSpec(
                 "Normal",

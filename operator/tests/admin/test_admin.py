@@ -7,6 +7,7 @@ import json
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -19,15 +20,18 @@ from staticfleet.admin import (
     GroupDescription,
     GroupNotFound,
     KafkaConnection,
+    KafkaErrorResponse,
     lag_summary,
 )
 from staticfleet.coordinator import EXPECTED_INSTANCE_IDS
+from staticfleet.kube.join_hold import release_when_joined
 
 from .conftest import PARTITIONS, StaticConsumer, create_topic, repo_root, unique, wait_for
 
 STABLE_TIMEOUT_S = 60.0
 
 INVALID_CONFIG, UNKNOWN_MEMBER_ID = ErrorCode.invalid_config, ErrorCode.unknown_member_id
+INCONSISTENT_GROUP_PROTOCOL = ErrorCode.inconsistent_group_protocol
 
 
 def stable_group(admin: GroupAdmin, group: str, size: int) -> GroupDescription:
@@ -133,6 +137,58 @@ def test_pre_registration_is_rejected_by_apache_kafka(kafka_cluster: Backend) ->
     assert rejected.value.code == INVALID_CONFIG
     assert rejected.value.name == "INVALID_CONFIG"
     assert EXPECTED_INSTANCE_IDS in str(rejected.value)
+
+
+def test_a_pending_member_holds_the_join_phase_until_every_instance_has_joined(
+    cluster: Backend, consumers: list[StaticConsumer]
+) -> None:
+    group, topic = fleet(cluster, consumers, 2)
+    with GroupAdmin(KafkaConnection(cluster.bootstrap)) as admin:
+        described = stable_group(admin, group, 2)
+        held_by = admin.hold_join_phase(
+            group,
+            protocol_type=described.protocol_type,
+            protocol=described.protocol,
+            session_timeout_ms=60_000,
+        )
+        consumers.append(StaticConsumer(cluster.bootstrap, group, f"{group}-2", topic))
+        expected = (f"{group}-0", f"{group}-1", f"{group}-2")
+        wait_for(
+            lambda: set(expected) <= admin.describe_group(group).instance_ids, STABLE_TIMEOUT_S, "the join"
+        )
+        # The members heartbeat every 500 ms: unheld, the join phase would be over well within this window.
+        window_end = time.monotonic() + 2.5
+        while time.monotonic() < window_end:
+            assert admin.describe_group(group).state == "PreparingRebalance"
+            time.sleep(0.25)
+        assert release_when_joined(admin, group, held_by, expected, bound_s=10.0)
+        complete = stable_group(admin, group, 3)
+        assigned = sorted(p for m in complete.members for p in (m.partitions or {}).get(topic, []))
+        assert assigned == list(range(PARTITIONS))
+        assert not admin.release_join_phase(group, held_by)  # gone already: nothing to release
+
+
+def test_a_hold_is_refused_with_a_protocol_the_members_do_not_speak(
+    cluster: Backend, consumers: list[StaticConsumer]
+) -> None:
+    group, _ = fleet(cluster, consumers, 1)
+    with GroupAdmin(KafkaConnection(cluster.bootstrap)) as admin:
+        stable_group(admin, group, 1)
+        with pytest.raises(KafkaErrorResponse) as refused:
+            admin.hold_join_phase(
+                group, protocol_type="consumer", protocol="no-such-assignor", session_timeout_ms=60_000
+            )
+    assert refused.value.code == INCONSISTENT_GROUP_PROTOCOL
+
+
+def test_a_hold_on_a_group_that_does_not_exist_yet_creates_it_and_is_released(cluster: Backend) -> None:
+    group = unique("held")
+    with GroupAdmin(KafkaConnection(cluster.bootstrap)) as admin:
+        held_by = admin.hold_join_phase(
+            group, protocol_type="consumer", protocol="range", session_timeout_ms=60_000
+        )
+        assert admin.describe_group(group).members == ()
+        assert admin.release_join_phase(group, held_by)
 
 
 def test_an_unreachable_cluster_says_so() -> None:

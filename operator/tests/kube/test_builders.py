@@ -81,15 +81,17 @@ def test_every_container_gets_the_environment_contract_first_and_ours_win() -> N
 
 
 def test_optional_timeouts_are_not_injected_when_unset() -> None:
-    (container,) = builders.pod_template(group_spec(), "kafka:9092")["spec"]["containers"]
+    spec = group_spec(scaleUp={"preRegister": False})
+    (container,) = builders.pod_template(spec, "kafka:9092")["spec"]["containers"]
     assert "KAFKA_HEARTBEAT_INTERVAL_MS" not in env_of(container)
     assert "KAFKA_REBALANCE_TIMEOUT_MS" not in env_of(container)
 
 
-def test_a_fleet_on_a_coordinator_that_pre_registers_gets_the_fleet_heartbeat() -> None:
+def test_a_fleet_whose_scale_ups_are_pre_registered_gets_the_fleet_heartbeat() -> None:
     api = {"bootstrapServers": "coordinator:9092", "coordinatorApi": "http://coordinator:8080"}
-    (container,) = builders.pod_template(group_spec(kafka=api), "coordinator:9092")["spec"]["containers"]
-    assert env_of(container)["KAFKA_HEARTBEAT_INTERVAL_MS"]["value"] == "250"
+    for kafka in (api, {"bootstrapServers": "kafka:9092"}):
+        (container,) = builders.pod_template(group_spec(kafka=kafka), "k:9092")["spec"]["containers"]
+        assert env_of(container)["KAFKA_HEARTBEAT_INTERVAL_MS"]["value"] == "250"
 
 
 def test_pod_template_instance_id_comes_from_the_pod_name() -> None:

@@ -8,7 +8,14 @@ from typing import Any, cast
 
 import pytest
 
-from staticfleet.admin import ConfigRejected, CoordinatorUnreachable, GroupAdmin, KafkaConnection
+from staticfleet.admin import (
+    AdminError,
+    ConfigRejected,
+    CoordinatorUnreachable,
+    GroupAdmin,
+    KafkaConnection,
+    KafkaErrorResponse,
+)
 from staticfleet.admin.model import (
     GroupDescription,
     MemberDescription,
@@ -107,6 +114,9 @@ class FakeAdmin:
         self.removals: list[list[str]] = []
         self.offsets: tuple[PartitionOffsets, ...] = ()
         self.offsets_fail = False
+        self.holds: dict[str, tuple[str, str, int]] = {}
+        self.hold_refused: AdminError | None = None
+        self.released: list[str] = []
 
     def describe_group(self, group_id: str) -> GroupDescription:
         return GroupDescription(
@@ -146,9 +156,27 @@ class FakeAdmin:
         else:
             self.configs[name] = value
 
+    def hold_join_phase(
+        self, group_id: str, *, protocol_type: str, protocol: str, session_timeout_ms: int
+    ) -> str:
+        if self.hold_refused is not None:
+            raise self.hold_refused
+        member_id = f"staticfleet-admin-{len(self.holds)}"
+        self.holds[member_id] = (protocol_type, protocol, session_timeout_ms)
+        return member_id
+
+    def release_join_phase(self, group_id: str, member_id: str) -> bool:
+        self.released.append(member_id)
+        return self.holds.pop(member_id, None) is not None
+
 
 class Context(OperatorContext):
     fake_admin: FakeAdmin
+    watched: list[tuple[str, tuple[str, ...]]]
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.watched = []
 
     def admin(self, connection: KafkaConnection) -> GroupAdmin:
         return cast(GroupAdmin, self.fake_admin)
@@ -162,6 +190,7 @@ def context(kube: FakeKube, admin: FakeAdmin) -> Context:
         events=kube.post_event,
     )
     ctx.fake_admin = admin
+    ctx.hold_watcher = lambda admin, group_id, member_id, ids, bound_s: ctx.watched.append((member_id, ids))
     return ctx
 
 
@@ -293,17 +322,49 @@ def test_after_session_timeout_records_the_wait_and_closes_once_the_coordinator_
     assert "MembersExpired" in reasons(kube) and admin.removals == []
 
 
-def test_a_coordinator_that_refuses_pre_registration_does_not_stop_the_scale_up() -> None:
+def test_a_coordinator_that_refuses_pre_registration_gets_the_join_phase_held_instead() -> None:
     kube, admin, ctx = steady(1)
     admin.accepts_configs = False
     kube.group["spec"]["replicas"] = 3
     reconcile(ctx, "shop", "orders", {})
     assert kube.objects["StatefulSet"]["spec"]["replicas"] == 3
+    # The hold copies the group's protocol so that the coordinator takes it, for the fleet's session timeout.
+    assert admin.holds == {"staticfleet-admin-0": ("consumer", "range", 120_000)}
+    pre = kube.group["status"]["preRegistration"]
+    assert pre["result"] == "Accepted" and pre["holdMemberId"] == "staticfleet-admin-0"
+    assert "refused pre-registration (INVALID_CONFIG)" in pre["message"]
+    assert ctx.watched == [("staticfleet-admin-0", ("orders-0", "orders-1", "orders-2"))]
+    progressing = conditions(kube)["Progressing"]
+    assert progressing["reason"] == "ScalingUp" and "holds the join phase" in progressing["message"]
+    scaled = [e["message"] for e in kube.events if e["reason"] == "Scaled"]
+    assert scaled and "join phase is held until the new instances have joined" in scaled[0]
+
+    # Once every instance is a member, the next pass releases the hold (if the watcher has not already).
+    admin.members |= {"orders-1", "orders-2"}
+    reconcile(ctx, "shop", "orders", {})
+    assert admin.released == ["staticfleet-admin-0"] and not admin.holds
+    assert "preRegistration" not in kube.group["status"]
+
+
+def test_a_coordinator_that_refuses_pre_registration_and_the_hold_does_not_stop_the_scale_up() -> None:
+    kube, admin, ctx = steady(1)
+    admin.accepts_configs = False
+    admin.hold_refused = KafkaErrorResponse(
+        30, "holding the join phase of shop.orders: GROUP_AUTHORIZATION_FAILED"
+    )
+    kube.group["spec"]["replicas"] = 3
+    reconcile(ctx, "shop", "orders", {})
+    assert kube.objects["StatefulSet"]["spec"]["replicas"] == 3
     assert kube.group["status"]["preRegistration"]["result"] == "Rejected"
+    assert not ctx.watched
     progressing = conditions(kube)["Progressing"]
     assert progressing["reason"] == "ScalingUp" and "pre-registration not supported" in progressing["message"]
+    assert "GROUP_AUTHORIZATION_FAILED" in progressing["message"]
     scaled = [e["message"] for e in kube.events if e["reason"] == "Scaled"]
-    assert scaled and "no pre-registration (INVALID_CONFIG" in scaled[0]
+    assert (
+        scaled
+        and "no pre-registration (the coordinator refused pre-registration (INVALID_CONFIG)" in scaled[0]
+    )
 
 
 def test_a_rejected_statefulset_is_reported_and_the_scale_down_state_kept() -> None:

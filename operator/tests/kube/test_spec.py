@@ -24,7 +24,7 @@ def test_defaults_apply_when_fields_are_absent() -> None:
     assert spec.remove_members == IMMEDIATE
     assert spec.pre_register is True
     assert spec.deletion_policy == REMOVE_MEMBERS
-    assert spec.rebalance_timeout_ms is None and spec.heartbeat_interval_ms is None
+    assert spec.rebalance_timeout_ms is None and spec.heartbeat_interval_ms == 250
     assert spec.security_protocol == "PLAINTEXT"
 
 
@@ -72,7 +72,7 @@ def test_scale_down_mode_is_read() -> None:
     )
 
 
-def test_a_fleet_on_a_coordinator_that_pre_registers_heartbeats_every_quarter_second() -> None:
+def test_a_fleet_whose_scale_ups_are_pre_registered_heartbeats_every_quarter_second() -> None:
     api = {"bootstrapServers": "coordinator:9092", "coordinatorApi": "http://coordinator:8080"}
     assert group_spec(kafka=api).heartbeat_interval_ms == DEFAULT_HEARTBEAT_INTERVAL_MS == 250
     assert group_spec(kafka=api, heartbeatIntervalMs=3_000).heartbeat_interval_ms == 3_000
@@ -83,5 +83,7 @@ def test_a_fleet_on_a_coordinator_that_pre_registers_heartbeats_every_quarter_se
         bootstrap_servers="coordinator:9092", coordinator_api="http://coordinator:8080"
     )
     assert parse_group(resource(kafka=None), defaults).heartbeat_interval_ms == 250
-    # Apache Kafka refuses pre-registration: the client's default heartbeat stays.
-    assert group_spec(kafka={"bootstrapServers": "kafka:9092"}).heartbeat_interval_ms is None
+    # Apache Kafka: the operator holds the join phase instead, so the same default applies.
+    assert group_spec(kafka={"bootstrapServers": "kafka:9092"}).heartbeat_interval_ms == 250
+    # Without pre-registration nothing holds a scale-up's join phase: the client's default stays.
+    assert group_spec(kafka=api, scaleUp={"preRegister": False}).heartbeat_interval_ms is None

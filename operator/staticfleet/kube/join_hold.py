@@ -1,0 +1,78 @@
+"""A scale-up's join phase held open on a coordinator that refuses pre-registration (Apache Kafka).
+
+A pending member (KIP-394: a dynamic JoinGroup answered with MEMBER_ID_REQUIRED) keeps every join phase of
+the group from completing until it joins, leaves or its session timeout passes. The operator registers one
+before the StatefulSet grows, and removes it (LeaveGroup by member id) the moment every expected instance
+has joined: the existing members and all the new pods then complete one join phase together, so a scale-up
+costs one rebalance however far apart the pods start. The pending member never joins, so it is assigned
+nothing; if the operator dies, its session timeout ends the hold.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from staticfleet.admin import AdminError, GroupDescription
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.1
+"""How often the watcher asks whether everyone has joined: the most a held phase outlasts its need."""
+
+
+class HoldAdmin(Protocol):
+    def describe_group(self, group_id: str) -> GroupDescription: ...
+    def release_join_phase(self, group_id: str, member_id: str) -> bool: ...
+
+
+HoldWatcher = Callable[[HoldAdmin, str, str, tuple[str, ...], float], None]
+
+
+def everyone_joined(group: GroupDescription, instance_ids: Iterable[str]) -> bool:
+    """Every expected instance is a member (a new static member is one from its first JoinGroup)."""
+    return set(instance_ids) <= group.instance_ids
+
+
+def release_when_joined(
+    admin: HoldAdmin,
+    group_id: str,
+    member_id: str,
+    instance_ids: tuple[str, ...],
+    bound_s: float,
+    *,
+    poll_s: float = POLL_S,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> bool:
+    """Waits until every instance has joined (or `bound_s` passes), then releases the hold. True when the
+    release removed the pending member (False: it had expired, or the coordinator could not be reached;
+    the reconcile pass then tries again)."""
+    deadline = clock() + bound_s
+    while clock() < deadline:
+        try:
+            if everyone_joined(admin.describe_group(group_id), instance_ids):
+                break
+        except AdminError as exc:  # the group may not exist yet, or the coordinator is moving
+            log.debug("group %s: waiting for %s to join: %s", group_id, ", ".join(instance_ids), exc)
+        sleep(poll_s)
+    try:
+        return admin.release_join_phase(group_id, member_id)
+    except AdminError as exc:
+        log.info("group %s: could not release the held join phase (%s): %s", group_id, member_id, exc)
+        return False
+
+
+def watch_in_thread(
+    admin: HoldAdmin, group_id: str, member_id: str, instance_ids: tuple[str, ...], bound_s: float
+) -> None:
+    """Runs release_when_joined beside the reconcile loop, which only passes every few seconds."""
+    threading.Thread(
+        target=release_when_joined,
+        args=(admin, group_id, member_id, instance_ids, bound_s),
+        name=f"join-hold-{group_id}",
+        daemon=True,
+    ).start()

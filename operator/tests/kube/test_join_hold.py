@@ -1,0 +1,72 @@
+"""The watcher that releases a held join phase (the real coordinators are in tests/admin/test_admin.py)."""
+
+from __future__ import annotations
+
+from staticfleet.admin import CoordinatorUnreachable, GroupDescription, GroupNotFound, MemberDescription, Node
+from staticfleet.kube.join_hold import release_when_joined
+
+IDS = ("orders-0", "orders-1", "orders-2")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class Admin:
+    """Answers each describe with the next of `views` (the last one repeats)."""
+
+    def __init__(self, *views: frozenset[str] | Exception) -> None:
+        self.views = list(views)
+        self.describes = 0
+        self.released: list[str] = []
+        self.release_error: Exception | None = None
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        view = self.views[min(self.describes, len(self.views) - 1)]
+        self.describes += 1
+        if isinstance(view, Exception):
+            raise view
+        members = tuple(MemberDescription(f"{i}-m", i, i, "/h", None) for i in sorted(view))
+        return GroupDescription(
+            group_id, "PreparingRebalance", "consumer", "range", members, Node(1, "h", 9092)
+        )
+
+    def release_join_phase(self, group_id: str, member_id: str) -> bool:
+        if self.release_error is not None:
+            raise self.release_error
+        self.released.append(member_id)
+        return True
+
+
+def test_the_hold_is_released_as_soon_as_every_instance_has_joined() -> None:
+    clock = Clock()
+    admin = Admin(
+        GroupNotFound("not yet"),
+        frozenset({"orders-0"}),
+        frozenset({"orders-0", "orders-2"}),
+        frozenset(IDS),
+    )
+    assert release_when_joined(admin, "g", "hold-1", IDS, 60.0, poll_s=0.1, clock=clock, sleep=clock.sleep)
+    assert admin.released == ["hold-1"] and admin.describes == 4
+    assert abs(clock.now - 0.3) < 1e-9
+
+
+def test_the_hold_is_released_at_the_bound_when_an_instance_never_comes() -> None:
+    clock = Clock()
+    admin = Admin(CoordinatorUnreachable("moving"), frozenset({"orders-0", "orders-1"}))
+    assert release_when_joined(admin, "g", "hold-1", IDS, 5.0, poll_s=0.5, clock=clock, sleep=clock.sleep)
+    assert admin.released == ["hold-1"] and admin.describes == 10 and clock.now == 5.0
+
+
+def test_a_release_the_coordinator_does_not_answer_is_left_to_the_reconcile_pass() -> None:
+    clock = Clock()
+    admin = Admin(frozenset(IDS))
+    admin.release_error = CoordinatorUnreachable("gone")
+    assert not release_when_joined(admin, "g", "hold-1", IDS, 5.0, clock=clock, sleep=clock.sleep)
