@@ -12,8 +12,8 @@ import asyncio
 import datetime
 import re
 import uuid
-from collections.abc import Callable, Iterable
-from typing import Any, Final, TypeVar
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, Final, Generic, TypeVar
 
 from kio.schema.api_versions.v4 import request as api_versions_req
 from kio.schema.api_versions.v4 import response as api_versions_res
@@ -99,6 +99,7 @@ from staticfleet.coordinator import messages as m
 E = ErrorCode
 T = TypeVar("T")
 P = TypeVar("P")
+K = TypeVar("K", bound=Hashable)
 INT32_MIN: Final = i32(-(2**31))
 NULL_TOPIC_ID: Final = uuid.UUID(int=0)
 
@@ -397,40 +398,57 @@ def _join_response(
     )
 
 
-_JOIN_BODIES: dict[tuple[Any, ...], TrailingFieldBody] = {}
-_SYNC_BODIES: dict[tuple[Any, ...], TrailingFieldBody] = {}
+class _ClearedWhenFull(Generic[K, T]):
+    """Made once per key, cleared when full: old generations' keys go together and hits need no LRU upkeep."""
+
+    __slots__ = ("_entries", "_limit")
+
+    def __init__(self, limit: int) -> None:
+        self._entries: dict[K, T] = {}
+        self._limit = limit
+
+    def get(self, key: K, make: Callable[[], T]) -> T:
+        value = self._entries.get(key)
+        if value is None:
+            if len(self._entries) >= self._limit:
+                self._entries.clear()
+            value = self._entries[key] = make()
+        return value
+
+
 _BODY_CACHE_ENTRIES: Final = 256
+_BodyCache = _ClearedWhenFull[tuple[Any, ...], TrailingFieldBody]
+_JOIN_BODIES: Final = _BodyCache(_BODY_CACHE_ENTRIES)
+_SYNC_BODIES: Final = _BodyCache(_BODY_CACHE_ENTRIES)
 
 
 def _join_body(version: int, r: m.JoinGroupResponse, protocol_name: str | None) -> TrailingFieldBody:
     """A follower's JoinGroup response but its member id: the same for every follower of a generation,
     so written once per generation rather than once per member."""
     key = (version, r.error, r.generation_id, r.protocol_type, protocol_name, r.leader, r.skip_assignment)
-    body = _JOIN_BODIES.get(key)
-    if body is None:
-        if len(_JOIN_BODIES) >= _BODY_CACHE_ENTRIES:
-            _JOIN_BODIES.clear()
-        response = for_version(_join_response(r, protocol_name, ""), version)
-        body = _JOIN_BODIES[key] = TrailingFieldBody.of(response, "member_id", empty_arrays=1)
-    return body
+    return _JOIN_BODIES.get(key, lambda: _encode_join_body(version, r, protocol_name))
+
+
+def _encode_join_body(version: int, r: m.JoinGroupResponse, protocol_name: str | None) -> TrailingFieldBody:
+    response = for_version(_join_response(r, protocol_name, ""), version)
+    return TrailingFieldBody.of(response, "member_id", empty_arrays=1)
 
 
 def _sync_body(version: int, r: m.SyncGroupResponse) -> TrailingFieldBody:
     """A SyncGroup response but its assignment: the same for every member of a generation."""
     key = (version, r.error, r.protocol_type, r.protocol_name)
-    body = _SYNC_BODIES.get(key)
-    if body is None:
-        if len(_SYNC_BODIES) >= _BODY_CACHE_ENTRIES:
-            _SYNC_BODIES.clear()
-        response = sync_group_res.SyncGroupResponse(
-            throttle_time=NO_THROTTLE,
-            error_code=E(r.error),
-            protocol_type=r.protocol_type,
-            protocol_name=r.protocol_name,
-            assignment=b"",
-        )
-        body = _SYNC_BODIES[key] = TrailingFieldBody.of(for_version(response, version), "assignment")
-    return body
+    return _SYNC_BODIES.get(key, lambda: _encode_sync_body(version, r))
+
+
+def _encode_sync_body(version: int, r: m.SyncGroupResponse) -> TrailingFieldBody:
+    response = sync_group_res.SyncGroupResponse(
+        throttle_time=NO_THROTTLE,
+        error_code=E(r.error),
+        protocol_type=r.protocol_type,
+        protocol_name=r.protocol_name,
+        assignment=b"",
+    )
+    return TrailingFieldBody.of(for_version(response, version), "assignment")
 
 
 @kafka_api("sync_group", (0, 5), timed=True)
@@ -465,16 +483,18 @@ async def handle_sync_group(
     return _sync_body(request.version, r).with_field(r.assignment)
 
 
-_HEARTBEAT_BODIES: dict[tuple[int, int], EncodedBody] = {}
+# Room for every pair of version (0 to 4) and error code, so this one never clears.
+_HEARTBEAT_BODIES: Final = _ClearedWhenFull[tuple[int, int], EncodedBody](5 * len(E))
 
 
 def _heartbeat_body(version: int, error: int) -> EncodedBody:
     """Heartbeat answers are tiny and few: encode each (version, error) pair once."""
-    body = _HEARTBEAT_BODIES.get((version, error))
-    if body is None:
-        response = heartbeat_res.HeartbeatResponse(throttle_time=NO_THROTTLE, error_code=E(error))
-        body = _HEARTBEAT_BODIES[(version, error)] = encode_body(for_version(response, version))
-    return body
+    return _HEARTBEAT_BODIES.get((version, error), lambda: _encode_heartbeat_body(version, error))
+
+
+def _encode_heartbeat_body(version: int, error: int) -> EncodedBody:
+    response = heartbeat_res.HeartbeatResponse(throttle_time=NO_THROTTLE, error_code=E(error))
+    return encode_body(for_version(response, version))
 
 
 @kafka_api("heartbeat", (0, 4))

@@ -14,6 +14,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewPartitions
 
 from conformance import driver as d
+from staticfleet.broker.apis import _ClearedWhenFull
 from staticfleet.broker.server import BrokerServer, BrokerSettings
 from staticfleet.coordinator import CoordinatorConfig
 from staticfleet.coordinator.consumer_protocol import Subscription, encode_subscription
@@ -273,3 +274,21 @@ def test_delete_groups_reports_an_unknown_group_at_every_served_version(tmp_path
 
 def test_free_port_helper_binds_loopback() -> None:
     assert 0 < free_port() < 65536
+
+
+def test_the_cache_of_encoded_answers_makes_each_key_once_and_starts_over_when_full() -> None:
+    cache = _ClearedWhenFull[int, str](2)
+    made: list[int] = []
+
+    def get(key: int) -> str:
+        def make() -> str:
+            made.append(key)
+            return f"body {key}"
+
+        return cache.get(key, make)
+
+    assert [get(k) for k in (1, 2, 1, 2)] == ["body 1", "body 2"] * 2
+    assert made == [1, 2]
+    assert get(3) == "body 3"  # full: 1 and 2 are dropped
+    assert get(1) == "body 1"
+    assert made == [1, 2, 3, 1]
