@@ -67,7 +67,9 @@ from e2e.tests.operator.harness import (
 from examples.demo.fleet import (
     FLEET_KINDS,
     PLAIN_STATIC,
-    membership,
+    GroupView,
+    expected_members,
+    group_settled,
     operated,
     plain_workload,
     with_membership,
@@ -90,13 +92,6 @@ OPERATIONS = (ROLLING_RESTART, SCALE_DOWN, SCALE_UP, COORDINATOR_RESTART)
 
 
 # -- the coordinator: the embedded one or Apache Kafka ---------------------------------------------------
-
-
-@dataclass(frozen=True)
-class GroupView:
-    state: str
-    members: frozenset[str]  # instance ids of static members, member ids of dynamic ones
-    assigned: bool  # every member holds an assignment
 
 
 class Backend(Protocol):
@@ -162,14 +157,7 @@ class Embedded:
 
     def view(self, group: str) -> GroupView | None:
         data = self._group(group)
-        if data is None:
-            return None
-        members = data.get("memberList", [])
-        return GroupView(
-            state="PreparingRebalance" if data.get("rebalanceInProgress") else str(data.get("state")),
-            members=frozenset(str(m.get("instanceId") or m.get("memberId")) for m in members),
-            assigned=all(m.get("partitions") for m in members),
-        )
+        return None if data is None else GroupView.from_json(data)
 
     def rebalance_mark(self, group: str) -> int:
         """The group's generation: each rebalance's join phase raises it by one, and it is durable."""
@@ -222,7 +210,7 @@ class Kafka:
             raise
         return GroupView(
             state=found.state,
-            members=frozenset(m.instance_id or m.member_id for m in found.members),
+            members=tuple(m.instance_id or m.member_id for m in found.members),
             assigned=all(m.partitions for m in found.members),
         )
 
@@ -295,11 +283,7 @@ class Fleet:
 
     def expected(self, view: GroupView | None, replicas: int) -> bool:
         """Stable with exactly `replicas` members, each assigned: static fleets by instance id."""
-        if view is None or view.state != "Stable" or not view.assigned:
-            return False
-        if membership(self.kind) == "dynamic":
-            return len(view.members) == replicas
-        return view.members == {f"{NAME}-{i}" for i in range(replicas)}
+        return group_settled(view, expected_members(NAME, self.kind, replicas))
 
 
 class Kube:

@@ -31,7 +31,16 @@ from e2e.helpers import Kubectl, Manifest, pod_report, wait_until
 from e2e.localcluster import binaries, procs
 from e2e.localcluster.cli import read_state as read_cluster_state
 from examples.demo import fleet
-from examples.demo.fleet import FLEET_KINDS, FLEET_NAMES, PLAIN_DYNAMIC, STATICFLEET, operated, plain_workload
+from examples.demo.fleet import (
+    FLEET_KINDS,
+    FLEET_NAMES,
+    STATICFLEET,
+    GroupView,
+    expected_members,
+    group_settled,
+    operated,
+    plain_workload,
+)
 from examples.demo.summary import (
     MODES,
     OPERATIONS_FILE,
@@ -414,13 +423,6 @@ def _resource(kind: str) -> str:
     return f"{'scg' if operated(kind) else 'statefulset'}/{FLEET_NAMES[kind]}"
 
 
-def expected_members(kind: str, replicas: int) -> frozenset[str] | None:
-    """The instance ids a Stable group of `replicas` has; None for dynamic members (counted only)."""
-    if kind == PLAIN_DYNAMIC:
-        return None
-    return frozenset(f"{FLEET_NAMES[kind]}-{i}" for i in range(replicas))
-
-
 def fleet_done(
     kind: str,
     replicas: int,
@@ -432,15 +434,7 @@ def fleet_done(
     rollout: every pod of the new template). `group` is the coordinator's view (its HTTP API)."""
     if group is None or statefulset is None:
         return False
-    members = group.get("memberList") or []
-    expected = expected_members(kind, replicas)
-    found = {str(m.get("instanceId") or m.get("memberId")) for m in members}
-    in_group = (
-        group.get("state") == "Stable"
-        and not group.get("rebalanceInProgress")
-        and all(m.get("partitions") for m in members)
-        and (len(members) == replicas if expected is None else found == expected)
-    )
+    in_group = group_settled(GroupView.from_json(group), expected_members(FLEET_NAMES[kind], kind, replicas))
     status = statefulset.get("status", {})
     generation = int(statefulset.get("metadata", {}).get("generation", 0))
     pods_ready = (

@@ -7,6 +7,8 @@ Dockerfile puts them in /app).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +80,43 @@ def membership_env(kind: str) -> Manifest:
 
 
 FLEET_NAMES = {STATICFLEET: FLEET, PLAIN_STATIC: f"{FLEET}-static", PLAIN_DYNAMIC: f"{FLEET}-dynamic"}
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """A fleet's consumer group as its coordinator describes it, as much as tells an operation over."""
+
+    state: str  # PreparingRebalance while a rebalance runs, whatever the group's state
+    members: tuple[str, ...]  # instance ids of static members, member ids of dynamic ones
+    assigned: bool  # every member holds an assignment
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> GroupView:
+        """From the embedded coordinator's `/api/groups/{id}`."""
+        members = data.get("memberList") or []
+        return cls(
+            state="PreparingRebalance" if data.get("rebalanceInProgress") else str(data.get("state")),
+            members=tuple(str(m.get("instanceId") or m.get("memberId")) for m in members),
+            assigned=all(m.get("partitions") for m in members),
+        )
+
+
+def expected_members(name: str, kind: str, replicas: int) -> frozenset[str] | int:
+    """The members a settled fleet `name` of `replicas` pods has: its pods' instance ids, or for dynamic
+    members only their number."""
+    if membership(kind) == "dynamic":
+        return replicas
+    return frozenset(f"{name}-{i}" for i in range(replicas))
+
+
+def group_settled(view: GroupView | None, expected: frozenset[str] | int) -> bool:
+    """Stable with exactly the `expected` members (instance ids, or a number of dynamic members), each
+    assigned."""
+    if view is None or view.state != "Stable" or not view.assigned:
+        return False
+    if isinstance(expected, int):
+        return len(view.members) == expected
+    return frozenset(view.members) == expected
 
 
 def script(name: str, *, local: bool) -> str:

@@ -12,7 +12,15 @@ import pytest
 from e2e.helm import REPO_ROOT, Helm
 from examples.demo import fleet
 from examples.demo.driver import OPERATIONS, _fullname, fleet_done, stable_with
-from examples.demo.fleet import FLEET_KINDS, PLAIN_DYNAMIC, PLAIN_STATIC, STATICFLEET
+from examples.demo.fleet import (
+    FLEET_KINDS,
+    PLAIN_DYNAMIC,
+    PLAIN_STATIC,
+    STATICFLEET,
+    GroupView,
+    expected_members,
+    group_settled,
+)
 from examples.demo.summary import OperationLog, Outcome, compare, details, format_table, operation_rows
 
 
@@ -148,6 +156,47 @@ def test_the_demo_waits_for_the_expected_members_assigned_and_every_consumer_rea
     rolled = statefulset(3, 3, generation=5, currentRevision="b", updateRevision="b", updatedReplicas=3)
     assert fleet_done(STATICFLEET, 3, group_view(static), rolled, generation_before=4)
     assert not fleet_done(STATICFLEET, 3, group_view(static), rolled, generation_before=5)
+
+
+def test_a_group_is_settled_when_stable_with_exactly_the_expected_members_each_assigned() -> None:
+    three = expected_members("orders", STATICFLEET, 3)
+    assert three == frozenset({"orders-0", "orders-1", "orders-2"})
+    assert expected_members("orders", PLAIN_STATIC, 2) == frozenset({"orders-0", "orders-1"})
+    assert group_settled(GroupView("Stable", ("orders-2", "orders-0", "orders-1"), assigned=True), three)
+    assert not group_settled(GroupView("Stable", ("orders-0", "orders-1"), assigned=True), three)  # missing
+    extra = ("orders-0", "orders-1", "orders-2", "orders-3")
+    assert not group_settled(GroupView("Stable", extra, assigned=True), three)
+    other = ("orders-0", "orders-1", "orders-static-2")  # the right number, not the right ids
+    assert not group_settled(GroupView("Stable", other, assigned=True), three)
+    members = ("orders-0", "orders-1", "orders-2")
+    assert not group_settled(GroupView("Stable", members, assigned=False), three)
+    assert not group_settled(GroupView("CompletingRebalance", members, assigned=True), three)
+    assert not group_settled(None, three)
+    # Dynamic members have fresh ids each time they join: only their number counts.
+    assert expected_members("orders-dynamic", PLAIN_DYNAMIC, 3) == 3
+    assert group_settled(GroupView("Stable", ("c-1a", "c-2b", "c-3c"), assigned=True), 3)
+    assert not group_settled(GroupView("Stable", ("c-1a", "c-2b"), assigned=True), 3)
+    assert not group_settled(GroupView("Stable", ("c-1a", "c-2b", "c-3c", "c-4d"), assigned=True), 3)
+    assert not group_settled(GroupView("PreparingRebalance", ("c-1a", "c-2b", "c-3c"), assigned=True), 3)
+
+
+def test_the_group_view_of_the_coordinators_json_names_members_and_says_when_a_rebalance_runs() -> None:
+    data: dict[str, Any] = {
+        "state": "Stable",
+        "rebalanceInProgress": None,
+        "memberList": [
+            {"instanceId": "orders-0", "memberId": "orders-0-x", "partitions": {"orders": [0, 1]}},
+            {"instanceId": None, "memberId": "c-1a", "partitions": {"orders": [2]}},
+        ],
+    }
+    assert GroupView.from_json(data) == GroupView("Stable", ("orders-0", "c-1a"), assigned=True)
+    running = {**data, "rebalanceInProgress": {"reason": "a member joined", "startedMs": 1}}
+    assert GroupView.from_json(running).state == "PreparingRebalance"
+    unassigned = {**data, "memberList": [*data["memberList"], {"memberId": "c-2b", "partitions": {}}]}
+    assert not GroupView.from_json(unassigned).assigned
+    assert GroupView.from_json({"state": "Empty", "memberList": None}) == GroupView(
+        "Empty", (), assigned=True
+    )
 
 
 def test_the_staticconsumergroups_status_says_when_it_is_a_stable_group_of_ready_consumers() -> None:
