@@ -89,6 +89,28 @@ def test_a_pre_registration_that_did_its_job_is_withdrawn() -> None:
     assert WithdrawPreRegistration() not in plan_actions(joining).steps
 
 
+def test_a_held_join_phase_is_released_once_everyone_has_joined_before_the_group_is_stable() -> None:
+    pre = PreRegistration(("orders-0", "orders-1"), True, iso(NOW), "held", hold_member_id="hold-1")
+    assert PreRegistration.from_status(pre.to_status()) == pre
+    # Held, the group cannot become Stable: the release waits only for the members.
+    joined = group("orders-0", "orders-1", state="PreparingRebalance")
+    assert (
+        WithdrawPreRegistration()
+        in plan_actions(observed(2, 2, {0, 1}, joined, preRegistration=pre.to_status())).steps
+    )
+    joining = group("orders-0", state="PreparingRebalance")
+    assert (
+        WithdrawPreRegistration()
+        not in plan_actions(observed(2, 2, {0, 1}, joining, preRegistration=pre.to_status())).steps
+    )
+    # A pre-registration the coordinator took still waits for a Stable group.
+    taken = PreRegistration(("orders-0", "orders-1"), True, iso(NOW)).to_status()
+    assert (
+        WithdrawPreRegistration()
+        not in plan_actions(observed(2, 2, {0, 1}, joined, preRegistration=taken)).steps
+    )
+
+
 def test_the_status_plan_writes_once_with_the_events_of_the_pass() -> None:
     obs = observed(1, 3, {0, 1, 2}, group("orders-0", "orders-1", "orders-2"))
     plan = plan_actions(obs)
