@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import random
 import re
@@ -101,6 +102,7 @@ class Backend(Protocol):
 
     def view(self, group: str) -> GroupView | None: ...
     def rebalance_mark(self, group: str) -> int: ...
+    def last_rebalance_at(self, group: str) -> float | None: ...
     def create_topic(self, topic: str, partitions: int) -> None: ...
     def restart(self) -> None: ...
     def stop(self) -> None: ...
@@ -164,6 +166,12 @@ class Embedded:
         data = self._group(group) or {}
         return int(data.get("generation", 0))
 
+    def last_rebalance_at(self, group: str) -> float | None:
+        """When the group's last rebalance completed (epoch seconds), as the coordinator recorded it."""
+        last = (self._group(group) or {}).get("lastRebalance") or {}
+        completed = last.get("completedMs")
+        return int(completed) / 1000 if completed else None
+
     def create_topic(self, topic: str, partitions: int) -> None:
         _create_topic(self.bootstrap, topic, partitions)
 
@@ -175,6 +183,18 @@ class Embedded:
         if self.process is not None:
             procs.stop(self.process, grace_seconds=10)
             self.process = None
+
+
+def last_stabilized_at(broker_log: str, group: str) -> float | None:
+    """When Apache Kafka's log last says the group is Stable after a rebalance (epoch seconds; the broker
+    logs in this machine's local time)."""
+    pattern = re.compile(
+        r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] INFO .*"
+        rf"Stabilized group {re.escape(group)} generation",
+        re.MULTILINE,
+    )
+    found = pattern.findall(broker_log)
+    return datetime.strptime(found[-1], "%Y-%m-%d %H:%M:%S,%f").timestamp() if found else None
 
 
 class Kafka:
@@ -223,6 +243,12 @@ class Kafka:
         except OSError:
             return 0
         return len(pattern.findall(text))
+
+    def last_rebalance_at(self, group: str) -> float | None:
+        try:
+            return last_stabilized_at(self.broker.log_file.read_text(errors="replace"), group)
+        except OSError:
+            return None
 
     def _reset_admin(self) -> None:
         if self._admin is not None:
@@ -493,6 +519,25 @@ def parse_fleet_specs(values: Sequence[str]) -> dict[str, dict[str, Any]]:
     return found
 
 
+def cycle_moment(origin_s: float, now_s: float, cycle_s: float, fraction: float) -> float:
+    """The first moment from `now_s` on that lies `fraction` of a cycle past a multiple of `cycle_s` from
+    `origin_s`."""
+    cycles = math.ceil((now_s - origin_s) / cycle_s - fraction)
+    return origin_s + (cycles + fraction) * cycle_s
+
+
+def wait_for_phase(backend: Backend, fleet: Fleet, fraction: float, rng: random.Random) -> None:
+    """Until `fraction` of the fleet's heartbeat cycle, counted from its group's last rebalance (a random
+    moment of the cycle when the coordinator has none on record)."""
+    cycle_s = (fleet.heartbeat_ms or CLIENT_HEARTBEAT_MS) / 1000
+    origin = backend.last_rebalance_at(fleet.group)
+    if origin is None:
+        time.sleep(rng.uniform(0, cycle_s))
+        return
+    now = time.time()
+    time.sleep(max(0.0, cycle_moment(origin, now, cycle_s, fraction) - now))
+
+
 def run_operations(
     backend: Backend, kube: Kube, fleets: Sequence[Fleet], args: argparse.Namespace, run: int
 ) -> list[Sample]:
@@ -540,14 +585,15 @@ def run_operations(
         # each other in the controller manager's client rate limit (about 20 requests a second), and the
         # fleet whose StatefulSet changes last (the operated one, by a few hundred milliseconds) waits for
         # the others' pods.
-        # Each command also waits a random fraction of the longest heartbeat interval first: members
-        # learn of a rebalance from their next heartbeat, and their heartbeats keep the phase of the last
-        # rebalance, so a fixed schedule would catch every run at the same point of that cycle.
-        cycle_s = max(f.heartbeat_ms or CLIENT_HEARTBEAT_MS for f in fleets) / 1000
-        phases = random.Random(run)
+        # Members learn of a rebalance from their next heartbeat, and their heartbeats keep the phase of
+        # the group's last rebalance: where in that cycle a command lands decides how long its rebalance
+        # waits. Run i of k sends each command (i - 1/2)/k of the fleet's heartbeat interval into the
+        # cycle, so that the runs cover it evenly and their median is its middle.
+        fraction = (run - 0.5) / args.runs
+        rng = random.Random(run)
         for operation, replicas in ((SCALE_DOWN, down), (SCALE_UP, up)):
             for fleet in fleets:
-                time.sleep(phases.uniform(0, cycle_s))
+                wait_for_phase(backend, fleet, fraction, rng)
                 report(measure(backend, [fleet], scaler(replicas), operation=operation, run=run, replicas=n,
                                timeout_s=slow))  # fmt: skip
                 wait_settled(backend, [fleet], slow, strict=False)
@@ -903,9 +949,12 @@ def _doc_body(args: argparse.Namespace, summaries: Sequence[Summary], backends: 
         "`KAFKA_MEMBERSHIP=dynamic`: no instance id). Operations patch the StaticConsumerGroup or the plain "
         "StatefulSet, as `kubectl scale` and `kubectl rollout restart` do. A rolling restart goes to the "
         "three fleets one right after the other; a scale step to one fleet at a time (scaled at once, the "
-        "fleets' pods queue behind each other in the controller manager's client rate limit), sent at a "
-        "random moment within the longest heartbeat interval (members learn of a rebalance from their next "
-        "heartbeat, which keeps the phase of the last rebalance). Each fleet's "
+        "fleets' pods queue behind each other in the controller manager's client rate limit). Members "
+        "learn of a rebalance from their next heartbeat, which keeps the phase of the group's last "
+        "rebalance, so where a command lands in that cycle decides how long its rebalance waits: run i of "
+        "k sends each scale command (i - 1/2)/k of the fleet's heartbeat interval after a multiple of it "
+        "from the group's last rebalance (as the coordinator recorded it), so that the runs cover the "
+        "cycle evenly and their median is its middle. Each fleet's "
         "time runs from its own command until its group is "
         "Stable with exactly the expected members, all assigned (a rolling restart also waits for every "
         f"pod to be replaced and ready). Rebalances are counted over the operation plus {SETTLE_S:.0f} s. "
@@ -924,10 +973,11 @@ def _doc_body(args: argparse.Namespace, summaries: Sequence[Summary], backends: 
         "consuming: for staticfleet it is the operator's work and the pods' start or stop (on a scale-down "
         "the departed members are removed once their pods have stopped: gone, or in a terminal phase; on a "
         "scale-up the new instance ids are "
-        "pre-registered before the StatefulSet grows); a dynamic consumer leaves the group itself as it "
-        "stops, and plain static members are only dropped after the session timeout. A dynamic fleet's "
-        "scale step spreads over its whole heartbeat interval from run to run: where its members' "
-        "heartbeat cycle stood at the command decides how long its rebalance waits.",
+        "pre-registered before the StatefulSet grows, or on Apache Kafka the join phase held for them); "
+        "a dynamic consumer leaves the group itself as it "
+        "stops, and plain static members are only dropped after the session timeout. A fleet's scale step "
+        "therefore spreads over up to its whole heartbeat interval across the runs: 3 s for the fleets on "
+        "the client's default, whose range shows it.",
     ]
     for backend in backends:
         compared = readme_rows(summaries, backend)
@@ -936,13 +986,11 @@ def _doc_body(args: argparse.Namespace, summaries: Sequence[Summary], backends: 
     if KAFKA in backends:
         lines += [
             "",
-            "On Apache Kafka the operator's pre-registration is refused (an unknown group config), so "
-            "staticfleet's scale-up is plain static membership's; removal by LeaveGroup works the same. "
-            "Without pre-registration the operator leaves the heartbeat interval at the client's default "
-            "(a short one lets new pods that start apart cost a rebalance each), so after the removal a "
-            "scale-down's rebalance waits up to that interval for the remaining members, as a dynamic "
-            "fleet's does after its first member leaves, but only once the departed pods have stopped: "
-            "`heartbeatIntervalMs` on the StaticConsumerGroup shortens that wait.",
+            "On Apache Kafka the operator's pre-registration is refused (an unknown group config), so for "
+            "a scale-up the operator holds the join phase with Kafka's own protocol: a pending member "
+            "(KIP-394, a JoinGroup answered with MEMBER_ID_REQUIRED) that no join phase completes without, "
+            "removed the moment every new instance has joined. The staticfleet fleet therefore heartbeats "
+            "as often as on the embedded coordinator; removal by LeaveGroup works the same.",
         ]
         down = [
             s.median_s

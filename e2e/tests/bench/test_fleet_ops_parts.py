@@ -1,0 +1,53 @@
+"""The fleet benchmark's pure parts: where in a heartbeat cycle a scale command is sent, and when Apache
+Kafka last logged a group Stable."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from bench.fleet_ops import cycle_moment, last_stabilized_at
+
+BROKER_LOG = """\
+[2026-11-26 16:23:51,765] INFO [GroupCoordinator id=1 topic=__consumer_offsets partition=0] Preparing to \
+rebalance group g.fleet in state PreparingRebalance with old generation 54 (reason: explicit LeaveGroup)
+[2026-11-26 16:23:54,349] INFO [GroupCoordinator id=1 topic=__consumer_offsets partition=0] Stabilized group \
+g.fleet generation 55 with 20 members. (org.apache.kafka.coordinator.group.GroupMetadataManager)
+[2026-11-26 16:23:55,001] INFO [GroupCoordinator id=1 topic=__consumer_offsets partition=0] Stabilized group \
+other.fleet generation 3 with 2 members. (org.apache.kafka.coordinator.group.GroupMetadataManager)
+[2026-11-26 16:24:27,533] INFO [GroupCoordinator id=1 topic=__consumer_offsets partition=0] Stabilized group \
+g.fleet generation 56 with 10 members. (org.apache.kafka.coordinator.group.GroupMetadataManager)
+"""
+
+
+@pytest.mark.parametrize(
+    ("now", "fraction", "expected"),
+    [
+        (107.2, 0.5, 107.5),  # later in this cycle
+        (107.6, 0.5, 110.5),  # this cycle's moment has passed: the next one
+        (100.0, 0.0, 100.0),  # exactly on it
+        (100.1, 1 / 6, 100.5),
+        (100.6, 5 / 6, 102.5),
+    ],
+)
+def test_a_command_goes_at_the_given_fraction_of_the_next_cycle(
+    now: float, fraction: float, expected: float
+) -> None:
+    assert cycle_moment(100.0, now, 3.0, fraction) == pytest.approx(expected)
+
+
+def test_runs_cover_the_cycle_evenly() -> None:
+    runs = 3
+    moments = [cycle_moment(0.0, 10.0, 3.0, (run - 0.5) / runs) % 3.0 for run in range(1, runs + 1)]
+    assert moments == pytest.approx([0.5, 1.5, 2.5])
+
+
+def test_the_last_time_kafka_logged_the_group_stable_is_read_from_its_log() -> None:
+    expected = datetime(2026, 11, 26, 16, 24, 27, 533_000).timestamp()
+    assert last_stabilized_at(BROKER_LOG, "g.fleet") == pytest.approx(expected)
+    assert last_stabilized_at(BROKER_LOG, "other.fleet") == pytest.approx(
+        datetime(2026, 11, 26, 16, 23, 55, 1_000).timestamp()
+    )
+    assert last_stabilized_at(BROKER_LOG, "g") is None  # a prefix of a name is not the group
+    assert last_stabilized_at("", "g.fleet") is None
