@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
 import random
 import re
@@ -66,11 +65,14 @@ from e2e.tests.operator.harness import (
     free_port,
 )
 from examples.demo.fleet import (
+    CLIENT_HEARTBEAT_MS,
     FLEET_KINDS,
     PLAIN_STATIC,
     GroupView,
+    cycle_moment,
     expected_members,
     group_settled,
+    last_rebalance_at,
     operated,
     plain_workload,
     with_membership,
@@ -80,7 +82,6 @@ from staticfleet.admin.coordinator_api import fetch_group_json
 
 NAME = "fleet"
 SETTLE_S = 5.0
-CLIENT_HEARTBEAT_MS = 3_000  # librdkafka's heartbeat.interval.ms default
 POLL_S = 0.2
 README = ROOT / "README.md"
 SAVED: list[Sample] = []  # every sample of this process, in order
@@ -168,9 +169,7 @@ class Embedded:
 
     def last_rebalance_at(self, group: str) -> float | None:
         """When the group's last rebalance completed (epoch seconds), as the coordinator recorded it."""
-        last = (self._group(group) or {}).get("lastRebalance") or {}
-        completed = last.get("completedMs")
-        return int(completed) / 1000 if completed else None
+        return last_rebalance_at(self._group(group))
 
     def create_topic(self, topic: str, partitions: int) -> None:
         _create_topic(self.bootstrap, topic, partitions)
@@ -517,13 +516,6 @@ def parse_fleet_specs(values: Sequence[str]) -> dict[str, dict[str, Any]]:
             raise SystemExit(f"--fleet-spec: {kind!r} is not one of {', '.join(FLEET_KINDS)}")
         found.setdefault(kind, {}).update(json.loads(text))
     return found
-
-
-def cycle_moment(origin_s: float, now_s: float, cycle_s: float, fraction: float) -> float:
-    """The first moment from `now_s` on that lies `fraction` of a cycle past a multiple of `cycle_s` from
-    `origin_s`."""
-    cycles = math.ceil((now_s - origin_s) / cycle_s - fraction)
-    return origin_s + (cycles + fraction) * cycle_s
 
 
 def wait_for_phase(backend: Backend, fleet: Fleet, fraction: float, rng: random.Random) -> None:

@@ -36,8 +36,11 @@ from examples.demo.fleet import (
     FLEET_NAMES,
     STATICFLEET,
     GroupView,
+    cycle_moment,
     expected_members,
     group_settled,
+    heartbeat_ms,
+    last_rebalance_at,
     operated,
     plain_workload,
 )
@@ -230,6 +233,8 @@ def up(settings: Settings) -> int:
             seconds: dict[str, float] = {}
             waves = [[k] for k in FLEET_KINDS] if one_at_a_time else [list(FLEET_KINDS)]
             for wave in waves:
+                if one_at_a_time:
+                    wait_for_mid_cycle(state, wave[0])
                 began = {fleet_kind: start(fleet_kind) for fleet_kind in wave}
                 seconds |= wait_fleets(state, after, began, finished, generations)
             note("Stable with " + ", ".join(f"{k} {seconds[k]:.1f} s" for k in FLEET_KINDS))
@@ -506,6 +511,18 @@ def wait_fleets(
                 finished(kind)
         time.sleep(0.25)
     return seconds
+
+
+def wait_for_mid_cycle(state: State, kind: str) -> None:
+    """Until halfway through the fleet's heartbeat cycle, counted from its group's last rebalance: where a
+    command lands in that cycle decides how long the rebalance waits, and halfway is the typical case,
+    which the one run of each scale step shows (bench/fleet_ops.py covers the cycle over its runs)."""
+    origin = last_rebalance_at(coordinator_group(state, state.group_of(kind)))
+    statefulset = _statefulsets(state.kube(), state.namespace).get(FLEET_NAMES[kind])
+    if origin is None or statefulset is None:
+        return
+    now = time.time()
+    time.sleep(max(0.0, cycle_moment(origin, now, heartbeat_ms(statefulset) / 1000, 0.5) - now))
 
 
 def restart_pods(kubectl: Kubectl, namespace: str, kind: str) -> None:

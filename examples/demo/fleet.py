@@ -7,6 +7,7 @@ Dockerfile puts them in /app).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ PLAIN_DYNAMIC = "plain dynamic"
 FLEET_KINDS = (STATICFLEET, PLAIN_STATIC, PLAIN_DYNAMIC)
 MANAGED_BY = "app.kubernetes.io/managed-by"
 HEARTBEAT_ENV = "KAFKA_HEARTBEAT_INTERVAL_MS"
+CLIENT_HEARTBEAT_MS = 3_000  # librdkafka's heartbeat.interval.ms default
 
 
 def operated(kind: str) -> bool:
@@ -226,3 +228,29 @@ def producer(bootstrap_servers: str, *, image: str, local: bool, rate: int) -> M
             },
         },
     }
+
+
+# Members learn of a rebalance from their next heartbeat, and their heartbeats keep the phase of the
+# group's last rebalance: where in that cycle a scale command lands decides how long its rebalance waits.
+
+
+def cycle_moment(origin_s: float, now_s: float, cycle_s: float, fraction: float) -> float:
+    """The first moment from `now_s` on that lies `fraction` of a cycle past a multiple of `cycle_s` from
+    `origin_s`."""
+    cycles = math.ceil((now_s - origin_s) / cycle_s - fraction)
+    return origin_s + (cycles + fraction) * cycle_s
+
+
+def heartbeat_ms(statefulset: Mapping[str, Any]) -> int:
+    """The consumers' heartbeat interval: the one the pod template sets, else the client's default."""
+    for container in statefulset.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []):
+        for env in container.get("env", []) or []:
+            if env.get("name") == HEARTBEAT_ENV and str(env.get("value", "")).isdigit():
+                return int(env["value"])
+    return CLIENT_HEARTBEAT_MS
+
+
+def last_rebalance_at(group: Mapping[str, Any] | None) -> float | None:
+    """When the group's last rebalance completed (epoch seconds), from the coordinator's group JSON."""
+    completed = ((group or {}).get("lastRebalance") or {}).get("completedMs")
+    return int(completed) / 1000 if completed else None

@@ -1,5 +1,5 @@
-"""The fleet benchmark's pure parts: where in a heartbeat cycle a scale command is sent, and when Apache
-Kafka last logged a group Stable."""
+"""The fleet benchmark's and the demo's pure parts: where in a heartbeat cycle a scale command is sent,
+the cycle's length and origin, and when Apache Kafka last logged a group Stable."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from datetime import datetime
 
 import pytest
 
-from bench.fleet_ops import cycle_moment, last_stabilized_at
+from bench.fleet_ops import last_stabilized_at
+from examples.demo.fleet import CLIENT_HEARTBEAT_MS, cycle_moment, heartbeat_ms, last_rebalance_at
 
 BROKER_LOG = """\
 [2026-11-26 16:23:51,765] INFO [GroupCoordinator id=1 topic=__consumer_offsets partition=0] Preparing to \
@@ -51,3 +52,19 @@ def test_the_last_time_kafka_logged_the_group_stable_is_read_from_its_log() -> N
     )
     assert last_stabilized_at(BROKER_LOG, "g") is None  # a prefix of a name is not the group
     assert last_stabilized_at("", "g.fleet") is None
+
+
+def test_the_cycle_is_the_pod_templates_heartbeat_or_the_clients_default() -> None:
+    def statefulset(*env: dict[str, str]) -> dict[str, object]:
+        containers = [{"name": "consumer", "env": list(env)}]
+        return {"spec": {"template": {"spec": {"containers": containers}}}}
+
+    assert heartbeat_ms(statefulset({"name": "KAFKA_HEARTBEAT_INTERVAL_MS", "value": "250"})) == 250
+    assert heartbeat_ms(statefulset({"name": "KAFKA_GROUP_ID", "value": "g"})) == CLIENT_HEARTBEAT_MS == 3000
+    assert heartbeat_ms({}) == CLIENT_HEARTBEAT_MS
+
+
+def test_the_cycle_starts_at_the_groups_last_rebalance_as_the_coordinator_recorded_it() -> None:
+    assert last_rebalance_at({"lastRebalance": {"completedMs": 1_795_709_379_350}}) == 1_795_709_379.35
+    assert last_rebalance_at({"lastRebalance": None}) is None
+    assert last_rebalance_at(None) is None
