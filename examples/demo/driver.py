@@ -285,10 +285,10 @@ def up(settings: Settings) -> int:
     print(f"\nstaticfleet's fleet, from the same log:\n{details(rows)}")
     print(
         "\nEvery figure is measured in this run, the three fleets side by side on one coordinator (each\n"
-        "scale step sent to one fleet at a time): rebalances come from the coordinator's event log; time\n"
-        "runs from each fleet's command until its group is Stable with exactly the expected members and\n"
-        "every consumer ready. This machine's load moves the times; bench/fleet_ops.py repeats the\n"
-        "operations at N=20 (docs/benchmarks.md).\n"
+        "scale step sent to one fleet at a time, halfway through its heartbeat cycle): rebalances come\n"
+        "from the coordinator's event log; time runs from each fleet's command until its group is Stable\n"
+        "with exactly the expected members and every consumer ready. This machine's load moves the\n"
+        "times; bench/fleet_ops.py repeats the operations at N=20 (docs/benchmarks.md).\n"
     )
     if settings.results is not None:
         settings.results.write_text(

@@ -49,6 +49,11 @@ def stable_group(admin: GroupAdmin, group: str, size: int) -> GroupDescription:
     return described
 
 
+def assigned(described: GroupDescription, topic: str) -> list[int]:
+    """Every partition of `topic` the group's members hold, in order."""
+    return sorted(p for m in described.members for p in (m.partitions or {}).get(topic, []))
+
+
 def fleet(cluster: Backend, consumers: list[StaticConsumer], size: int) -> tuple[str, str]:
     group, topic = unique("admin-group"), unique("admin-topic")
     create_topic(cluster.bootstrap, topic)
@@ -67,8 +72,7 @@ def test_describe_shows_static_members_with_their_decoded_partitions(
     assert described.protocol_type == "consumer"
     assert described.protocol == "range"
     assert [m.instance_id for m in described.members] == [f"{group}-0", f"{group}-1"]
-    assigned = sorted(p for m in described.members for p in (m.partitions or {}).get(topic, []))
-    assert assigned == list(range(PARTITIONS))
+    assert assigned(described, topic) == list(range(PARTITIONS))
     assert described.coordinator.address == node.address == cluster.bootstrap
 
 
@@ -163,8 +167,7 @@ def test_a_pending_member_holds_the_join_phase_until_every_instance_has_joined(
             time.sleep(0.25)
         assert release_when_joined(admin, group, held_by, expected, bound_s=10.0)
         complete = stable_group(admin, group, 3)
-        assigned = sorted(p for m in complete.members for p in (m.partitions or {}).get(topic, []))
-        assert assigned == list(range(PARTITIONS))
+        assert assigned(complete, topic) == list(range(PARTITIONS))
         assert not admin.release_join_phase(group, held_by)  # gone already: nothing to release
 
 
