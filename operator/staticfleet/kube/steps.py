@@ -18,14 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from staticfleet.admin import (
-    AclBinding,
-    AdminError,
-    ConfigRejected,
-    GroupNotFound,
-    LagSummary,
-    RemovalReport,
-)
+from staticfleet.admin import AclBinding, AdminError, ConfigRejected, LagSummary, RemovalReport
 from staticfleet.coordinator import EXPECTED_INSTANCE_IDS as PRE_REGISTRATION_CONFIG
 from staticfleet.kube import builders, faults
 from staticfleet.kube.access import (
@@ -256,13 +249,10 @@ def _hold_join_phase(io: StepIO, ids: tuple[str, ...], now: str, refusal: Config
     spec = io.observed.spec
     refused = f"the coordinator refused pre-registration ({refusal.name})"
     protocol_type, protocol = _DEFAULT_PROTOCOL
+    group = io.observed.group.description  # read by this pass; None for a new fleet's group
+    if group is not None and group.protocol_type and group.protocol:
+        protocol_type, protocol = group.protocol_type, group.protocol
     try:
-        try:
-            group = io.admin.describe_group(spec.group_id)
-            if group.protocol_type and group.protocol:
-                protocol_type, protocol = group.protocol_type, group.protocol
-        except GroupNotFound:  # a new fleet: the JoinGroup below creates the group
-            pass
         member_id = io.admin.hold_join_phase(
             spec.group_id,
             protocol_type=protocol_type,
