@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from staticfleet.coordinator import events as ev
@@ -53,6 +54,19 @@ _JOIN: Final = 1
 _SYNC: Final = 2
 
 
+@dataclass(slots=True, eq=False)
+class _SessionExpiry:
+    """A member's session timer's task. Every member has one for as long as it lives, so it is one
+    object for the garbage collector to walk where a closure would be four (function and cells)."""
+
+    membership: Membership
+    group_id: str
+    member_id: str
+
+    def __call__(self) -> None:
+        self.membership._expire_heartbeat(self.group_id, self.member_id)
+
+
 class Membership:
     def __init__(self, state: CoordinatorState, *, rebalance_on_partition_growth: bool = False) -> None:
         self.state = state
@@ -72,12 +86,7 @@ class Membership:
         deadline = self.clock.now_ms() + timeout_ms
         if self.timers.reschedule(key, deadline):
             return
-        group_id = group.group_id
-
-        def expire_member_session() -> None:
-            self._expire_heartbeat(group_id, member_id)
-
-        self.timers.schedule(key, deadline, expire_member_session)
+        self.timers.schedule(key, deadline, _SessionExpiry(self, group.group_id, member_id))
 
     def cancel_heartbeat(self, group: ClassicGroup, member_id: str) -> None:
         self.timers.cancel((_HEARTBEAT, group.group_id, member_id))
