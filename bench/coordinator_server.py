@@ -32,13 +32,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import gc
 import os
 import statistics
 import struct
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -164,6 +166,22 @@ def _parse_join(raw: bytes) -> dict[str, Any]:
 # --- measurements ------------------------------------------------------------------------------------
 
 
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """No collection of this process's cyclic garbage inside a timed window: with 10,000 members' tasks
+    alive, one full collection stalls the load generator for tens of milliseconds, and every answer
+    that arrives meanwhile would be timed late, whichever server gave it. What is alive now is frozen
+    out of the collector's way; what the window allocates is freed as it goes or collected after."""
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.unfreeze()
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process (all its threads), from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -253,9 +271,13 @@ async def heartbeat_latency(bootstrap: str, total_members: int, seconds: float) 
                 failures += 1
             await asyncio.sleep(max(0.0, interval - (time.perf_counter() - started)))
 
-    await asyncio.gather(
-        *(member_loop(i, group, m, connections[i % len(connections)]) for i, (group, m) in enumerate(members))
-    )
+    with collector_paused():
+        await asyncio.gather(
+            *(
+                member_loop(i, group, m, connections[i % len(connections)])
+                for i, (group, m) in enumerate(members)
+            )
+        )
     for c in connections:
         c.close()
     latencies.sort()
@@ -268,11 +290,12 @@ async def rebalance_wall_time(bootstrap: str) -> float:
     """Seconds from the leader's rejoin to the last member's SyncGroup answer, 1,000 members."""
     members = await form_group(bootstrap, "rebalance", GROUP_SIZE)
     connections = [await RawConnection.open(bootstrap) for _ in members]
-    started = time.perf_counter()
-    # The leader rejoining forces a rebalance; every member rejoins with its id, as clients do when
-    # their heartbeat says REBALANCE_IN_PROGRESS.
-    await form_group_rejoin(members, connections)
-    elapsed = time.perf_counter() - started
+    with collector_paused():
+        started = time.perf_counter()
+        # The leader rejoining forces a rebalance; every member rejoins with its id, as clients do when
+        # their heartbeat says REBALANCE_IN_PROGRESS.
+        await form_group_rejoin(members, connections)
+        elapsed = time.perf_counter() - started
     for c in connections:
         c.close()
     return elapsed
