@@ -307,22 +307,16 @@ class GroupAdmin:
 
     @staticmethod
     def _leave(admin: Any, group_id: str, member_id: str) -> bool:
-        from kafka.protocol.consumer import LeaveGroupRequest
+        """Removes one member by its member id (kafka-python's LeaveGroup): True when it left, False
+        when the group had no such member. Any other error raises."""
+        from kafka.admin import MemberToRemove
 
-        async def leave(admin: Any) -> Any:
-            node_id = await admin._find_coordinator_id(group_id)
-            member = LeaveGroupRequest.MemberIdentity(member_id=member_id, group_instance_id=None)
-            request = LeaveGroupRequest(group_id=group_id, members=[member], min_version=3)
-            return await admin._manager.send(request, node_id=node_id)
-
-        response = admin._manager.run(leave, admin)
-        code = int(response.error_code)
-        if code:
+        answers = admin.remove_group_members(group_id, [MemberToRemove(member_id=member_id)])
+        error_class = answers.get(member_id)
+        code = int(error_class.errno) if error_class is not None else ErrorCode.unknown_member_id
+        if code not in (ErrorCode.none, ErrorCode.unknown_member_id):
             raise KafkaErrorResponse(code, f"leaving group {group_id}: {error_name(code)}")
-        member_code = int(response.members[0].error_code) if response.members else ErrorCode.unknown_member_id
-        if member_code not in (ErrorCode.none, ErrorCode.unknown_member_id):
-            raise KafkaErrorResponse(member_code, f"leaving group {group_id}: {error_name(member_code)}")
-        return member_code == ErrorCode.none
+        return code == ErrorCode.none
 
     # -- offsets ---------------------------------------------------------------------------------------------
 

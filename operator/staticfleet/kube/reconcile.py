@@ -45,7 +45,7 @@ from staticfleet.kube.context import OperatorContext
 from staticfleet.kube.kubeapi import ApplyConflict, KubeApi, KubeError
 from staticfleet.kube.limits import REPLICAS_ABOVE_LIMIT
 from staticfleet.kube.metrics import OperatorMetrics
-from staticfleet.kube.scaling import now_utc, parse_time
+from staticfleet.kube.scaling import PreRegistration, now_utc, parse_time
 from staticfleet.kube.spec import (
     RETAIN,
     GroupSpec,
@@ -555,10 +555,10 @@ def _finalize_members(ctx: OperatorContext, body: Manifest, claims: Mapping[str,
             raise Retry(removal_message(report, "removal incomplete"))
         with contextlib.suppress(AdminError):  # without pre-registration there is nothing to withdraw
             admin.set_group_config(spec.group_id, PRE_REGISTRATION_CONFIG, None)
-        hold = str((previous.get("preRegistration") or {}).get("holdMemberId") or "")
-        if hold:
+        pre = PreRegistration.from_status(previous.get("preRegistration"))
+        if pre is not None and pre.hold_member_id:
             with contextlib.suppress(AdminError):  # expired already, or it expires by itself
-                admin.release_join_phase(spec.group_id, hold)
+                admin.release_join_phase(spec.group_id, pre.hold_member_id)
     except (CoordinatorUnreachable, AdminError) as exc:
         if _patience_left(body):
             raise Retry(f"cannot remove the members yet: {exc}") from exc

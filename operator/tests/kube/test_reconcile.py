@@ -394,6 +394,19 @@ def test_deletion_waits_for_the_pods_then_removes_every_member() -> None:
     assert reasons(kube) == ["MembersRemoved"]
 
 
+def test_deletion_releases_a_join_phase_the_operator_still_holds() -> None:
+    kube, admin, ctx = steady(2)
+    kube.group["status"]["preRegistration"] = {
+        "instanceIds": ["orders-2"],
+        "result": "Rejected",
+        "setAt": "2026-01-01T00:00:00Z",
+        "holdMemberId": "staticfleet-admin-7",
+    }
+    kube.set_pods()
+    finalize(ctx, kube.group, {})
+    assert admin.released == ["staticfleet-admin-7"]
+
+
 def test_deletion_with_retain_leaves_the_group_alone() -> None:
     kube, admin, ctx = steady(2)
     kube.group["spec"]["deletionPolicy"] = "Retain"
