@@ -69,15 +69,12 @@ class Fleet:
     def generation(self) -> int:
         return int(self.group()["generation"])
 
-    def pods(self) -> set[str]:
+    def pods(self, may_run_only: bool = False) -> set[str]:
+        """The fleet's pods; with `may_run_only`, less those stopped for good (a terminal phase), which
+        the operator counts as gone when it removes their members: such a pod's object may outlast its
+        removal by a moment."""
         pods = self.kubectl.items("pods", self.namespace, "-l", f"staticfleet.io/group={FLEET}")
-        return {p["metadata"]["name"] for p in pods}
-
-    def pods_that_may_run(self) -> set[str]:
-        """The pods less those stopped for good (a terminal phase), which the operator counts as gone
-        when it removes their members: such a pod's object may outlast its removal by a moment."""
-        pods = self.kubectl.items("pods", self.namespace, "-l", f"staticfleet.io/group={FLEET}")
-        return {p["metadata"]["name"] for p in pods if consumer_may_run(p)}
+        return {p["metadata"]["name"] for p in pods if not may_run_only or consumer_may_run(p)}
 
     def wait_stable(self, replicas: int, timeout: float = 240) -> Manifest:
         def probe() -> Manifest | None:
@@ -108,7 +105,7 @@ class Fleet:
         group = self.group()
         assert group["state"] == "Stable"
         assert instance_ids(group) == expected
-        assert self.pods_that_may_run() == expected
+        assert self.pods(may_run_only=True) == expected
         assert assigned_partitions(group) == PARTITIONS
 
 

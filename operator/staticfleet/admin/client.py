@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -248,9 +248,7 @@ class GroupAdmin:
             answers: dict[str, Any] = admin.remove_group_members(group_id, members)
             results = []
             for instance_id in ids:
-                error_class = answers.get(instance_id)
-                code = int(getattr(error_class, "errno", -1)) if error_class is not None else -1
-                results.append(MemberRemoval(instance_id, code))
+                results.append(MemberRemoval(instance_id, _answer_code(answers, instance_id, -1)))
             return RemovalReport(group_id, tuple(results))
 
         return self._call(f"removing {', '.join(ids)} from group {group_id}", run)
@@ -312,8 +310,7 @@ class GroupAdmin:
         from kafka.admin import MemberToRemove
 
         answers = admin.remove_group_members(group_id, [MemberToRemove(member_id=member_id)])
-        error_class = answers.get(member_id)
-        code = int(error_class.errno) if error_class is not None else ErrorCode.unknown_member_id
+        code = _answer_code(answers, member_id, ErrorCode.unknown_member_id)
         if code not in (ErrorCode.none, ErrorCode.unknown_member_id):
             raise KafkaErrorResponse(code, f"leaving group {group_id}: {error_name(code)}")
         return code == ErrorCode.none
@@ -587,3 +584,10 @@ def natural_key(text: str) -> tuple[Any, ...]:
     import re
 
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
+
+
+def _answer_code(answers: Mapping[str, Any], key: str, absent: int) -> int:
+    """The error code kafka-python's `remove_group_members` gave one member (its answers map the member
+    to an error class); `absent` when the answer does not name it."""
+    error_class = answers.get(key)
+    return int(getattr(error_class, "errno", -1)) if error_class is not None else absent
