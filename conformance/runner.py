@@ -11,11 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conformance import recorded
-from conformance.backends import BACKEND_KINDS, STATICFLEET, BackendPool, staticfleet_supports
-from conformance.scenario import Outcome, Scenario, ScenarioContext
+from conformance.backends import BACKEND_KINDS, STATICFLEET, Backend, BackendPool, staticfleet_supports
+from conformance.scenario import Outcome, Scenario, ScenarioContext, SetUpRaced
 
 SCENARIO_TIMEOUT_S = 120.0
 DEFAULT_CONCURRENCY = 6
+SET_UP_ATTEMPTS = 3
+"""Runs of a scenario whose set-up raced (`SetUpRaced`) before it counts as failed."""
 
 
 @dataclass
@@ -26,6 +28,8 @@ class Result:
     error: str | None = None
     seconds: float = 0.0
     backend_version: str = ""
+    set_up_races: int = 0
+    """Runs started again because their set-up raced."""
 
 
 def runs_on(kind: str, scenario: Scenario) -> bool:
@@ -73,16 +77,28 @@ class ConformanceRun:
                     backend = await self.pool.shared(kind, scenario.settings)
                 started = time.monotonic()
                 result.backend_version = backend.version
-                context = ScenarioContext(backend, scenario)
                 try:
-                    result.outcome = await asyncio.wait_for(scenario.run(context), SCENARIO_TIMEOUT_S)
+                    result.outcome = await self._outcome(scenario, backend, result)
                 finally:
-                    await context.close()
                     await self.pool.release(backend)
             except Exception:
                 result.error = traceback.format_exc()
             result.seconds = time.monotonic() - started
         self.results[kind][scenario.name] = result
+
+    @staticmethod
+    async def _outcome(scenario: Scenario, backend: Backend, result: Result) -> Outcome:
+        """The scenario's outcome, each run on a new context (a new group), again while its set-up races."""
+        while True:
+            context = ScenarioContext(backend, scenario)
+            try:
+                return await asyncio.wait_for(scenario.run(context), SCENARIO_TIMEOUT_S)
+            except SetUpRaced:
+                result.set_up_races += 1
+                if result.set_up_races >= SET_UP_ATTEMPTS:
+                    raise
+            finally:
+                await context.close()
 
     def close(self) -> None:
         self.pool.stop_all()

@@ -433,15 +433,30 @@ class Member:
 # Shared set-ups
 
 
+class SetUpRaced(Exception):
+    """A set-up's members were meant to join one generation, but the join phase ended before the last of
+    them arrived: on a loaded machine a join can come later than the group's initial rebalance delay
+    after the one before it. The scenario is worth running again (with a new group); its outcome says
+    nothing about the backend."""
+
+
 async def join_all(
     ctx: ScenarioContext, members: Sequence[Member], *, version: int = 9
 ) -> list[d.JoinResult]:
-    """Joins members in order (each one arrives after the previous is registered) and awaits them all."""
+    """Joins members in order (each one arrives after the previous is registered) and awaits them all.
+    Those answered without an error must share one generation (else `SetUpRaced`)."""
     pending = []
     for i, member in enumerate(members):
         pending.append(member.join(version))
         await ctx.wait_members(i + 1, group=member.group)
-    return [await p.result() for p in pending]
+    results = [await p.result() for p in pending]
+    generations = sorted({result.generation for result in results if result.ok})
+    if len(generations) > 1:
+        raise SetUpRaced(
+            f"members joined generations {generations} of {ctx.norm.text(members[0].group or ctx.group)}, "
+            "not one: a join arrived after the join phase had ended"
+        )
+    return results
 
 
 def partition_plan(ctx: ScenarioContext, leader: d.JoinResult) -> list[tuple[str, bytes]]:
