@@ -9,7 +9,7 @@ from pathlib import Path
 from conformance.backends import STATICFLEET
 from conformance.kafka_broker import GroupSettings
 from conformance.runner import SET_UP_ATTEMPTS, ConformanceRun, Result
-from conformance.scenario import Outcome, Scenario, ScenarioContext, join_all
+from conformance.scenario import Outcome, Scenario, ScenarioContext, ScenarioFn, join_all
 
 # No initial rebalance delay: a brand-new group's first join phase ends with its first member.
 NO_DELAY = GroupSettings(initial_rebalance_delay_ms=0)
@@ -34,8 +34,8 @@ def _run(tmp_path: Path, scenario: Scenario) -> Result:
         run.close()
 
 
-def _scenario(name: str, fn: object) -> Scenario:
-    return Scenario(name, "a set-up that races", "none", fn, NO_DELAY)  # type: ignore[arg-type]
+def _scenario(name: str, fn: ScenarioFn) -> Scenario:
+    return Scenario(name, "a set-up that races", "none", fn, NO_DELAY)
 
 
 def test_a_set_up_that_always_races_fails_after_its_attempts(tmp_path: Path) -> None:
