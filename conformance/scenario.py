@@ -453,7 +453,7 @@ async def join_all(
     generations = sorted({result.generation for result in results if result.ok})
     if len(generations) > 1:
         raise SetUpRaced(
-            f"members joined generations {generations} of {ctx.norm.text(members[0].group or ctx.group)}, "
+            f"members joined generations {generations} of {ctx.norm.text(members[0].group)}, "
             "not one: a join arrived after the join phase had ended"
         )
     return results
