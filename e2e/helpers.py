@@ -96,9 +96,13 @@ class Cluster:
         return claim_dir(self.run_dir(), namespace, claim)
 
 
-def pod_report(kubectl: Kubectl, namespaces: Iterable[str], log_lines: int = 40) -> str:
+def pod_report(
+    kubectl: Kubectl, namespaces: Iterable[str], log_lines: int = 40, every_event: bool = False
+) -> str:
     """Each pod's phase, container states and last log lines (and the previous container's, after a
-    restart), and the namespace's warning events: what a failure in the image looks like from outside."""
+    restart), and the namespace's warning events: what a failure in the image looks like from outside.
+    With `every_event`, all of the namespace's events in time order instead: when each pod was killed,
+    scheduled and started, for a failure that depends on how long a pod took to come back."""
     lines: list[str] = []
     for namespace in namespaces:
         try:
@@ -122,10 +126,14 @@ def pod_report(kubectl: Kubectl, namespaces: Iterable[str], log_lines: int = 40)
                     label = "previous log" if previous else "log"
                     body = (done.stdout or done.stderr).rstrip()
                     lines.append(f"    {label}:\n" + "\n".join(f"      {line}" for line in body.splitlines()))
-        done = kubectl.run(
-            "get", "events", "-n", namespace, "--field-selector=type=Warning",
-            "-o", "custom-columns=OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message", check=False,
-        )  # fmt: skip
+        columns = "OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message"
+        if every_event:
+            timed = f"FIRST:.firstTimestamp,LAST:.lastTimestamp,COUNT:.count,{columns}"
+            query = ["--sort-by=.lastTimestamp", "-o", f"custom-columns={timed}"]
+        else:
+            query = ["--field-selector=type=Warning", "-o", f"custom-columns={columns}"]
+        done = kubectl.run("get", "events", "-n", namespace, *query, check=False)
         if done.stdout.strip():
-            lines.append(f"--- warning events in {namespace}:\n{done.stdout.rstrip()}")
+            kind = "events" if every_event else "warning events"
+            lines.append(f"--- {kind} in {namespace}:\n{done.stdout.rstrip()}")
     return "\n".join(lines)

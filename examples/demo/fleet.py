@@ -35,6 +35,10 @@ FLEET_KINDS = (STATICFLEET, PLAIN_STATIC, PLAIN_DYNAMIC)
 MANAGED_BY = "app.kubernetes.io/managed-by"
 HEARTBEAT_ENV = "KAFKA_HEARTBEAT_INTERVAL_MS"
 CLIENT_HEARTBEAT_MS = 3_000  # librdkafka's heartbeat.interval.ms default
+# The fleets' session timeout: Kafka's and librdkafka's default, short enough for the plain static fleet's
+# scale-down (which waits it out) to fit the demo, long enough that a pod replaced by a rollout on a busy
+# node (three fleets rolling at once on two cores) comes back within it.
+SESSION_TIMEOUT_MS = 45_000
 
 
 def operated(kind: str) -> bool:
@@ -164,7 +168,7 @@ def consumer_fleet(
     image: str,
     local: bool,
     kind: str = STATICFLEET,
-    session_timeout_ms: int = 30_000,
+    session_timeout_ms: int = SESSION_TIMEOUT_MS,
 ) -> Manifest:
     """A StaticConsumerGroup of the example consumer, keeping its per-partition state on a claim; `kind`
     chooses the consumer's membership and the fleet's name (FLEET_KINDS). The plain kinds run as

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e.helpers import Cluster
+from e2e.helpers import Cluster, pod_report
 
 from .support import RELEASE, RELEASE_NAMESPACE, REPO_ROOT, Shell
 
@@ -48,6 +48,22 @@ def test_the_demo_on_kind_prints_one_rebalance_per_operation_and_none_for_a_roll
     )
     try:
         assert done.returncode == 0, done.stdout + done.stderr
+        _assert_outcomes(results, done.stdout, cluster, namespace)
+    finally:
+        down = [*argv[:3], "down", *argv[4:6], "--keep-namespace"]
+        stopped = subprocess.run(
+            down, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
+        )
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert not cluster.kubectl.items("staticconsumergroups", namespace)
+    assert cluster.kubectl.get_or_none("ClusterRole", f"{release}-staticfleet-operator", "default") is None
+
+
+def _assert_outcomes(results: Path, stdout: str, cluster: Cluster, namespace: str) -> None:
+    """The demo's table: one rebalance per operation and none for a rollout. On failure, the fleets' pods
+    and the namespace's events in time order (a rollout costs a rebalance when a pod takes longer than
+    the session timeout to come back; the events say which step of its restart took the time)."""
+    try:
         rows = {row["label"]: row["outcomes"] for row in json.loads(results.read_text())["rows"]}
         assert list(rows) == ["create 0 -> 3", "rolling restart of 3", "scale 3 -> 1", "scale 1 -> 4"]
         ours = {label: outcomes["staticfleet"] for label, outcomes in rows.items()}
@@ -58,13 +74,8 @@ def test_the_demo_on_kind_prints_one_rebalance_per_operation_and_none_for_a_roll
         assert ours["scale 1 -> 4"]["rebalances"] == 1
         assert rows["rolling restart of 3"]["plain static"]["rebalances"] == 0
         assert rows["rolling restart of 3"]["plain dynamic"]["rebalances"] >= 1
-        assert "staticfleet against plain dynamic" in done.stdout
-        assert "The demo keeps running" in done.stdout
-    finally:
-        down = [*argv[:3], "down", *argv[4:6], "--keep-namespace"]
-        stopped = subprocess.run(
-            down, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
-        )
-        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
-    assert not cluster.kubectl.items("staticconsumergroups", namespace)
-    assert cluster.kubectl.get_or_none("ClusterRole", f"{release}-staticfleet-operator", "default") is None
+        assert "staticfleet against plain dynamic" in stdout
+        assert "The demo keeps running" in stdout
+    except AssertionError as failure:
+        report = pod_report(cluster.kubectl, [namespace], log_lines=200, every_event=True)
+        raise AssertionError(f"{failure}\n{report}") from None
