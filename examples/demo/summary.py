@@ -109,6 +109,7 @@ class Outcome:
     partitions_moved: int | None
     restarts_absorbed: int
     members_removed: int
+    members_expired: int = 0  # sessions that ran out: in a rollout, a pod that came back too late
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,7 @@ def _outcome(operation: dict[str, Any]) -> Outcome:
         partitions_moved=None if moved is None else int(moved),
         restarts_absorbed=_int(operation.get("restarts_absorbed")),
         members_removed=_int(operation.get("removed")),
+        members_expired=_int(operation.get("expired")),
     )
 
 
@@ -209,9 +211,12 @@ def details(rows: Sequence[Row], kind: str = STATICFLEET) -> str:
     for row in rows:
         outcome = row.outcomes[kind]
         moved = "-" if outcome.partitions_moved is None else str(outcome.partitions_moved)
+        expired = outcome.members_expired
+        # Named only when it happened: why a rollout cost a rebalance (a session ran out).
+        expiries = f", {expired} member{'' if expired == 1 else 's'} expired" if expired else ""
         lines.append(
             f"  {row.label}: {moved} partitions moved, {outcome.restarts_absorbed} restarts absorbed, "
-            f"{outcome.members_removed} members removed"
+            f"{outcome.members_removed} members removed{expiries}"
         )
     return "\n".join(lines)
 

@@ -99,6 +99,11 @@ def test_rows_come_from_the_analysis_and_every_column_is_computed() -> None:
     assert restart.endswith("5 fewer rebalances, 8.9 s faster")
     assert "0 partitions moved" not in details(rows)
     assert "scale 3 -> 1: 4 partitions moved, 0 restarts absorbed, 2 members removed" in details(rows)
+    # Expiries are named where they happened (why an operation cost a rebalance), and only there.
+    assert "expired" not in details(rows)
+    assert rows[0].outcomes[PLAIN_STATIC].members_expired == 2
+    plain = details(rows, PLAIN_STATIC).splitlines()[0]
+    assert plain.endswith(": 4 partitions moved, 0 restarts absorbed, 0 members removed, 2 members expired")
 
 
 def test_a_run_where_dynamic_membership_did_better_is_shown_as_such() -> None:
