@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime as dt
 import hashlib
 import json
 import math
@@ -40,19 +41,22 @@ CACHE = Path(os.environ.get("STATICFLEET_CACHE", Path.home() / ".cache" / "stati
 # all five scenarios, the mean of the three modes.
 LINES_PER_GROUP_ROUND = 52.7
 BENCH_GROUPS_PER_MODE = 1_000
+TARGET_SECONDS = 80  # the 10M-event log on local[2], median of the runs
 COMPARISON = SimulationParams(groups=20, members=6, partitions=12, rounds=2, seed=7)
 
 
-def simulated_log(params: SimulationParams) -> tuple[Path, dict[str, Any]]:
-    """The simulated log for these parameters, from the cache or made now."""
+def simulated_log(params: SimulationParams) -> tuple[Path, dict[str, Any], str | None]:
+    """The simulated log for these parameters, from the cache or made now, and the day a cached log was
+    made (None when it is made now): its wall time is that day's, not this run's."""
     key = hashlib.sha256(json.dumps(dataclasses.asdict(params), sort_keys=True).encode()).hexdigest()[:16]
     directory = CACHE / key
     marker = directory / "_simulation.json"
     if marker.exists():
-        return directory, json.loads(marker.read_text())
+        made = dt.datetime.fromtimestamp(marker.stat().st_mtime, dt.UTC).date().isoformat()
+        return directory, json.loads(marker.read_text()), made
     shutil.rmtree(directory, ignore_errors=True)
     report = simulate(params, directory)
-    return directory, report.as_json()
+    return directory, report.as_json(), None
 
 
 def bench_params(events: int, workers: int) -> SimulationParams:
@@ -87,10 +91,12 @@ def _fresh_run(inputs: Path, out: Path, driver_memory: str) -> tuple[float, dict
 def benchmark(events: int, workers: int, driver_memory: str, runs: int) -> None:
     params = bench_params(events, workers)
     print(f"simulating ~{events:,} events: {params.groups} groups per mode, {params.rounds} rounds")
-    log_dir, simulation = simulated_log(params)
+    log_dir, simulation, cached_from = simulated_log(params)
     input_bytes = sum(p.stat().st_size for p in log_dir.rglob("*.jsonl"))
     lines = simulation["events"] + simulation["operator_events"]
-    print(f"simulated {lines:,} lines ({input_bytes / 1e9:.2f} GB) in {simulation['wall_seconds']:.0f} s")
+    made = f" (on {cached_from}, reused from the cache)" if cached_from else ""
+    size = f"{input_bytes / 1e9:.2f} GB"
+    print(f"simulated {lines:,} lines ({size}) in {simulation['wall_seconds']:.0f} s{made}")
     measured = []
     for run in range(runs):
         with tempfile.TemporaryDirectory(prefix="staticfleet-bench-analytics-") as out:
@@ -112,14 +118,15 @@ def benchmark(events: int, workers: int, driver_memory: str, runs: int) -> None:
         [
             "simulate: wall time, events/s",
             f"{simulation['wall_seconds']:.0f} s, {simulation['events_per_second']:,.0f} /s",
-            f"{params.workers} worker processes",
+            f"{params.workers} worker processes"
+            + (f"; simulated on {cached_from}, the log reused from the cache" if cached_from else ""),
         ],
         ["input size (JSON lines)", f"{input_bytes / 1e9:.2f} GB", ""],
         [
             "analyze: wall time (local[2], incl. writing every output)",
             f"{seconds:.1f} s",
             f"median of {runs} runs, each in a new JVM ({', '.join(f'{s:.1f}' for s in all_seconds)} s); "
-            f"target < 120 s: {'met' if seconds < 120 else 'not met'}",
+            f"target < {TARGET_SECONDS} s: {'met' if seconds < TARGET_SECONDS else 'not met'}",
         ],
         ["analyze: events/s", f"{rate:,.0f} /s", ""],
         [
