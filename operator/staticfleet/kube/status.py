@@ -17,6 +17,7 @@ from staticfleet.admin.client import natural_key
 from staticfleet.admin.coordinator_api import CoordinatorGroupView
 from staticfleet.admin.model import GroupDescription, LagSummary
 from staticfleet.coordinator import GroupState
+from staticfleet.coordinator.events import REASON_SESSION_TIMEOUT
 from staticfleet.kube.builders import pod_ordinal, selector_string
 from staticfleet.kube.scaling import Blocked, PreRegistration, ScaleDownState, iso, parse_time
 from staticfleet.kube.spec import GroupSpec, Manifest
@@ -311,6 +312,15 @@ def _group_status(
                 if last is not None
                 else f"generation {view.generation}"
             )
+            if (
+                last is not None
+                and last.reason == REASON_SESSION_TIMEOUT
+                and rolling_update(inputs.statefulset)
+            ):
+                detail += (
+                    "; a session ran out during the rolling update (a replaced pod that does not rejoin "
+                    f"within sessionTimeoutMs, {inputs.spec.session_timeout_ms} ms, costs a rebalance)"
+                )
             events.append(
                 EventSpec(
                     "Normal",
@@ -353,6 +363,15 @@ def _group_status(
     return {k: v for k, v in out.items() if v is not None}, events
 
 
+def rolling_update(statefulset: Manifest | None) -> bool:
+    """Whether the StatefulSet is replacing pods: a template change not yet rolled out to every pod."""
+    status = (statefulset or {}).get("status", {}) or {}
+    return bool(statefulset) and (
+        status.get("currentRevision") != status.get("updateRevision")
+        or int(status.get("updatedReplicas", 0) or 0) < int(status.get("replicas", 0) or 0)
+    )
+
+
 def compute_status(inputs: StatusInputs) -> StatusResult:
     spec, now, gen = inputs.spec, inputs.now, inputs.generation
     previous_conditions: list[Mapping[str, Any]] = list(inputs.previous.get("conditions") or [])
@@ -370,10 +389,7 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
     expected_ids = set(spec.instance_ids(0, spec.replicas))
     fenced = fenced_pods(inputs.pods, now)
 
-    rolling = bool(sts) and (
-        sts_status.get("currentRevision") != sts_status.get("updateRevision")
-        or int(sts_status.get("updatedReplicas", 0) or 0) < current_replicas
-    )
+    rolling = rolling_update(inputs.statefulset)
     stable = state is GroupState.STABLE or (
         spec.replicas == 0 and (state in (GroupState.EMPTY, GroupState.DEAD) or state_text == NOT_FOUND)
     )

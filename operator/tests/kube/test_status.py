@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -194,6 +195,37 @@ def test_the_coordinator_api_supplies_generation_rebalances_and_the_last_rebalan
         and "generation 2" in observed[0].message
         and "member-removed" in observed[0].message
     )
+
+
+def test_a_session_that_ran_out_during_a_rolling_update_is_explained_in_the_event() -> None:
+    def expired(rebalances: int, generation: int) -> CoordinatorGroupView:
+        record = RebalanceRecord(
+            generation, "session-timeout", started_ms=1_000, completed_ms=1_300, members=2
+        )
+        return replace(view(rebalances, generation), last_rebalance=record)
+
+    def observed(sts: dict[str, Any]) -> list[str]:
+        first = compute_status(
+            inputs(statefulset=sts, group=GroupObservation(description=members(3), view=view(1, 1)))
+        )
+        second = compute_status(
+            inputs(
+                statefulset=sts,
+                group=GroupObservation(description=members(2), view=expired(2, 2)),
+                previous=first.status,
+            )
+        )
+        return [e.message for e in second.events if e.reason == "RebalanceObserved"]
+
+    rolling = statefulset(3)
+    rolling["status"]["updateRevision"] = "r2"
+    [during] = observed(rolling)
+    assert "reason session-timeout" in during
+    timeout = group_spec(replicas=3).session_timeout_ms
+    assert "during the rolling update" in during and f"sessionTimeoutMs, {timeout} ms" in during
+    # Outside a rollout an expiry is only reported: a crash or a stalled consumer is no pod coming back.
+    [outside] = observed(statefulset(3))
+    assert "reason session-timeout" in outside and "rolling update" not in outside
 
 
 def test_the_shown_count_survives_a_restart_of_the_coordinator() -> None:
