@@ -121,7 +121,7 @@ def benchmark(events: int, workers: int, driver_memory: str, runs: int) -> None:
             f"{params.workers} worker processes"
             + (f"; simulated on {cached_from}, the log reused from the cache" if cached_from else ""),
         ],
-        ["input size (JSON lines)", f"{input_bytes / 1e9:.2f} GB", ""],
+        ["input size (JSON lines)", size, ""],
         [
             "analyze: wall time (local[2], incl. writing every output)",
             f"{seconds:.1f} s",

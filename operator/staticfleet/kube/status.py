@@ -263,7 +263,7 @@ def rebalances_total(shown: Any, last_seen: Any, reported: int) -> int:
 
 
 def _group_status(
-    inputs: StatusInputs, entries: list[dict[str, Any]]
+    inputs: StatusInputs, entries: list[dict[str, Any]], rolling: bool
 ) -> tuple[dict[str, Any], list[EventSpec]]:
     group, previous = inputs.group, dict(inputs.previous.get("group") or {})
     events: list[EventSpec] = []
@@ -312,11 +312,7 @@ def _group_status(
                 if last is not None
                 else f"generation {view.generation}"
             )
-            if (
-                last is not None
-                and last.reason == REASON_SESSION_TIMEOUT
-                and rolling_update(inputs.statefulset)
-            ):
+            if rolling and last is not None and last.reason == REASON_SESSION_TIMEOUT:
                 detail += (
                     "; a session ran out during the rolling update (a replaced pod that does not rejoin "
                     f"within sessionTimeoutMs, {inputs.spec.session_timeout_ms} ms, costs a rebalance)"
@@ -382,14 +378,14 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
     entries = (
         member_entries(inputs.group) if inputs.group.reachable else list(inputs.previous.get("members") or [])
     )
-    group_status, events = _group_status(inputs, entries)
+    rolling = rolling_update(inputs.statefulset)
+    group_status, events = _group_status(inputs, entries, rolling)
     state_text = str(group_status.get("state"))
     state = parse_state(state_text)
     member_ids = inputs.group.instance_ids
     expected_ids = set(spec.instance_ids(0, spec.replicas))
     fenced = fenced_pods(inputs.pods, now)
 
-    rolling = rolling_update(inputs.statefulset)
     stable = state is GroupState.STABLE or (
         spec.replicas == 0 and (state in (GroupState.EMPTY, GroupState.DEAD) or state_text == NOT_FOUND)
     )
