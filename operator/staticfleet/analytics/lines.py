@@ -308,8 +308,8 @@ def _member_keys(member: Column) -> Column:
     """A member's assignment as numbers: a key for each of its partitions, the 64-bit hash of the topic
     plus the partition, and a 64-bit hash of its owner (the instance id, else the member id). A
     (partition, owner) pair is then the key xor the owner's hash: numbers keep the comparison of two
-    generations to arrays of longs, with one hash of a text per topic and member, none per
-    partition."""
+    generations to arrays of longs, and the only texts hashed are the topic's and the owner's, never a
+    text made for each partition."""
     owner = F.coalesce(member["instance_id"], member["member_id"])
     keys = F.flatten(
         F.transform(

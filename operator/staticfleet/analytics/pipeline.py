@@ -3,6 +3,8 @@
 Steps: every input line is read once and cached with a status, so lines that did not parse are kept
 (in the `rejected` table) and counted; the tables are computed from that cache, written, and read back,
 so nothing is computed twice; small aggregates are collected for the summary, charts and report.
+Work that does not depend on other work still running is started at once (`_together`), so that
+Spark's tasks keep every core busy while the driver plans the next query.
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -85,6 +88,17 @@ UNIQUE_VALUED = {
 one for each, look every value up in it and give it up at the end of the first page."""
 
 
+def _together(*work: Callable[[], Any]) -> list[Any]:
+    """Run these at once and return what each returned. Their Spark jobs share the cores: one job's
+    tasks fill what another leaves idle (its driver planning and compiling a query, or waiting on the
+    last task of a stage)."""
+    if len(work) == 1:
+        return [work[0]()]
+    with ThreadPoolExecutor(max_workers=len(work)) as pool:
+        started = [pool.submit(each) for each in work]
+        return [future.result() for future in started]
+
+
 def _parquet_options(table: str) -> dict[str, str]:
     return {f"parquet.enable.dictionary#{column}": "false" for column in UNIQUE_VALUED.get(table, ())}
 
@@ -152,7 +166,12 @@ def analyze(
     # Without rejected lines the table is written empty (with its columns) without a scan.
     everything_ok = set(census.lines) == {s.OK}
     rejected_lines = replace(lines, frame=lines.frame.limit(0)) if everything_ok else lines
-    rejected = save(read_lines.rejected(spark, rejected_lines, census), "rejected")
+    # Nothing but the report reads the rejected lines: they are written while the tables are made.
+    background = ThreadPoolExecutor(max_workers=1)
+    rejected_saved = background.submit(
+        lambda: save(read_lines.rejected(spark, rejected_lines, census), "rejected")
+    )
+    background.shutdown(wait=False)
     valid = read_lines.analysed(lines)
     with timer.step("operations"):
         numbers = tables.group_numbers(valid).persist(StorageLevel.MEMORY_AND_DISK)
@@ -165,29 +184,30 @@ def analyze(
         windows = windows.persist(StorageLevel.MEMORY_AND_DISK)
         windows.count()
         numbers.unpersist()
-    with timer.step("rebalances"):
+    with timer.step("rebalances and membership"):
         rebalance_rows = tables.rebalance_pass(positioned, windows)
-        rebalances = save(tables.rebalances(rebalance_rows, ids), "rebalances")
-    with timer.step("membership"):
         attributed = tables.attribute(tables.membership(positioned), "ts", windows)
-        membership = save(tables.membership_table(attributed, ranks, ids), "membership")
-    with timer.step("operations table"):
-        operations = save(tables.operations_table(windows, rebalances, membership), "operations")
-    with timer.step("groups"):
-        groups = save(tables.groups_table(stats, rebalances, membership, operations), "groups")
+        rebalances, membership = _together(
+            lambda: save(tables.rebalances(rebalance_rows, ids), "rebalances"),
+            lambda: save(tables.membership_table(attributed, ranks, ids), "membership"),
+        )
+    with timer.step("operations and groups"):
+        operations, groups = _together(
+            lambda: save(tables.operations_table(windows, rebalances, membership), "operations"),
+            lambda: save(tables.groups_table(stats, rebalances, membership, windows), "groups"),
+        )
         windows.unpersist()
         ids.unpersist()
         stats.unpersist()
     with timer.step("summary"):
-        completed = operations.filter(F.col("status") == tables.COMPLETED).count()
-        orphans = tables.completions_without_start(census.by_type, completed)
-        summary = _summary(sources, census.lines, census.by_type, rebalances, groups, operations, orphans)
-    with timer.step("charts"):
-        made = _charts(positioned, rebalances, groups, operations, summary, options)
-    files = {f"{chart.name}.png": chart.png for chart in made}
-    with timer.step("report"):
-        page = _report(summary, rejected, rebalances, groups, operations, made, options)
-        files[REPORT_FILE] = page.encode("utf-8")
+        summary = _summary(sources, census.lines, census.by_type, rebalances, groups, operations)
+    with timer.step("charts and report"):
+        made, items = _together(
+            lambda: _charts(positioned, rebalances, groups, operations, summary, options),
+            lambda: _report_tables(summary, rejected_saved.result(), rebalances, groups, operations, options),
+        )
+        files = {f"{chart.name}.png": chart.png for chart in made}
+        files[REPORT_FILE] = _report(summary, items, made).encode("utf-8")
     summary["outputs"] = {
         "tables": {name: name for name in TABLES},
         "charts": {
@@ -217,30 +237,34 @@ def _summary(
     rebalances: DataFrame,
     groups: DataFrame,
     operations: DataFrame,
-    orphan_operations: int,
 ) -> dict[str, Any]:
     first = min(v[1] for v in by_type.values())
     last = max(v[2] for v in by_type.values())
     counts = list(tables.MEMBERSHIP_COUNT_COLUMNS)
-    totals_row = groups.agg(
+    totals_query = groups.agg(
         F.count("*").alias("groups"),
         *[F.sum(c).alias(c) for c in ("rebalances", "rebalance_time_ms", "partitions_moved", *counts)],
-    ).first()
-    assert totals_row is not None
-    totals = {k: int(v or 0) for k, v in totals_row.asDict().items()}
-    durations = rebalances.agg(
+    )
+    durations_query = rebalances.agg(
         F.max("duration_ms").alias("max_ms"),
         F.avg("duration_ms").alias("mean_ms"),
         F.percentile_approx("duration_ms", 0.5).alias("p50_ms"),
         F.percentile_approx("duration_ms", 0.95).alias("p95_ms"),
         F.count_if(F.col("operation_id").isNull()).alias("unattributed"),
-    ).first()
-    assert durations is not None
-    by_status_reason = (
-        rebalances.groupBy("status", "reason")
-        .agg(F.count("*").alias("count"), F.sum("duration_ms").alias("total_ms"))
-        .collect()
     )
+    by_status_reason_query = rebalances.groupBy("status", "reason").agg(
+        F.count("*").alias("count"), F.sum("duration_ms").alias("total_ms")
+    )
+    completed_query = operations.filter(F.col("status") == tables.COMPLETED)
+    totals_row, durations, by_status_reason, comparison, completed = _together(
+        totals_query.first,
+        durations_query.first,
+        by_status_reason_query.collect,
+        lambda: _comparison(operations),
+        completed_query.count,
+    )
+    assert totals_row is not None and durations is not None
+    totals = {k: int(v or 0) for k, v in totals_row.asDict().items()}
     by_status: dict[str, int] = {}
     reasons: dict[str, dict[str, int]] = {}
     for r in by_status_reason:
@@ -249,7 +273,6 @@ def _summary(
         entry["count"] += int(r["count"])
         entry["total_ms"] += int(r["total_ms"] or 0)
     by_reason = dict(sorted(reasons.items(), key=lambda item: (-item[1]["count"], item[0])))
-    comparison = _comparison(operations)
     by_operation: dict[str, int] = {}
     for row in comparison:
         by_operation[row["operation"]] = by_operation.get(row["operation"], 0) + int(row["operations"])
@@ -279,7 +302,7 @@ def _summary(
         "operations": {
             "total": sum(by_operation.values()),
             "by_operation": dict(sorted(by_operation.items())),
-            "completions_without_start": orphan_operations,
+            "completions_without_start": tables.completions_without_start(by_type, completed),
         },
         "comparison": comparison,
     }
@@ -339,11 +362,11 @@ def _charts(
     options: Options,
 ) -> list[charts.Chart]:
     first, last = summary["time_range"]["first_ts"], summary["time_range"]["last_ts"]
-    return [
-        _states_chart(positioned, groups, operations, summary["groups"], last, options),
-        _rebalances_chart(rebalances, first, last),
-        _moved_chart(rebalances, options),
-    ]
+    return _together(
+        lambda: _states_chart(positioned, groups, operations, summary["groups"], last, options),
+        lambda: _rebalances_chart(rebalances, first, last),
+        lambda: _moved_chart(rebalances, options),
+    )
 
 
 def _states_chart(
@@ -483,37 +506,28 @@ GROUP_COLUMNS = (
 )
 
 
-def _report(
+def _report_tables(
     summary: dict[str, Any],
     rejected: DataFrame,
     rebalances: DataFrame,
     groups: DataFrame,
     operations: DataFrame,
-    made: Sequence[charts.Chart],
     options: Options,
-) -> str:
+) -> list[report.Table]:
+    """The report's tables, in order; those read from the written tables are read at once."""
     limit = options.max_table_rows
-    rebalance_count = summary["rebalances"]["total"]
-    operation_count = summary["operations"]["total"]
-    items: list[report.Table] = []
-    if summary["comparison"]:
-        rows = tuple(tuple(r[c] for c in COMPARISON_COLUMNS) for r in summary["comparison"])
-        items.append(
-            report.Table("comparison", "Operations by membership mode", COMPARISON_COLUMNS, rows, len(rows))
-        )
-    items.append(
-        _table_from(
+    skipped_query = rejected.groupBy("source_file", "status").count().orderBy("source_file", "status")
+    operation_table, group_table, rebalance_table, skipped = _together(
+        lambda: _table_from(
             operations.orderBy("start_ts", "group"),
             "operations",
             "Operations",
             OPERATION_COLUMNS,
             limit,
-            operation_count,
+            summary["operations"]["total"],
             "In start order.",
-        )
-    )
-    items.append(
-        _table_from(
+        ),
+        lambda: _table_from(
             groups.orderBy(F.desc("rebalances"), "group"),
             "groups",
             "Groups",
@@ -521,19 +535,25 @@ def _report(
             limit,
             summary["groups"],
             "Most rebalances first.",
-        )
-    )
-    items.append(
-        _table_from(
+        ),
+        lambda: _table_from(
             rebalances.orderBy(F.desc_nulls_first("duration_ms"), "group", "rebalance_no"),
             "rebalances",
             "Rebalances",
             REBALANCE_COLUMNS,
             limit,
-            rebalance_count,
+            summary["rebalances"]["total"],
             "Longest first (open ones on top).",
-        )
+        ),
+        skipped_query.collect,
     )
+    items: list[report.Table] = []
+    if summary["comparison"]:
+        rows = tuple(tuple(r[c] for c in COMPARISON_COLUMNS) for r in summary["comparison"])
+        items.append(
+            report.Table("comparison", "Operations by membership mode", COMPARISON_COLUMNS, rows, len(rows))
+        )
+    items += [operation_table, group_table, rebalance_table]
     reason_rows = tuple(
         (reason, v["count"], v["total_ms"]) for reason, v in summary["rebalances"]["by_reason"].items()
     )
@@ -550,7 +570,6 @@ def _report(
     items.append(
         report.Table("membership", "Membership events", ("count", "members"), member_rows, len(member_rows))
     )
-    skipped = rejected.groupBy("source_file", "status").count().orderBy("source_file", "status").collect()
     skipped_rows = tuple((r["source_file"], r["status"], int(r["count"])) for r in skipped)
     items.append(
         report.Table(
@@ -562,6 +581,10 @@ def _report(
             "Kept, with the line where it was not JSON, in the rejected table.",
         )
     )
+    return items
+
+
+def _report(summary: dict[str, Any], items: Sequence[report.Table], made: Sequence[charts.Chart]) -> str:
     time_range = summary["time_range"]
     subtitle = (
         f"{summary['lines']['read']} lines from {len(summary['inputs'])} input(s), "
@@ -577,6 +600,6 @@ def _report(
         "partitions moved": rb["partitions_moved"],
         "restarts absorbed": summary["membership"]["restarts_absorbed"],
         "members expired": summary["membership"]["expired"],
-        "operations": operation_count,
+        "operations": summary["operations"]["total"],
     }
     return report.render("staticfleet rebalance report", subtitle, cards, items, made)

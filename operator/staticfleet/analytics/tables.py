@@ -535,6 +535,8 @@ def operations_table(operations: DataFrame, rebalances: DataFrame, membership: D
 def groups_table(
     stats: DataFrame, rebalances: DataFrame, membership: DataFrame, operations: DataFrame
 ) -> DataFrame:
+    """One row per group. `operations` may be the operations table or the operation windows it is
+    made from (`operation_windows`): only their groups are counted."""
     events = stats.drop("group_last_ts", "gid")
     status = F.col("status")
     per_group = (
