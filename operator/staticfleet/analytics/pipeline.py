@@ -92,8 +92,6 @@ def _together(*work: Callable[[], Any]) -> list[Any]:
     """Run these at once and return what each returned. Their Spark jobs share the cores: one job's
     tasks fill what another leaves idle (its driver planning and compiling a query, or waiting on the
     last task of a stage)."""
-    if len(work) == 1:
-        return [work[0]()]
     with ThreadPoolExecutor(max_workers=len(work)) as pool:
         started = [pool.submit(each) for each in work]
         return [future.result() for future in started]
