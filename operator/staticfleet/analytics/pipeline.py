@@ -22,6 +22,7 @@ from typing import Any
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
 from staticfleet.analytics import charts, report, tables
 from staticfleet.analytics import lines as read_lines
@@ -101,6 +102,22 @@ def _parquet_options(table: str) -> dict[str, str]:
     return {f"parquet.enable.dictionary#{column}": "false" for column in UNIQUE_VALUED.get(table, ())}
 
 
+def _as_written(schema: StructType) -> StructType:
+    """A table's schema as a Parquet file written by Spark holds it: every field, element and value
+    nullable."""
+    return StructType([StructField(f.name, _nullable(f.dataType), True, f.metadata) for f in schema.fields])
+
+
+def _nullable(kind: DataType) -> DataType:
+    if isinstance(kind, StructType):
+        return _as_written(kind)
+    if isinstance(kind, ArrayType):
+        return ArrayType(_nullable(kind.elementType), True)
+    if isinstance(kind, MapType):
+        return MapType(_nullable(kind.keyType), _nullable(kind.valueType), True)
+    return kind
+
+
 _LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 
 
@@ -148,7 +165,8 @@ def analyze(
 
     def save(frame: DataFrame, name: str) -> DataFrame:
         frame.write.mode("overwrite").options(**_parquet_options(name)).parquet(paths[name])
-        return spark.read.parquet(paths[name])
+        # Read back with the schema it was written with: finding it in a file would cost a job.
+        return spark.read.schema(_as_written(frame.schema)).parquet(paths[name])
 
     with timer.step("read"):
         # The one pass over the input: read once, cached, and every table computed from the cache.

@@ -132,3 +132,26 @@ def test_lookups_by_name_give_the_same_tables_as_hashes(
         by_name = table(spark, out, name)
         assert by_name, name
         assert sorted(by_name, key=repr) == sorted(table(spark, simulated_report, name), key=repr), name
+
+
+def test_tables_are_read_back_with_the_schema_in_their_files(
+    spark: SparkSession, simulated_dir: Path, analytics_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each written table is read back with the schema it was written with, not one found in a file:
+    that schema must be the one Spark finds in the file."""
+    from pyspark.sql.types import StructType
+
+    from staticfleet.analytics import pipeline
+
+    given: list[StructType] = []
+    as_written = pipeline._as_written
+
+    def recorded(schema: StructType) -> StructType:
+        given.append(as_written(schema))
+        return given[-1]
+
+    monkeypatch.setattr(pipeline, "_as_written", recorded)
+    result = pipeline.analyze(spark, [str(simulated_dir)], analytics_tmp / "simulated-report-schemas")
+    assert len(given) >= len(pipeline.TABLES)
+    for name, path in result.tables.items():
+        assert spark.read.parquet(path).schema in given, name
