@@ -56,13 +56,13 @@ from e2e.helpers import Kubectl, wait_until
 from e2e.localcluster import binaries, procs
 from e2e.localcluster.controlplane import LocalCluster
 from e2e.localcluster.podrunner import DEFAULT_NODE_NAME, RUNNER_MARKER, runner_command
+from e2e.localcluster.ports import free_port
 from e2e.tests.operator.harness import (
     CRD_DIR,
     REPO_ROOT,
     OperatorRunner,
     consumer_template,
     fleet_manifest,
-    free_port,
 )
 from examples.demo.fleet import (
     CLIENT_HEARTBEAT_MS,

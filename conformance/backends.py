@@ -36,10 +36,10 @@ from conformance.kafka_broker import (
     GroupSettings,
     KafkaBroker,
     ensure_kafka_jars,
-    free_port,
     kafka_version,
     parent_death_prefix,
 )
+from e2e.localcluster.ports import free_port
 
 KAFKA = "kafka"
 STATICFLEET = "staticfleet"

@@ -21,7 +21,6 @@ import hashlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ from pathlib import Path
 from conformance.certs import CertificateAuthority
 from conformance.driver import wait_until_serving
 from conformance.security import SASL_PLAINTEXT, SASL_SSL, SSL, SecurityProfile
+from e2e.localcluster.ports import free_port
 
 HERE = Path(__file__).resolve().parent
 POM = HERE / "kafka" / "pom.xml"
@@ -138,13 +138,6 @@ def ensure_kafka_jars(*, quiet: bool = True) -> Path:
         staging.rename(lib)
         stamp.write_text(digest + "\n")
     return lib
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @functools.cache

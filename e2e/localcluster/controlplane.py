@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import socket
 import ssl
 import subprocess
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e.localcluster import kubeconfig, pki, procs
+from e2e.localcluster.ports import free_port
 
 # Controllers the e2e suite relies on; everything else in kube-controller-manager stays off.
 CONTROLLERS = (
@@ -44,12 +44,6 @@ CONTROLLERS = (
 
 class ClusterStartError(RuntimeError):
     pass
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_for(

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from e2e.helpers import Cluster, Manifest, wait_until
-from e2e.localcluster.controlplane import free_port
+from e2e.localcluster.ports import free_port
 from e2e.tests.workloads import SERVER, condition, container, pod, process_alive, starts
 
 pytestmark = pytest.mark.localcluster

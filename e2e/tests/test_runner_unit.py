@@ -16,10 +16,10 @@ import pytest
 
 from e2e.helpers import wait_until
 from e2e.localcluster import procs
-from e2e.localcluster.controlplane import free_port
 from e2e.localcluster.kubeapi import WatchExpired
 from e2e.localcluster.podrunner import PodRunner, RunnerConfig
 from e2e.localcluster.podspec import Manifest, Probe
+from e2e.localcluster.ports import free_port
 from e2e.localcluster.probes import ProbeTracker, run_probe
 from e2e.tests.workloads import process_alive
 

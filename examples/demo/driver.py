@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ from e2e.helm import CHART, Helm, HelmError, ensure_helm, set_flags
 from e2e.helpers import Kubectl, Manifest, pod_report, wait_until
 from e2e.localcluster import binaries, procs
 from e2e.localcluster.cli import read_state as read_cluster_state
+from e2e.localcluster.ports import free_port
 from examples.demo import fleet
 from examples.demo.fleet import (
     FLEET_KINDS,
@@ -142,13 +142,6 @@ class Progress:
         began = time.monotonic()
         yield lambda text: outcome.__setitem__(0, text)
         print(f"      {outcome[0]} ({time.monotonic() - began:.1f} s)", flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 # -- up ----------------------------------------------------------------------------------------------------

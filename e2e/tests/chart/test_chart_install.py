@@ -14,7 +14,7 @@ import yaml
 
 from e2e.helm import CHART, Helm, set_flags
 from e2e.helpers import Cluster, Kubectl, wait_until
-from e2e.tests.operator.harness import free_port
+from e2e.localcluster.ports import free_port
 
 # (verb, resource, subresource) the operator needs in every namespace it watches.
 OPERATOR_NEEDS = [

@@ -17,8 +17,9 @@ from typing import Any
 from e2e.browser import texts, wait_in_page
 from e2e.helpers import Kubectl, wait_until
 from e2e.localcluster import procs
+from e2e.localcluster.ports import free_port
 
-from .harness import REPO_ROOT, OperatorRunner, free_port
+from .harness import REPO_ROOT, OperatorRunner
 
 # `make dashboard-screenshots` sets this to docs/images: the pictures in docs/dashboard.md come from here.
 SCREENSHOTS = os.environ.get("STATICFLEET_DASHBOARD_SCREENSHOTS", "")

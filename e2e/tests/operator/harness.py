@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from typing import Any
 
 from e2e.helpers import Kubectl, Manifest, wait_until
 from e2e.localcluster import procs
+from e2e.localcluster.ports import free_port
 from examples.demo.fleet import consumer_pod_template
 from staticfleet.admin.coordinator_api import fetch_group_json
 
@@ -28,13 +28,6 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 CONSUMER = REPO_ROOT / "examples" / "consumer" / "consumer.py"
 CRD_DIR = REPO_ROOT / "crds"
 PARTITIONS = 6
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def timing(name: str, seconds: float) -> None:

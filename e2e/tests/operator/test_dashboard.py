@@ -19,6 +19,7 @@ import pytest
 
 from e2e.browser import NARROW, WIDE, chromium, page_overflows, rows, texts, wait_in_page
 from e2e.helpers import Cluster, wait_until
+from e2e.localcluster.ports import free_port
 
 from .dashboard_harness import (
     Dashboard,
@@ -33,7 +34,7 @@ from .dashboard_harness import (
     produce,
     screenshot,
 )
-from .harness import PARTITIONS, Coordinator, fleet_manifest, free_port, ready_with, wait_fleet
+from .harness import PARTITIONS, Coordinator, fleet_manifest, ready_with, wait_fleet
 
 pytestmark = pytest.mark.localcluster
 

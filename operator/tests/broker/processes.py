@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -15,14 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from e2e.localcluster.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:

@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .processes import CoordinatorProcess, _env, free_port
+from e2e.localcluster.ports import free_port
+
+from .processes import CoordinatorProcess, _env
 
 
 def _tree(directory: Path) -> dict[str, tuple[int, int, str]]:

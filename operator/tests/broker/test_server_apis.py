@@ -19,8 +19,6 @@ from staticfleet.broker.server import BrokerServer, BrokerSettings
 from staticfleet.coordinator import CoordinatorConfig
 from staticfleet.coordinator.consumer_protocol import Subscription, encode_subscription
 
-from .processes import free_port
-
 
 def serve(tmp_path: Path, test: Callable[[BrokerServer], Awaitable[None]], **settings: Any) -> None:
     """Run `test` against a fresh in-process server (Kafka on a random port, HTTP on another)."""
@@ -270,10 +268,6 @@ def test_delete_groups_reports_an_unknown_group_at_every_served_version(tmp_path
                 ]
 
     serve(tmp_path, test)
-
-
-def test_free_port_helper_binds_loopback() -> None:
-    assert 0 < free_port() < 65536
 
 
 def test_the_cache_of_encoded_answers_makes_each_key_once_and_starts_over_when_full() -> None:
