@@ -77,7 +77,9 @@ def analyze(inputs: Sequence[str], out_dir: Path) -> list[dict[str, Any]]:
     from staticfleet.analytics.pipeline import analyze as run_pipeline
     from staticfleet.analytics.session import build_session
 
-    spark = build_session("local[2]", app_name="staticfleet-demo", shuffle_partitions=2)
+    spark = build_session(
+        "local[2]", app_name="staticfleet-demo", shuffle_partitions=2, writes_class_archive=True
+    )
     try:
         result = run_pipeline(spark, list(inputs), out_dir)
         rows = spark.read.parquet(str(result.tables["operations"])).orderBy("start_ts").collect()

@@ -47,10 +47,13 @@ def build_session(
     driver_memory: str | None = None,
     warehouse_dir: str | None = None,
     settings: dict[str, str] | None = None,
+    writes_class_archive: bool = False,
 ) -> SparkSession:
     """A session on `master`; with None, the one `spark-submit` was given, else local[*]. Outside
     local mode nothing here assumes the driver's host: the cluster's settings (spark-submit's, or
-    spark-defaults.conf) decide where it listens."""
+    spark-defaults.conf) decide where it listens. A local JVM started here uses the archive of Spark's
+    classes (`class_archive`); one that `writes_class_archive` (a session for an analysis) writes it
+    when there is none yet."""
     from pyspark.sql import SparkSession
 
     master = master or submitted_master() or "local[*]"
@@ -81,7 +84,12 @@ def build_session(
         "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
     }
     if is_local(master):
-        chosen["spark.driver.extraJavaOptions"] = " ".join(local_jvm_options(driver_memory))
+        options = local_jvm_options(driver_memory)
+        if "PYSPARK_GATEWAY_PORT" not in os.environ:  # this process starts the JVM
+            from staticfleet.analytics import class_archive
+
+            options += class_archive.local_options(writes_class_archive)
+        chosen["spark.driver.extraJavaOptions"] = " ".join(options)
     if driver_memory:
         chosen["spark.driver.memory"] = driver_memory
     if "PYSPARK_GATEWAY_PORT" in os.environ:

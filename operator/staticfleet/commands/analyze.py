@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
         shuffle_partitions=args.shuffle_partitions,
         driver_memory=args.driver_memory,
         settings=settings,
+        writes_class_archive=True,
     )
     try:
         options = Options(fmt=args.fmt, max_chart_groups=args.chart_groups, max_table_rows=args.report_rows)
