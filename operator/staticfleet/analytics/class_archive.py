@@ -30,7 +30,8 @@ _DYNAMIC_ARCHIVE_MAGIC = (0xF00BABA8).to_bytes(4, "little")
 _QUIET = "-Xlog:cds*=off"
 """HotSpot logs to standard output; writing an archive alone logs a warning per class it leaves out."""
 _ABANDONED_S = 24 * 3600
-"""A part file still without its header after this long was left by a JVM that died while writing it."""
+"""A part file not taken after this long is left over: its JVM died while writing it, or no session
+of its Python environment came to take it."""
 _UNUSED_S = 30 * 24 * 3600
 """Archives of other Java runtimes or Spark versions not used for this long are removed."""
 _KEPT = 3
@@ -102,7 +103,7 @@ def jvm_options(archive: ClassArchive, write: bool = True, now: float | None = N
         if found is None and is_complete(part):
             found = archive.directory / f"{archive.key}.{_size(part)}.jsa"
             os.replace(part, found)
-        elif (found is not None and is_complete(part)) or _age(part, now) > _ABANDONED_S:
+        elif found is not None and is_complete(part):
             part.unlink(missing_ok=True)
     if found is not None:
         with contextlib.suppress(OSError):
@@ -117,7 +118,11 @@ def jvm_options(archive: ClassArchive, write: bool = True, now: float | None = N
 
 
 def _prune(directory: Path, kept: Path | None, now: float) -> None:
-    """Removes archives cut short, those not used for a month, and all but the few used last."""
+    """Removes archives cut short, those not used for a month, and all but the few used last; and
+    part files a day old, whose JVM died while writing, or whose Python environment is gone."""
+    for part in directory.glob("*.part"):
+        if _age(part, now) > _ABANDONED_S:
+            part.unlink(missing_ok=True)
     others = []
     for other in directory.glob("*.jsa"):
         if other == kept:

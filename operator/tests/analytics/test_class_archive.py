@@ -132,6 +132,19 @@ def test_archives_of_other_runtimes_go_when_unused_for_a_month_or_beyond_the_las
     assert mine.stat().st_mtime > long_ago  # used now: the last to be removed
 
 
+def test_part_files_of_other_environments_go_after_a_day(tmp_path: Path) -> None:
+    archive = _archive(tmp_path)
+    archive.directory.mkdir(parents=True)
+    waiting, left = archive.directory / "k2.new.part", archive.directory / "k3.old.part"
+    waiting.write_bytes(COMPLETE)
+    left.write_bytes(COMPLETE)
+    day_ago = time.time() - 25 * 3600
+    os.utime(left, (day_ago, day_ago))
+    ca.jvm_options(archive)
+    assert waiting.exists()
+    assert not left.exists()
+
+
 def test_the_key_follows_the_java_runtime_and_the_spark_jars(tmp_path: Path) -> None:
     java_home, spark_home = tmp_path / "jdk", tmp_path / "spark"
     (java_home / "bin").mkdir(parents=True)
