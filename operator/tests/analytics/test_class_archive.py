@@ -101,14 +101,20 @@ def test_an_archive_cut_short_is_removed_and_written_again(tmp_path: Path) -> No
     assert _option(options, "ArchiveClassesAtExit") is not None
 
 
+def _new_and_day_old(directory: Path, new: str, old: str, content: bytes) -> tuple[Path, Path]:
+    """Two part files: one written now, one written a little over a day ago."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = (directory / new, directory / old)
+    for path in paths:
+        path.write_bytes(content)
+    day_ago = time.time() - 25 * 3600
+    os.utime(paths[1], (day_ago, day_ago))
+    return paths
+
+
 def test_a_part_file_being_written_is_left_alone_and_an_abandoned_one_removed(tmp_path: Path) -> None:
     archive = _archive(tmp_path)
-    archive.directory.mkdir(parents=True)
-    young, old = archive.directory / "k1.young.part", archive.directory / "k1.old.part"
-    young.write_bytes(BEING_WRITTEN)
-    old.write_bytes(BEING_WRITTEN)
-    day_ago = time.time() - 25 * 3600
-    os.utime(old, (day_ago, day_ago))
+    young, old = _new_and_day_old(archive.directory, "k1.young.part", "k1.old.part", BEING_WRITTEN)
     options = ca.jvm_options(archive)
     assert archive.found() is None
     assert archive.part_files() == [young]
@@ -134,12 +140,7 @@ def test_archives_of_other_runtimes_go_when_unused_for_a_month_or_beyond_the_las
 
 def test_part_files_of_other_environments_go_after_a_day(tmp_path: Path) -> None:
     archive = _archive(tmp_path)
-    archive.directory.mkdir(parents=True)
-    waiting, left = archive.directory / "k2.new.part", archive.directory / "k3.old.part"
-    waiting.write_bytes(COMPLETE)
-    left.write_bytes(COMPLETE)
-    day_ago = time.time() - 25 * 3600
-    os.utime(left, (day_ago, day_ago))
+    waiting, left = _new_and_day_old(archive.directory, "k2.new.part", "k3.old.part", COMPLETE)
     ca.jvm_options(archive)
     assert waiting.exists()
     assert not left.exists()
