@@ -1,6 +1,6 @@
 """A class-data archive of Spark's classes for local-mode JVMs (HotSpot's dynamic CDS archive).
 
-A local analysis loads some 15,000 classes from Spark's jars, most of them while it runs: each is read,
+A local analysis loads some 15,000 classes while it runs, most of them from Spark's jars: each is read,
 parsed and verified, about 4 CPU-seconds in all. From an archive they are mapped ready to use, and a
 session starts sooner. The first analysis in local mode for a given Java and Spark
 writes the archive when its JVM exits (`-XX:ArchiveClassesAtExit`, to a part file of its own), so it
@@ -35,8 +35,9 @@ of its Python environment came to take it."""
 _UNUSED_S = 30 * 24 * 3600
 """Archives of other Java runtimes or Spark versions not used for this long are removed."""
 _KEPT = 3
-_JAVA_ENVIRONMENT = ("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "SPARK_SUBMIT_OPTS")
 """Archives kept at most, the ones used last: each Python environment with its own Spark has one."""
+_JAVA_ENVIRONMENT = ("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "SPARK_SUBMIT_OPTS")
+"""Where JVM options may come from besides Spark's settings."""
 
 
 @dataclass(frozen=True)
@@ -69,9 +70,9 @@ def default_directory() -> Path:
 def archive_key(java: Path, spark_home: Path) -> str:
     """A key for the archive: the Java runtime's binaries and the Spark jars, by name, size and time.
     An archive holds the classes of one JVM build and one class path."""
-    java_home = java.resolve().parent.parent
-    parts = [str(java.resolve())]
-    for binary in (java.resolve(), *sorted(java_home.glob("lib/*/libjvm.so"))):
+    binary_path = java.resolve()
+    parts = [str(binary_path)]
+    for binary in (binary_path, *sorted(binary_path.parent.parent.glob("lib/*/libjvm.so"))):
         stat = binary.stat()
         parts.append(f"{binary}:{stat.st_size}:{stat.st_mtime_ns}")
     for jar in sorted((spark_home / "jars").glob("*.jar")):
