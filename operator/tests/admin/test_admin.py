@@ -36,9 +36,8 @@ INCONSISTENT_GROUP_PROTOCOL = ErrorCode.inconsistent_group_protocol
 
 def stable_group(admin: GroupAdmin, group: str, size: int) -> GroupDescription:
     def probe() -> GroupDescription | None:
-        try:
-            found = admin.describe_group(group)
-        except GroupNotFound:
+        found = described_or_none(admin, group)
+        if found is None:
             return None
         complete = all(m.partitions is not None for m in found.members)
         return found if found.state == "Stable" and len(found.members) == size and complete else None
@@ -47,6 +46,13 @@ def stable_group(admin: GroupAdmin, group: str, size: int) -> GroupDescription:
         probe, STABLE_TIMEOUT_S, f"group {group} Stable with {size} members"
     )
     return described
+
+
+def described_or_none(admin: GroupAdmin, group: str) -> GroupDescription | None:
+    try:
+        return admin.describe_group(group)
+    except GroupNotFound:
+        return None
 
 
 def assigned(described: GroupDescription, topic: str) -> list[int]:
@@ -190,8 +196,18 @@ def test_a_hold_on_a_group_that_does_not_exist_yet_creates_it_and_is_released(cl
         held_by = admin.hold_join_phase(
             group, protocol_type="consumer", protocol="range", session_timeout_ms=60_000
         )
-        assert admin.describe_group(group).members == ()
+        assert described_once_committed(admin, group).members == ()
         assert admin.release_join_phase(group, held_by)
+
+
+def described_once_committed(admin: GroupAdmin, group: str) -> GroupDescription:
+    """Apache Kafka answers the pending member's JoinGroup before the new group's metadata record is
+    committed, and DescribeGroups reads committed state: for a moment the group is not found."""
+
+    described: GroupDescription = wait_for(
+        lambda: described_or_none(admin, group), STABLE_TIMEOUT_S, f"group {group} described"
+    )
+    return described
 
 
 def test_an_unreachable_cluster_says_so() -> None:
