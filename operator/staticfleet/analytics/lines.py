@@ -28,6 +28,7 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StringType
 
+from staticfleet.analytics import jvm_lines
 from staticfleet.analytics import schema as s
 from staticfleet.analytics.inputs import Sources, is_remote
 from staticfleet.analytics.operator_events import FLEET_OPERATION_STARTED
@@ -53,11 +54,14 @@ class Lines:
     mtimes: Mapping[str, int]
 
 
-def read(spark: SparkSession, sources: Sources, salt: int = 0) -> Lines:
-    """Every input line as a row. `salt` is the least salt to try for the file keys."""
+def read(spark: SparkSession, sources: Sources, salt: int = 0, strict: bool = False) -> Lines:
+    """Every input line as a row. `salt` is the least salt to try for the file keys. `strict`: JSON
+    lines parsed by `jvm_lines` (registered in this session), any line it does not take marked as
+    malformed, for the caller to read the input again without it."""
     readers: list[tuple[DataFrame, bool]] = []
     if sources.json:
-        readers.append((_json_reader(spark, sources.json), True))
+        reader = _strict_reader(spark, sources.json) if strict else _json_reader(spark, sources.json)
+        readers.append((reader, True))
     if sources.parquet:
         readers.append((spark.read.parquet(*sources.parquet), False))
     # The files each reader lists, less an events table's: its rows name their own files.
@@ -67,7 +71,8 @@ def read(spark: SparkSession, sources: Sources, salt: int = 0) -> Lines:
     remote = [path for path in (*sources.json, *sources.parquet) if is_remote(path)]
     mtimes = modification_times(spark, names, remote)
     held = [
-        _json_lines(reader, salt) if is_json else _parquet_lines(reader, salt) for reader, is_json in readers
+        _json_lines(reader, salt, strict) if is_json else _parquet_lines(reader, salt)
+        for reader, is_json in readers
     ]
     frame = held[0]
     for other in held[1:]:
@@ -133,8 +138,15 @@ def _json_reader(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
     a rebalance_completed's member list. A line that does not parse keeps its text in the corrupt
     record field and gives what could be read of it. Like the reader, a line holding a JSON array
     counts as the values in it."""
-    schema = s.event_schema((*s.ANALYSED_FIELDS, ("members", "string")))
+    schema = s.event_schema(jvm_lines.READ_FIELDS)
     return spark.read.schema(schema).options(**_KEEP_MALFORMED).json(list(paths))
+
+
+def _strict_reader(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
+    """The lines as text, each parsed by `jvm_lines`: the JSON reader's rows, a line it does not take
+    in the corrupt-record field. The text reader splits the files as the JSON reader does."""
+    parsed = F.call_function(jvm_lines.FUNCTION, F.col("value")).alias("line")
+    return spark.read.text(list(paths)).select(parsed).select("line.*")
 
 
 def _read_where(salt: int) -> list[Column]:
@@ -149,20 +161,20 @@ def _read_where(salt: int) -> list[Column]:
     ]
 
 
-def _json_lines(read: DataFrame, salt: int) -> DataFrame:
+def _json_lines(read: DataFrame, salt: int, keyed: bool) -> DataFrame:
+    """`keyed`: read by `jvm_lines`, which gives a completed rebalance's members keyed already."""
     kind = F.col("type")
+    members = F.col(jvm_lines.PER_MEMBER) if keyed else F.from_json(F.col("members"), s.members_schema())
     fields = read.select(
         *_read_where(salt),
         F.lit(None).cast("string").alias("source_path"),
         *_ANALYSED,
         _status(F.col(s.CORRUPT).isNotNull()).alias("status"),
         F.col(s.CORRUPT).alias("_line"),
-        F.when(kind == ev.REBALANCE_COMPLETED, F.from_json(F.col("members"), s.members_schema())).alias(
-            "_members"
-        ),
+        F.when(kind == ev.REBALANCE_COMPLETED, members).alias("_members"),
         F.when(kind == ev.GROUP_LOADED, F.col("members").try_cast("int")).alias("_count"),
     )
-    return _held(fields, F.col("_members"), F.col("_count"), F.col("_line"))
+    return _held(fields, F.col("_members"), F.col("_count"), F.col("_line"), keyed)
 
 
 def _has_sources(frame: DataFrame) -> bool:
@@ -245,13 +257,15 @@ def _named(code: Column, names: Sequence[str], other: Column) -> Column:
     return chosen.otherwise(other)
 
 
-def _held(fields: DataFrame, members: Column, loaded_count: Column, line: Column) -> DataFrame:
+def _held(
+    fields: DataFrame, members: Column, loaded_count: Column, line: Column, keyed: bool = False
+) -> DataFrame:
     """The rows as held: member count and assignment from the members, the codes, the line where it is
     not an event. The member list is decoded straight into each member's entries, in a projection of
     its own, so it is decoded once."""
     decoded = fields.select(
         "*",
-        F.transform(members, _member_keys).alias("_per_member"),
+        (members if keyed else F.transform(members, _member_keys)).alias("_per_member"),
         loaded_count.alias("_loaded_count"),
         _coded(F.col("type"), s.TYPE_CODES).alias("_type"),
         _coded(F.col("state"), s.STATE_CODES).alias("_state"),

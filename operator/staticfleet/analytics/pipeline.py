@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
-from staticfleet.analytics import charts, report, tables
+from staticfleet.analytics import charts, jvm_lines, report, tables
 from staticfleet.analytics import lines as read_lines
 from staticfleet.analytics import schema as s
 from staticfleet.analytics.inputs import InputError, Sources, is_remote, resolve
@@ -133,18 +133,22 @@ def _read(spark: SparkSession, sources: Sources) -> tuple[read_lines.Lines, read
     """The input's lines, cached, and what the first pass over them found. Should two files named in
     the data share a key, the lines are read again with another salt."""
     salt = 0
+    strict = bool(sources.json) and jvm_lines.register(spark)
     while True:
         with _listed(spark, sources):
-            lines = read_lines.read(spark, sources, salt)
+            lines = read_lines.read(spark, sources, salt, strict)
         lines.frame.persist(StorageLevel.MEMORY_AND_DISK_DESER)
         # Adaptive execution would build the cache in a job of its own and then scan it again for
         # this aggregation; without it, the aggregation's own scan builds the cache.
         with _sql_conf(spark, "spark.sql.adaptive.enabled", "false"):
             census = read_lines.Census.of(read_lines.splits(lines).collect(), lines)
-        if not census.ambiguous:
+        # A line the strict parser did not take counts as malformed: Spark's reader reads it again.
+        redo = strict and census.lines.get(s.MALFORMED, 0) > 0
+        if not census.ambiguous and not redo:
             return lines, census
         lines.frame.unpersist()
-        salt = lines.salt + 1
+        strict = strict and not redo
+        salt = lines.salt + 1 if census.ambiguous else lines.salt
 
 
 def analyze(

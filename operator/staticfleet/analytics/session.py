@@ -92,13 +92,23 @@ def build_session(
         chosen["spark.driver.extraJavaOptions"] = " ".join(options)
     if driver_memory:
         chosen["spark.driver.memory"] = driver_memory
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # the line parser's jar, shipped to the executors too
+        from staticfleet.analytics import jvm_lines
+
+        parser_jar = jvm_lines.jar()
+        if parser_jar is not None:
+            given_jars = (settings or {}).get("spark.jars")
+            chosen["spark.jars"] = f"{given_jars},{parser_jar}" if given_jars else str(parser_jar)
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         # Started by spark-submit: what it was given (--conf, spark-defaults.conf) stands.
         from pyspark import SparkConf
 
         given = SparkConf()
         chosen = {key: value for key, value in chosen.items() if not given.contains(key)}
-    chosen.update(settings or {})
+    given_settings = dict(settings or {})
+    if "spark.jars" in chosen:
+        given_settings.pop("spark.jars", None)  # merged with the parser's above
+    chosen.update(given_settings)
     for key, value in chosen.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
