@@ -62,9 +62,19 @@ class ClassArchive:
         return None
 
 
-def default_directory() -> Path:
+def cache_directory(name: str) -> Path:
+    """A directory of the project's cache, `$STATICFLEET_CACHE` (default `~/.cache/staticfleet`)."""
     cache = os.environ.get("STATICFLEET_CACHE") or str(Path.home() / ".cache" / "staticfleet")
-    return Path(cache) / "spark-classes"
+    return Path(cache) / name
+
+
+def turned_off(switch: str) -> bool:
+    """Whether an environment switch says off."""
+    return os.environ.get(switch, "").lower() in ("off", "0", "false", "no")
+
+
+def default_directory() -> Path:
+    return cache_directory("spark-classes")
 
 
 def archive_key(java: Path, spark_home: Path) -> str:
@@ -172,7 +182,7 @@ def spark_home() -> Path:
 def current() -> ClassArchive | None:
     """The archive for the Java runtime and Spark that a local session would start now; None when
     archives are off or there is no Java to key them on."""
-    if os.environ.get(SWITCH, "").lower() in ("off", "0", "false", "no"):
+    if turned_off(SWITCH):
         return None
     java = java_binary()
     if java is None:

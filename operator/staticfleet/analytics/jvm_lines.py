@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from staticfleet.analytics import schema as s
+from staticfleet.analytics.class_archive import cache_directory, turned_off
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -49,12 +50,11 @@ def row_schema() -> StructType:
 
 
 def enabled() -> bool:
-    return os.environ.get(SWITCH, "").lower() not in ("off", "0", "false", "no")
+    return not turned_off(SWITCH)
 
 
 def directory() -> Path:
-    cache = os.environ.get("STATICFLEET_CACHE") or str(Path.home() / ".cache" / "staticfleet")
-    return Path(cache) / "spark-jars"
+    return cache_directory("spark-jars")
 
 
 def fields_resource() -> bytes:
