@@ -8,6 +8,8 @@
 #   cluster.sh kind ARGS...  run the cached kind (with the host's workarounds)
 #
 #   KIND_CLUSTER      cluster name (default kind, so that plain `kind` commands find it)
+#   KIND_FRESH=1      `up` deletes a cluster of that name first: the e2e suite needs one with nothing
+#                     left by an earlier run (a run killed midway leaves its releases and namespaces)
 #   KIND_NODE_IMAGE   node image to use; default: kind's own kindest/node when a registry is reachable,
 #                     else one built here by images.sh (no registry needed)
 #
@@ -61,6 +63,10 @@ nodes_running() {
 }
 
 up() {
+	if running && [[ "${KIND_FRESH:-0}" == 1 ]]; then
+		say "deleting cluster $name to start from a new one (KIND_FRESH=1)"
+		run_kind delete cluster --name "$name" >&2
+	fi
 	if running; then
 		if nodes_running; then
 			run_kind get kubeconfig --name "$name" >"$kubeconfig"

@@ -31,8 +31,10 @@ images: docker-check
 kind-load: docker-check
 	@e2e/kind/cluster.sh load staticfleet:0.1.0 staticfleet-consumer-example:0.1.0
 
-# The e2e suite on kind: the chart installed as the README says, fleets on a real kubelet. The cluster
-# is deleted afterwards unless KEEP_CLUSTER=1.
+# The e2e suite on kind: the chart installed as the README says, fleets on a real kubelet. It starts
+# from a new cluster (a running one may hold what an earlier, interrupted run installed; KIND_FRESH=0
+# reuses it) and deletes it afterwards unless KEEP_CLUSTER=1.
+kind-e2e: export KIND_FRESH ?= 1
 kind-e2e: venv helm kind-up
 	@status=0; E2E_CLUSTER=kind E2E_KUBECONFIG="$$(e2e/kind/cluster.sh kubeconfig)" \
 		E2E_KUBECTL="$$(e2e/cluster/build.sh --print)/kubectl" \
