@@ -261,8 +261,8 @@ def _held(
     fields: DataFrame, members: Column, loaded_count: Column, line: Column, keyed: bool = False
 ) -> DataFrame:
     """The rows as held: member count and assignment from the members, the codes, the line where it is
-    not an event. The member list is decoded straight into each member's entries, in a projection of
-    its own, so it is decoded once."""
+    not an event. Each member's entries come in one projection of their own, so they are made once:
+    already keyed by the line parser (`keyed`), else keyed here from the decoded member list."""
     decoded = fields.select(
         "*",
         (members if keyed else F.transform(members, _member_keys)).alias("_per_member"),

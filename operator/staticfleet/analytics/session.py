@@ -99,7 +99,7 @@ def build_session(
         if parser_jar is not None:
             given_jars = (settings or {}).get("spark.jars")
             chosen["spark.jars"] = f"{given_jars},{parser_jar}" if given_jars else str(parser_jar)
-    if "PYSPARK_GATEWAY_PORT" in os.environ:
+    else:
         # Started by spark-submit: what it was given (--conf, spark-defaults.conf) stands.
         from pyspark import SparkConf
 
