@@ -63,17 +63,16 @@ nodes_running() {
 }
 
 up() {
-	if running && [[ "${KIND_FRESH:-0}" == 1 ]]; then
-		say "deleting cluster $name to start from a new one (KIND_FRESH=1)"
-		run_kind delete cluster --name "$name" >&2
-	fi
 	if running; then
-		if nodes_running; then
+		if [[ "${KIND_FRESH:-0}" == 1 ]]; then
+			say "deleting cluster $name to start from a new one (KIND_FRESH=1)"
+		elif nodes_running; then
 			run_kind get kubeconfig --name "$name" >"$kubeconfig"
 			echo "$kubeconfig"
 			return
+		else
+			say "cluster $name has stopped nodes: deleting it"
 		fi
-		say "cluster $name has stopped nodes: deleting it"
 		run_kind delete cluster --name "$name" >&2
 	fi
 	local started=$SECONDS image="${KIND_NODE_IMAGE:-}" offline=0 config
