@@ -10,6 +10,7 @@ import tempfile
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
 LOCAL_HOST = "127.0.0.1"
@@ -30,14 +31,16 @@ def local_jvm_options(driver_memory: str | None) -> list[str]:
     return options
 
 
-def submitted_master() -> str | None:
-    """The master `spark-submit` chose, when this process was started by it (its JVM is running and
-    its settings are the ones to keep); None otherwise."""
+def submitted_settings() -> SparkConf | None:
+    """What `spark-submit` gave this process's JVM (master, name, --conf, spark-defaults.conf), when
+    this process was started by it; None otherwise. They live in that JVM's system properties, and a
+    SparkConf made before the JVM is joined is an empty one of Python's own, so it is joined first."""
     if "PYSPARK_GATEWAY_PORT" not in os.environ:
         return None
-    from pyspark import SparkConf
+    from pyspark import SparkConf, SparkContext
 
-    return SparkConf().get("spark.master")
+    SparkContext._ensure_initialized()  # joins the running JVM; starts nothing
+    return SparkConf()
 
 
 def build_session(
@@ -49,15 +52,17 @@ def build_session(
     settings: dict[str, str] | None = None,
     writes_class_archive: bool = False,
 ) -> SparkSession:
-    """A session on `master`; with None, the one `spark-submit` was given, else local[*]. Outside
+    """A session on `master`; with None, the one `spark-submit` was given, else local[*]. Under
+    `spark-submit`, the settings it was given stand over the ones chosen here. Outside
     local mode nothing here assumes the driver's host: the cluster's settings (spark-submit's, or
     spark-defaults.conf) decide where it listens. A local JVM started here uses the archive of Spark's
     classes (`class_archive`); one that `writes_class_archive` (a session for an analysis) writes it
     when there is none yet."""
     from pyspark.sql import SparkSession
 
-    master = master or submitted_master() or "local[*]"
-    builder = SparkSession.builder.master(master).appName(app_name)
+    submitted = submitted_settings()
+    master = master or (submitted.get("spark.master") if submitted else None) or "local[*]"
+    builder = SparkSession.builder.master(master)
     if is_local(master):
         # Nothing listens beyond the loopback interface, whatever the host name resolves to.
         os.environ["SPARK_LOCAL_IP"] = LOCAL_HOST
@@ -75,6 +80,7 @@ def build_session(
         warehouse = tempfile.mkdtemp(prefix="staticfleet-spark-warehouse-")
         atexit.register(shutil.rmtree, warehouse, True)
     chosen = {
+        "spark.app.name": app_name,
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
@@ -85,14 +91,14 @@ def build_session(
     }
     if is_local(master):
         options = local_jvm_options(driver_memory)
-        if "PYSPARK_GATEWAY_PORT" not in os.environ:  # this process starts the JVM
+        if submitted is None:  # this process starts the JVM
             from staticfleet.analytics import class_archive
 
             options += class_archive.local_options(writes_class_archive)
         chosen["spark.driver.extraJavaOptions"] = " ".join(options)
     if driver_memory:
         chosen["spark.driver.memory"] = driver_memory
-    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # the line parser's jar, shipped to the executors too
+    if submitted is None:  # the line parser's jar, shipped to the executors too
         from staticfleet.analytics import jvm_lines
 
         parser_jar = jvm_lines.jar()
@@ -100,11 +106,7 @@ def build_session(
             given_jars = (settings or {}).get("spark.jars")
             chosen["spark.jars"] = f"{given_jars},{parser_jar}" if given_jars else str(parser_jar)
     else:
-        # Started by spark-submit: what it was given (--conf, spark-defaults.conf) stands.
-        from pyspark import SparkConf
-
-        given = SparkConf()
-        chosen = {key: value for key, value in chosen.items() if not given.contains(key)}
+        chosen = {key: value for key, value in chosen.items() if not submitted.contains(key)}
     given_settings = dict(settings or {})
     if "spark.jars" in chosen:
         given_settings.pop("spark.jars", None)  # merged with the parser's above
