@@ -86,6 +86,10 @@ def all_scenarios() -> list[Scenario]:
 
 _UNIQUE = itertools.count(1)
 
+# Apache Kafka answers a JoinGroup that creates a group before the group's first record is committed,
+# and DescribeGroups reads committed state: for that moment the new group is not found (Dead).
+COMMIT_WINDOW_S = 5.0
+
 
 def unique_group_id(name: str) -> str:
     slug = re.sub(r"[^A-Za-z0-9]+", "-", name)[:40]
@@ -110,6 +114,8 @@ class ScenarioContext:
         self._admin: d.Connection | None = None
         self._extra_groups = 0
         self._topics = 0
+        self._members: list[Member] = []
+        self._seen: set[str] = set()  # groups DescribeGroups has found
 
     # --- connections and members
 
@@ -207,7 +213,7 @@ class ScenarioContext:
             connection = await self.login(user, name=f"member-{cid}", client_id=cid)
         else:
             connection = await self.connect(f"member-{cid}", client_id=cid)
-        return Member(
+        member = Member(
             conn=connection,
             group=group or self.group,
             instance_id=instance_id,
@@ -215,6 +221,8 @@ class ScenarioContext:
             session_ms=session_ms,
             rebalance_ms=rebalance_ms,
         )
+        self._members.append(member)
+        return member
 
     async def restart(self, member: Member) -> Member:
         """Models a client restart: `member` gets a new connection (and will join with a new identity);
@@ -265,15 +273,30 @@ class ScenarioContext:
         raw = await observer.request(d.describe_groups(version, group or self.group))
         return d.GroupDescription.of(raw)
 
+    async def settled(self, *, version: int = 5, group: str | None = None) -> d.GroupDescription:
+        """The group as DescribeGroups shows it once the JoinGroup that created it is committed: while a
+        group that one of this scenario's joins created has never been found, it is described again,
+        for up to COMMIT_WINDOW_S; a group that is not there is still not found then."""
+        target = group or self.group
+        description = await self.describe(version=version, group=target)
+        if target not in self._seen and any(m.group == target and m.created for m in self._members):
+            deadline = asyncio.get_running_loop().time() + COMMIT_WINDOW_S
+            while description.state == "Dead" and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.05)
+                description = await self.describe(version=version, group=target)
+        if description.state != "Dead":
+            self._seen.add(target)
+        return description
+
     async def snapshot(self, label: str, *, version: int = 5, group: str | None = None) -> d.GroupDescription:
-        """Records the group as DescribeGroups shows it."""
-        description = await self.describe(version=version, group=group)
+        """Records the group as DescribeGroups shows it (`settled`)."""
+        description = await self.settled(version=version, group=group)
         self.record(label, description.raw)
         return description
 
     async def state(self, label: str, *, group: str | None = None) -> str:
-        """Records only the group state (and member count)."""
-        description = await self.describe(group=group)
+        """Records only the group state (and member count), `settled`."""
+        description = await self.settled(group=group)
         self.fact(label, {"state": description.state, "members": len(description.members)})
         return description.state
 
@@ -331,6 +354,7 @@ class Member:
     protocol_name: str | None = None
     leader: str = ""
     joined: list[d.JoinResult] = field(default_factory=list)
+    created: bool = False  # a JoinGroup with no member id was answered: it creates an unknown group
 
     def join(
         self,
@@ -345,10 +369,11 @@ class Member:
     ) -> d.Pending[d.JoinResult]:
         """Sends JoinGroup with this member's identity (overridable); the answer updates the member."""
         instance = self.instance_id if isinstance(instance_id, Unset) else instance_id
+        sent_member_id = self.member_id if member_id is None else member_id
         request = d.join_group(
             version,
             self.group,
-            member_id=self.member_id if member_id is None else member_id,
+            member_id=sent_member_id,
             instance_id=instance,
             protocol_type=protocol_type,
             protocols=self.protocols if protocols is None else protocols,
@@ -360,6 +385,7 @@ class Member:
 
         def update(result: d.JoinResult) -> d.JoinResult:
             self.joined.append(result)
+            self.created = self.created or sent_member_id == ""
             if result.ok:
                 self.member_id = result.member_id
                 self.generation = result.generation
