@@ -34,7 +34,9 @@ from staticfleet.coordinator import CoordinatorConfig, CoordinatorResult, GroupC
 from staticfleet.coordinator.clock import Clock
 from staticfleet.coordinator.errors import StoreError
 from staticfleet.coordinator.events import EventLogWriter, EventSink, FanOutSink
-from staticfleet.coordinator.log import MAX_FRAME_BYTES, DurableLog, lock_data_dir
+from staticfleet.coordinator.integrity import COORDINATOR_LOG_DIR
+from staticfleet.coordinator.log import MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS, DurableLog, lock_data_dir
+from staticfleet.coordinator.logformat import MAX_FRAME_BYTES
 from staticfleet.coordinator.records import Record, SecurityRecord
 from staticfleet.coordinator.result import Reply
 from staticfleet.coordinator.runtime import CoordinatorRuntime
@@ -62,14 +64,19 @@ class CoordinatorHost:
         extra_sinks: Sequence[EventSink] = (),
         event_log_max_bytes: int = 32 * 1024 * 1024,
         event_log_keep: int = 4,
-        snapshot_min_bytes: int = 64 * 1024 * 1024,
+        max_record_bytes_between_snapshots: int = MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS,
         max_frame_bytes: int = MAX_FRAME_BYTES,
     ) -> None:
         self.data_dir = Path(data_dir)
         # Before anything else touches the directory: a second coordinator on it must change nothing.
         self._lock_fd: int | None = lock_data_dir(self.data_dir)
         self.clock = clock or SystemClock()
-        self.durable = DurableLog(self.data_dir / "coordinator", fsync=fsync, max_frame_bytes=max_frame_bytes)
+        self.durable = DurableLog(
+            self.data_dir / COORDINATOR_LOG_DIR,
+            fsync=fsync,
+            max_frame_bytes=max_frame_bytes,
+            data_dir=self.data_dir,
+        )
         self.event_writer = EventLogWriter(
             self.data_dir / "events", max_bytes=event_log_max_bytes, keep=event_log_keep
         )
@@ -80,7 +87,7 @@ class CoordinatorHost:
         self.runtime = CoordinatorRuntime(self.coordinator, self)
         self.security: SecurityState | None = None
         """ACLs and credentials, whose records share this log (set before `start`)."""
-        self.snapshot_min_bytes = snapshot_min_bytes
+        self.max_record_bytes_between_snapshots = max_record_bytes_between_snapshots
         self.ready = False
         self.recovered_records = 0
         self.appended = 0
@@ -251,9 +258,10 @@ class CoordinatorHost:
         if self.appended > self._synced and self._flusher is None and self.storage_broken is None:
             self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
         self._arm_timer()
+        due = self.durable.should_snapshot(self.max_record_bytes_between_snapshots)
         if (
             self._snapshot_task is None
-            and (self.storage_broken is not None or self.durable.should_snapshot(self.snapshot_min_bytes))
+            and (self.storage_broken is not None or due)
             and time.monotonic() >= self._snapshot_retry_at
         ):
             self._snapshot_task = asyncio.get_running_loop().create_task(self._snapshot())

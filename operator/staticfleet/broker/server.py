@@ -58,6 +58,7 @@ from staticfleet.broker.sendfile import SplicedSender, can_splice
 from staticfleet.broker.topiclog import BOUNDED_TOPIC_DEFAULTS, TopicLog
 from staticfleet.coordinator import CoordinatorConfig
 from staticfleet.coordinator.clock import Clock
+from staticfleet.coordinator.log import MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,7 @@ class BrokerSettings:
     node_id: int = 1
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
     fsync: bool = True
+    max_record_bytes_between_snapshots: int = MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS
     auto_create_topics: bool = True
     default_partitions: int = 1
     rebalance_on_partition_growth: bool = True
@@ -111,6 +113,7 @@ class BrokerServer:
             fsync=settings.fsync,
             rebalance_on_partition_growth=settings.rebalance_on_partition_growth,
             extra_sinks=[self.metrics],
+            max_record_bytes_between_snapshots=settings.max_record_bytes_between_snapshots,
         )
         self.host.observe_append(self.metrics.log_append_latency.observe)
         self.host.observe_fsync = self.metrics.log_fsync_latency.observe
@@ -171,7 +174,11 @@ class BrokerServer:
             security.authorizer if security is not None else None,
             security.credentials() if security is not None else CredentialStore(),
         )
-        await self.host.start()
+        try:
+            await self.host.start()
+        except BaseException:
+            await self._abandon_start()  # recovery refused: release the data directory, close the ports
+            raise
         await self.security.migrate_legacy_log(s.data_dir, self.host)
         cluster_id = load_cluster_id(s.data_dir)
         for warning in security.warnings if security is not None else ():
@@ -247,6 +254,15 @@ class BrokerServer:
         context = reloading.context()
         context.sni_callback = reloading.sni_callback
         return context
+
+    async def _abandon_start(self) -> None:
+        if self._http is not None:
+            await self._http.cleanup()
+            self._http = None
+        if self.topics is not None:
+            await asyncio.to_thread(self.topics.close)
+            self.topics = None
+        self.host.release()
 
     @property
     def ready(self) -> bool:

@@ -1,15 +1,10 @@
 """The coordinator's durable log: checksummed, length-prefixed frames of records, plus snapshots.
 
-Layout of a directory:
-  log-<seq>.sfl        frames appended since snapshot <seq> (the newest file is the active one)
-  snapshot-<seq>.sfs   the live state at the moment log <seq> was started
-
-A frame is  u32 payload length | u32 CRC-32C of the payload | payload, and a payload is
-u8 format version | u32 record count | records.  Every append writes one frame with os.write, so a
+The files and frames are described in `logformat`. Every append writes one frame with os.write, so a
 record survives a crash of this process as soon as append returns; `sync` makes it survive a crash of
-the machine. Recovery verifies every frame: a torn or corrupt tail of the newest log is cut off (and
-kept aside in a `.corrupt` file, never loaded); damage anywhere else stops recovery with an error
-rather than loading state that is known to be incomplete.
+the machine. Recovery first inspects every file it will read (`integrity.inspect`): a torn tail, the
+unfinished last write of a crash, is cut off (and kept aside in a `.corrupt-*` file, never loaded);
+any other damage stops recovery, before a record is loaded, with an error that says what to run.
 
 A write that fails or comes up short (a full disk, an I/O error) is cut off at once: the file is
 truncated back to the end of the last good frame, so frames appended after it stay recoverable. No
@@ -24,111 +19,48 @@ import fcntl
 import logging
 import os
 import re
-import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-import crc32c
-
 from staticfleet.coordinator.errors import ErrorCode, StoreError
-from staticfleet.coordinator.records import Record, RecordDecodeError, decode_records, encode_record
+from staticfleet.coordinator.integrity import (
+    LogCorruptError,
+    LogFile,
+    commands_hint,
+    inspect,
+    numbered,
+    refusal_message,
+)
+from staticfleet.coordinator.logformat import (
+    FILE_MAGIC,
+    LOG_NAME,
+    MAX_FRAME_BYTES,
+    SNAPSHOT_FRAME_BYTES,
+    SNAPSHOT_MAGIC,
+    SNAPSHOT_NAME,
+    Damage,
+    Frame,
+    encode_frame,
+    log_name,
+    snapshot_frames,
+    snapshot_name,
+)
+from staticfleet.coordinator.records import Record, RecordDecodeError, decode_records
+from staticfleet.coordinator.repair import repair_notices
 from staticfleet.fsutil import fsync_directory
 
 log = logging.getLogger(__name__)
 
-FILE_MAGIC = b"SFLOG\x00\x01\n"
-SNAPSHOT_MAGIC = b"SFSNP\x00\x01\n"
-_FRAME_HEAD = struct.Struct(">II")
-_PAYLOAD_HEAD = struct.Struct(">BI")
-_FORMAT_VERSION = 1
-MAX_FRAME_BYTES = 256 * 1024 * 1024
-"""The largest frame recovery reads; appends and snapshots never write a larger one."""
-SNAPSHOT_FRAME_BYTES = 4 * 1024 * 1024
-"""Snapshot frames are cut at about this size (a single record may make one larger, up to the limit)."""
-_LOG_NAME = re.compile(r"^log-(\d{20})\.sfl$")
-_SNAPSHOT_NAME = re.compile(r"^snapshot-(\d{20})\.sfs$")
-
-
-class LogCorruptError(RuntimeError):
-    """Damage that recovery cannot safely cut off."""
-
-
-def encode_frame(records: Sequence[Record]) -> bytes:
-    return _frame_of(len(records), b"".join(encode_record(r) for r in records))
-
-
-def _frame_of(count: int, encoded_records: bytes) -> bytes:
-    payload = _PAYLOAD_HEAD.pack(_FORMAT_VERSION, count) + encoded_records
-    return _FRAME_HEAD.pack(len(payload), crc32c.crc32c(payload)) + payload
-
-
-FRAME_OVERHEAD = _FRAME_HEAD.size + _PAYLOAD_HEAD.size
-
-
-def snapshot_frames(records: Iterable[Record], target_bytes: int, max_bytes: int) -> Iterator[bytes]:
-    """Frames of about `target_bytes`, none over `max_bytes`; StoreError for a record that cannot fit."""
-    parts: list[bytes] = []
-    size = FRAME_OVERHEAD
-    for record in records:
-        encoded = encode_record(record)
-        if FRAME_OVERHEAD + len(encoded) > max_bytes:
-            raise StoreError(
-                f"a {type(record).__name__} of {len(encoded)} bytes exceeds the frame limit "
-                f"of {max_bytes} bytes",
-                ErrorCode.message_too_large,
-            )
-        if parts and size + len(encoded) > target_bytes:
-            yield _frame_of(len(parts), b"".join(parts))
-            parts, size = [], FRAME_OVERHEAD
-        parts.append(encoded)
-        size += len(encoded)
-    if parts:
-        yield _frame_of(len(parts), b"".join(parts))
-
-
+MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS = 20 * 1024 * 1024
+"""A snapshot is written once this many bytes were appended since the last one (or as many as the last
+snapshot holds, if that is more): Kafka's metadata.log.max.record.bytes.between.snapshots and its default.
+It bounds what recovery replays beyond the snapshot."""
 _DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 class DataDirLockedError(RuntimeError):
     """Another process holds the data directory."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Scan:
-    frames: list[tuple[int, memoryview]]
-    """(record count, records bytes) of every good frame, in order."""
-    good_bytes: int
-    """Length of the prefix made of the header and good frames."""
-    damage: str | None
-
-
-def _scan(data: bytes, magic: bytes) -> _Scan:
-    if len(data) < len(magic):
-        return _Scan([], 0, "file shorter than its header" if data else None)
-    if data[: len(magic)] != magic:
-        return _Scan([], 0, "bad file header")
-    view = memoryview(data)
-    pos = len(magic)
-    frames: list[tuple[int, memoryview]] = []
-    end = len(data)
-    while pos < end:
-        if end - pos < _FRAME_HEAD.size:
-            return _Scan(frames, pos, f"torn frame header at byte {pos}")
-        length, checksum = _FRAME_HEAD.unpack_from(data, pos)
-        start = pos + _FRAME_HEAD.size
-        if length < _PAYLOAD_HEAD.size or length > MAX_FRAME_BYTES or start + length > end:
-            return _Scan(frames, pos, f"torn or oversized frame at byte {pos}")
-        payload = view[start : start + length]
-        if crc32c.crc32c(payload) != checksum:
-            return _Scan(frames, pos, f"checksum mismatch in frame at byte {pos}")
-        version, count = _PAYLOAD_HEAD.unpack_from(payload, 0)
-        if version != _FORMAT_VERSION:
-            return _Scan(frames, pos, f"unknown frame format {version} at byte {pos}")
-        frames.append((count, payload[_PAYLOAD_HEAD.size :]))
-        pos = start + length
-    return _Scan(frames, pos, None)
 
 
 class DurableLog:
@@ -142,11 +74,14 @@ class DurableLog:
         fsync: bool = True,
         max_frame_bytes: int = MAX_FRAME_BYTES,
         snapshot_frame_bytes: int = SNAPSHOT_FRAME_BYTES,
+        data_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if not 0 < max_frame_bytes <= MAX_FRAME_BYTES:
             raise ValueError(f"max_frame_bytes must be in 1..{MAX_FRAME_BYTES}, not {max_frame_bytes}")
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.data_dir = Path(data_dir) if data_dir is not None else self.directory.parent
+        """The coordinator's --data-dir, named in the commands a recovery error gives."""
         self.fsync = fsync
         self.max_frame_bytes = max_frame_bytes
         self.snapshot_frame_bytes = min(snapshot_frame_bytes, max_frame_bytes)
@@ -168,63 +103,70 @@ class DurableLog:
 
     # --- recovery ----------------------------------------------------------------------------------
 
-    def _files(self, pattern: re.Pattern[str]) -> list[tuple[int, Path]]:
-        found = []
-        for path in self.directory.iterdir():
-            match = pattern.match(path.name)
-            if match:
-                found.append((int(match.group(1)), path))
-        return sorted(found)
-
     def recover(self) -> Iterator[Record]:
-        """Yield every durable record, oldest first, repairing a torn tail. Call once, before appending."""
+        """Yield every durable record, oldest first, cutting a torn tail. Call once, before appending.
+
+        Raises LogCorruptError, before yielding anything, for damage a crash cannot have made."""
         if self._recovered:
             raise RuntimeError("recover() runs once per DurableLog")
         self._recovered = True
         for stale in self.directory.glob("*.tmp"):
             stale.unlink()
-        snapshots = self._files(_SNAPSHOT_NAME)
-        base_seq = 0
-        if snapshots:
-            base_seq, snapshot_path = snapshots[-1]
-            data = snapshot_path.read_bytes()
-            scan = _scan(data, SNAPSHOT_MAGIC)
-            if scan.damage is not None:
-                raise LogCorruptError(f"{snapshot_path}: {scan.damage}; refusing to load a damaged snapshot")
-            self.snapshot_bytes = len(data)
-            for count, payload in scan.frames:
-                yield from self._decode(snapshot_path, count, payload)
-        logs = [(seq, path) for seq, path in self._files(_LOG_NAME) if seq >= base_seq]
-        for index, (seq, path) in enumerate(logs):
-            data = path.read_bytes()
-            scan = _scan(data, FILE_MAGIC)
-            last = index == len(logs) - 1
-            if scan.damage is not None:
-                if not last:
-                    raise LogCorruptError(f"{path}: {scan.damage}, and newer log files follow it")
-                self._cut_tail(path, data, scan)
-            for count, payload in scan.frames:
-                yield from self._decode(path, count, payload)
-            if last:
-                self._seq = seq
-                self.bytes_since_snapshot = scan.good_bytes
-                self._size = scan.good_bytes
-        if not logs:
-            self._seq = base_seq
+        for notice in repair_notices(self.directory):
+            log.warning("%s", notice)
+        inspection = inspect(self.directory)
+        if inspection.damaged:
+            raise LogCorruptError(refusal_message(inspection, self.data_dir))
+        for passed in inspection.passed_over:
+            log.warning(
+                "%s is damaged (%s); recovering from %s and the %d logs after it, which hold all it held",
+                passed.path,
+                passed.scan.damages[0].reason,
+                inspection.snapshot.path.name if inspection.snapshot is not None else "the first log",
+                len(inspection.logs),
+            )
+        for file, damage in inspection.torn:
+            self._cut_tail(file.path, damage)
+        if inspection.snapshot is not None:
+            self.snapshot_bytes = inspection.snapshot.scan.size
+            yield from self._records_of(inspection.snapshot)
+        for file in inspection.logs:
+            yield from self._records_of(file)
+        self._seq = inspection.logs[-1].seq if inspection.logs else inspection.base_seq
+        self.bytes_since_snapshot = sum(f.path.stat().st_size for f in inspection.logs)
         self._open_active()
 
-    @staticmethod
-    def _decode(path: Path, count: int, payload: memoryview) -> Iterator[Record]:
-        try:
-            yield from decode_records(payload, count)
-        except RecordDecodeError as exc:
-            raise LogCorruptError(f"{path}: a checksummed frame holds an undecodable record: {exc}") from exc
+    def _records_of(self, file: LogFile) -> Iterator[Record]:
+        data = file.path.read_bytes()
+        view = memoryview(data)
+        for frame in file.scan.frames:
+            yield from self._decode(file, frame, view[frame.records_at : frame.end])
 
-    def _cut_tail(self, path: Path, data: bytes, scan: _Scan) -> None:
-        keep = max(scan.good_bytes, 0)
+    def _decode(self, file: LogFile, frame: Frame, payload: memoryview) -> Iterator[Record]:
+        try:
+            yield from decode_records(payload, frame.count)
+        except RecordDecodeError as exc:
+            raise LogCorruptError(
+                f"the coordinator log is damaged, so the coordinator does not start: {file.path}: the frame "
+                f"at byte {frame.offset} passes its checksum but holds an undecodable record ({exc}). "
+                f"To go on, {commands_hint(self.data_dir)}"
+            ) from exc
+
+    def _cut_tail(self, path: Path, damage: Damage) -> None:
+        keep = damage.start
         aside = path.with_name(f"{path.name}.corrupt-{keep}")
-        aside.write_bytes(data[keep:])
-        log.warning("%s: %s; %d bytes moved to %s", path, scan.damage, len(data) - keep, aside.name)
+        with open(path, "rb") as handle:
+            handle.seek(keep)
+            aside.write_bytes(handle.read())
+        log.warning(
+            "%s: cut a torn tail of %d bytes at byte %d (%s): no intact frame follows it, so it is the "
+            "unfinished last write of a crash, never acknowledged; the bytes are kept in %s",
+            path,
+            damage.size,
+            keep,
+            damage.reason,
+            aside.name,
+        )
         if keep < len(FILE_MAGIC):
             path.write_bytes(FILE_MAGIC)
         else:
@@ -233,10 +175,13 @@ class DurableLog:
                 handle.flush()
                 os.fsync(handle.fileno())
 
+    def _files(self, pattern: re.Pattern[str]) -> list[tuple[int, Path]]:
+        return numbered(self.directory, pattern)
+
     # --- appending ---------------------------------------------------------------------------------
 
     def _log_path(self, seq: int) -> Path:
-        return self.directory / f"log-{seq:020d}.sfl"
+        return self.directory / log_name(seq)
 
     def _open_active(self) -> None:
         path = self._log_path(self._seq)
@@ -322,8 +267,10 @@ class DurableLog:
 
     # --- snapshots ---------------------------------------------------------------------------------
 
-    def should_snapshot(self, min_bytes: int = 64 * 1024 * 1024) -> bool:
-        return self.bytes_since_snapshot > max(min_bytes, self.snapshot_bytes)
+    def should_snapshot(self, max_bytes_between: int = MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS) -> bool:
+        """Whether the logs since the last snapshot passed `max_bytes_between`, or the last snapshot's
+        size if that is larger (so that writing snapshots never costs more than appending did)."""
+        return self.bytes_since_snapshot > max(max_bytes_between, self.snapshot_bytes)
 
     def begin_snapshot(self) -> int:
         """Start a new log for appends made from now on; the snapshot of the state at this moment
@@ -346,7 +293,7 @@ class DurableLog:
         """Write snapshot `seq` and drop the logs and snapshots it replaces; returns its size.
 
         Until it is renamed into place, recovery reads the older snapshot and every log after it."""
-        final = self.directory / f"snapshot-{seq:020d}.sfs"
+        final = self.directory / snapshot_name(seq)
         tmp = final.with_name(final.name + ".tmp")
         size = 0
         try:
@@ -371,10 +318,10 @@ class DurableLog:
             for entry in [e for e in self._retiring if e[0] < seq]:
                 self._retiring.remove(entry)
                 os.close(entry[1])
-        for old, path in self._files(_LOG_NAME):
+        for old, path in self._files(LOG_NAME):
             if old < seq:
                 path.unlink()
-        for old, path in self._files(_SNAPSHOT_NAME):
+        for old, path in self._files(SNAPSHOT_NAME):
             if old < seq:
                 path.unlink()
         return size

@@ -124,7 +124,7 @@ def test_a_snapshot_that_keeps_failing_is_retried_with_backoff_not_on_every_chan
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async def main() -> None:
-        host = CoordinatorHost(tmp_path, CONFIG, clock=ManualClock(), snapshot_min_bytes=0)
+        host = CoordinatorHost(tmp_path, CONFIG, clock=ManualClock(), max_record_bytes_between_snapshots=0)
         await host.start()
 
         def refuse(seq: int, records: Any) -> int:

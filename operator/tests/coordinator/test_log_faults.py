@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from staticfleet.coordinator import ErrorCode, StoreError
-from staticfleet.coordinator.log import FRAME_OVERHEAD, DurableLog, encode_frame
+from staticfleet.coordinator.log import DurableLog
+from staticfleet.coordinator.logformat import FRAME_OVERHEAD, encode_frame
 from staticfleet.coordinator.records import (
     GroupMetadataRecord,
     MemberRecord,

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from staticfleet.coordinator import ErrorCode, GroupCoordinator, GroupState, ManualClock
-from staticfleet.coordinator.log import DurableLog, LogCorruptError, encode_frame
+from staticfleet.coordinator.integrity import LogCorruptError
+from staticfleet.coordinator.log import DurableLog
+from staticfleet.coordinator.logformat import encode_frame
 from staticfleet.coordinator.records import (
     GroupConfigRecord,
     GroupMetadataRecord,
@@ -84,7 +86,7 @@ def test_a_torn_tail_is_cut_and_appending_continues_after_the_last_good_frame(tm
     assert _reopen(tmp_path)[1] == SAMPLE[:2] + SAMPLE[4:5]
 
 
-def test_a_corrupt_frame_is_never_loaded(tmp_path: Path) -> None:
+def test_a_corrupt_frame_with_an_intact_frame_after_it_stops_recovery(tmp_path: Path) -> None:
     log, _ = _reopen(tmp_path)
     log.append(SAMPLE[:2])
     log.append(SAMPLE[2:4])
@@ -95,8 +97,8 @@ def test_a_corrupt_frame_is_never_loaded(tmp_path: Path) -> None:
     second_frame = len(b"SFLOG\x00\x01\n") + len(encode_frame(SAMPLE[:2]))
     data[second_frame + 20] ^= 0xFF  # flip a bit inside the second frame's payload
     path.write_bytes(bytes(data))
-    _, records = _reopen(tmp_path)
-    assert records == SAMPLE[:2], "recovery stops at the first frame whose checksum fails"
+    with pytest.raises(LogCorruptError, match=f"checksum mismatch in the frame at byte {second_frame}"):
+        _reopen(tmp_path)
 
 
 def test_corruption_in_an_older_log_file_stops_recovery(tmp_path: Path) -> None:
@@ -106,7 +108,7 @@ def test_corruption_in_an_older_log_file_stops_recovery(tmp_path: Path) -> None:
     first = next(tmp_path.glob("log-*.sfl"))
     (tmp_path / "log-00000000000000000001.sfl").write_bytes(b"SFLOG\x00\x01\n" + encode_frame(SAMPLE[2:3]))
     first.write_bytes(first.read_bytes()[:-3])
-    with pytest.raises(LogCorruptError, match="newer log files follow"):
+    with pytest.raises(LogCorruptError, match="1 intact frame .* follows it"):
         _reopen(tmp_path)
 
 
@@ -136,7 +138,7 @@ def test_a_damaged_snapshot_is_refused(tmp_path: Path) -> None:
     log.close()
     snap = next(tmp_path.glob("snapshot-*.sfs"))
     snap.write_bytes(snap.read_bytes()[:-1])
-    with pytest.raises(LogCorruptError, match="damaged snapshot"):
+    with pytest.raises(LogCorruptError, match="a snapshot is complete before it is renamed"):
         _reopen(tmp_path)
 
 

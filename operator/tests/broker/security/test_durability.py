@@ -28,7 +28,7 @@ from staticfleet.broker.security.scram import ScramMechanism, generate_credentia
 from staticfleet.broker.security.state import LEGACY_LOG, SecurityLogError, SecurityState, legacy_frame
 from staticfleet.broker.security.users import CredentialStore
 from staticfleet.coordinator import CoordinatorConfig, ErrorCode, ManualClock, StoreError
-from staticfleet.coordinator.log import FRAME_OVERHEAD, MAX_FRAME_BYTES
+from staticfleet.coordinator.logformat import FRAME_OVERHEAD, MAX_FRAME_BYTES
 from staticfleet.coordinator.records import SecurityRecord, decode_records, encode_record
 
 SHA512 = ScramMechanism.SCRAM_SHA_512
@@ -46,14 +46,14 @@ def credential(user: str, password: str) -> records.ScramCredentialRecord:
 
 
 def new_host(
-    directory: Path, *, max_frame_bytes: int = MAX_FRAME_BYTES, snapshot_min_bytes: int = 2**26
+    directory: Path, *, max_frame_bytes: int = MAX_FRAME_BYTES, max_record_bytes_between_snapshots: int = 2**26
 ) -> CoordinatorHost:
     host = CoordinatorHost(
         directory,
         CoordinatorConfig(),
         clock=ManualClock(),
         max_frame_bytes=max_frame_bytes,
-        snapshot_min_bytes=snapshot_min_bytes,
+        max_record_bytes_between_snapshots=max_record_bytes_between_snapshots,
     )
     host.security = SecurityState(AuthorizerConfig(), CredentialStore())
     return host
@@ -140,7 +140,7 @@ def test_a_change_over_the_frame_limit_is_refused_with_message_too_large(tmp_pat
 
 def test_snapshots_compact_security_records_and_keep_only_the_live_state(tmp_path: Path) -> None:
     async def run() -> None:
-        host = new_host(tmp_path, snapshot_min_bytes=4096)
+        host = new_host(tmp_path, max_record_bytes_between_snapshots=4096)
         await host.start()
         state = host.security
         assert state is not None
