@@ -7,13 +7,16 @@ import asyncio
 import gc
 import logging
 import os
+import sys
 from pathlib import Path
 
 from staticfleet.broker.connections import ConnectionLimits
 from staticfleet.broker.security import settings as security_settings
 from staticfleet.broker.security.http_auth import TokenFileError, TokenSource
 from staticfleet.broker.topiclog import BOUNDED_TOPIC_DEFAULTS
+from staticfleet.commands import coordinator_log
 from staticfleet.coordinator import CoordinatorConfig
+from staticfleet.coordinator.log import MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS
 
 # The collector's thresholds while serving (CPython's defaults are 700, 10, 10). Every full collection
 # walks every member of every group and stalls the event loop for all that time (over 100 ms with
@@ -64,7 +67,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="address given to clients in Metadata and FindCoordinator, per listener name (repeatable; "
         "a bare HOST:PORT is the first listener's; default: the bind address)",
     )
-    p.add_argument("--data-dir", type=Path, required=True, help="where the logs live")
+    p.add_argument("--data-dir", type=Path, help="where the logs live (required)")
     p.add_argument(
         "--http",
         type=host_port,
@@ -139,18 +142,49 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="log.segment.bytes: default segment.bytes of topics "
         f"(default {BOUNDED_TOPIC_DEFAULTS['segment.bytes']})",
     )
+    p.add_argument(
+        "--max-record-bytes-between-snapshots",
+        type=int,
+        default=MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS,
+        help="Kafka's metadata.log.max.record.bytes.between.snapshots, for the coordinator log: write a "
+        "snapshot once this many bytes were appended since the last one (or the last snapshot's size, if "
+        "larger), which bounds what a restart replays "
+        f"(default {MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS})",
+    )
     p.add_argument("--log-level", default="INFO")
     security_settings.add_arguments(p)
     p.set_defaults(run=run)
+    coordinator_log.register(
+        p.add_subparsers(
+            dest="coordinator_action",
+            metavar="ACTION",
+            title="actions on a stopped coordinator's data directory (none: run the coordinator)",
+            parser_class=coordinator_log.OneLineErrors,
+        )
+    )
+
+
+EXIT_LOCKED = 3
+EXIT_LOG_DAMAGED = 4
 
 
 def run(args: argparse.Namespace) -> int:
     from staticfleet.broker.server import BrokerServer, BrokerSettings
+    from staticfleet.coordinator.integrity import LogCorruptError
     from staticfleet.coordinator.log import DataDirLockedError
 
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if args.data_dir is None:
+        sys.stderr.write("staticfleet coordinator: error: the following arguments are required: --data-dir\n")
+        return 2
+    if args.max_record_bytes_between_snapshots < 1:
+        logging.error(
+            "--max-record-bytes-between-snapshots must be at least 1, not %d",
+            args.max_record_bytes_between_snapshots,
+        )
+        return 2
     try:
         config = CoordinatorConfig(
             min_session_timeout_ms=args.group_min_session_timeout_ms,
@@ -201,6 +235,7 @@ def run(args: argparse.Namespace) -> int:
         node_id=args.node_id,
         coordinator=config,
         fsync=not args.no_fsync,
+        max_record_bytes_between_snapshots=args.max_record_bytes_between_snapshots,
         auto_create_topics=not args.no_auto_create_topics,
         default_partitions=args.default_partitions,
         rebalance_on_partition_growth=not args.no_rebalance_on_partition_growth,
@@ -228,5 +263,8 @@ def run(args: argparse.Namespace) -> int:
             asyncio.run(main())
     except DataDirLockedError as exc:
         logging.error("%s", exc)
-        return 3
+        return EXIT_LOCKED
+    except LogCorruptError as exc:
+        logging.error("%s", exc)
+        return EXIT_LOG_DAMAGED
     return 0

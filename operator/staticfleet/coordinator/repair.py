@@ -162,8 +162,8 @@ class RepairResult:
             held = describe_records(r for d in self.dropped for r in d.records)
             unread = any(not d.all_read for d in self.dropped)
             if held or unread:
-                parts.append(
-                    "which held "
+                parts[-1] += (
+                    ", which held "
                     + ("; ".join(held) or "no record that could be read")
                     + (", and more that could not be read" if unread else "")
                 )

@@ -42,7 +42,9 @@ def test_a_response_that_depends_on_a_record_waits_for_the_fsync(tmp_path: Path)
 
 def test_the_log_is_snapshotted_when_it_grows_and_recovery_reads_the_snapshot(tmp_path: Path) -> None:
     async def main() -> None:
-        host = CoordinatorHost(tmp_path, CoordinatorConfig(), clock=ManualClock(), max_record_bytes_between_snapshots=4096)
+        host = CoordinatorHost(
+            tmp_path, CoordinatorConfig(), clock=ManualClock(), max_record_bytes_between_snapshots=4096
+        )
         await host.start()
         for round_ in range(20):
             for partition in range(10):

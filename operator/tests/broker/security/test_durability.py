@@ -46,7 +46,10 @@ def credential(user: str, password: str) -> records.ScramCredentialRecord:
 
 
 def new_host(
-    directory: Path, *, max_frame_bytes: int = MAX_FRAME_BYTES, max_record_bytes_between_snapshots: int = 2**26
+    directory: Path,
+    *,
+    max_frame_bytes: int = MAX_FRAME_BYTES,
+    max_record_bytes_between_snapshots: int = 2**26,
 ) -> CoordinatorHost:
     host = CoordinatorHost(
         directory,
