@@ -12,7 +12,12 @@ import pytest
 
 from staticfleet.coordinator import ErrorCode, StoreError
 from staticfleet.coordinator.log import DurableLog
-from staticfleet.coordinator.logformat import FRAME_OVERHEAD, encode_frame
+from staticfleet.coordinator.logformat import (
+    FRAME_OVERHEAD,
+    MAX_FRAME_BYTES,
+    SNAPSHOT_FRAME_BYTES,
+    encode_frame,
+)
 from staticfleet.coordinator.records import (
     GroupMetadataRecord,
     MemberRecord,
@@ -36,8 +41,12 @@ AFTER: list[list[Record]] = [
 Writer = Callable[[int, bytes], int]
 
 
-def _open(directory: Path, **kwargs: int) -> tuple[DurableLog, list[Record]]:
-    log = DurableLog(directory, fsync=False, **kwargs)
+def _open(
+    directory: Path, max_frame_bytes: int = MAX_FRAME_BYTES, snapshot_frame_bytes: int = SNAPSHOT_FRAME_BYTES
+) -> tuple[DurableLog, list[Record]]:
+    log = DurableLog(
+        directory, fsync=False, max_frame_bytes=max_frame_bytes, snapshot_frame_bytes=snapshot_frame_bytes
+    )
     return log, list(log.recover())
 
 

@@ -29,13 +29,15 @@ from staticfleet.coordinator.logformat import (
 from staticfleet.coordinator.records import GroupMetadataRecord, MemberRecord, OffsetCommitRecord, Record
 from staticfleet.coordinator.repair import repair
 
-FRAMES: list[list[Record]] = [[OffsetCommitRecord("g", "t", p, 100 + p, -1, "", 1)] for p in range(6)] + [
+_COMMITS: list[list[Record]] = [[OffsetCommitRecord("g", "t", p, 100 + p, -1, "", 1)] for p in range(6)]
+FRAMES: list[list[Record]] = [
+    *_COMMITS,
     [
         GroupMetadataRecord(
             "g", "consumer", 3, "range", "a-1", 5, (MemberRecord("a-1", "a", "c", "/h", 1, 2, b"s", b"a"),)
         ),
         OffsetCommitRecord("h", "t", 0, 7, -1, "m", 2),
-    ]
+    ],
 ]
 ALL: list[Record] = [r for frame in FRAMES for r in frame]
 
