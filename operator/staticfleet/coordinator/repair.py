@@ -125,8 +125,10 @@ class Dropped:
 
     def describe(self) -> str:
         kind = " (a torn tail a crash left: never acknowledged)" if self.torn else ""
-        held = "; ".join(describe_records(self.records)) or "no record that could be read"
-        more = "" if self.all_read else ", and more that could not be read"
+        held = "; ".join(describe_records(self.records)) or (
+            "no record" if self.all_read else "no record that could be read"
+        )
+        more = ", and more that could not be read" if self.records and not self.all_read else ""
         return (
             f"{self.file}: dropped bytes {self.start} to {self.end} ({self.size} bytes){kind}: "
             f"{self.reason}; they held {held}{more}"
