@@ -268,7 +268,7 @@ class Segment:
             if batch is None:
                 return None, f"batch at position {pos} cannot be read"
             try:
-                return check_framing(batch, 0, size), ""
+                return check_framing(batch, 0, size, at=pos), ""
             except TopicLogError as exc:
                 return None, str(exc)
         head = window.get(pos, HEADER_SIZE)

@@ -156,38 +156,41 @@ def compute_crc(buf: Buffer, pos: int, size: int) -> int:
     return int(crc32c.crc32c(view))
 
 
-def check_framing(buf: Buffer, pos: int, end: int) -> RecordBatchHeader:
+def check_framing(buf: Buffer, pos: int, end: int, *, at: int | None = None) -> RecordBatchHeader:
     """Check that a whole, uncorrupted v2 batch starts at `pos` and ends by `end`; return its header.
 
     Raises UnsupportedForMessageFormatError for magic 0/1 (message sets), CorruptMessageError for
     everything that makes the bytes unusable: truncation, a bad length, an unknown magic, a CRC mismatch.
+    The errors name position `at` (default `pos`): where the batch is in its file, when `buf` holds
+    only the batch.
     """
     left = end - pos
+    where = pos if at is None else at
     if left < MAGIC_OFFSET + 1:
-        raise CorruptMessageError(f"{left} trailing bytes at position {pos} are not a record batch")
+        raise CorruptMessageError(f"{left} trailing bytes at position {where} are not a record batch")
     length = int(_INT32.unpack_from(buf, pos + LENGTH_OFFSET)[0])
     magic = buf[pos + MAGIC_OFFSET]
     if magic in (0, 1):
         raise UnsupportedForMessageFormatError(
-            f"record batch at position {pos} uses message format v{magic}; "
+            f"record batch at position {where} uses message format v{magic}; "
             f"this broker stores only record batch v{CURRENT_MAGIC} (Kafka clients 0.11 and later)"
         )
     if magic != CURRENT_MAGIC:
-        raise CorruptMessageError(f"record batch at position {pos} has unknown magic {magic}")
+        raise CorruptMessageError(f"record batch at position {where} has unknown magic {magic}")
     if length < MIN_BATCH_LENGTH:
         raise CorruptMessageError(
-            f"record batch at position {pos} has length {length}, below the minimum {MIN_BATCH_LENGTH}"
+            f"record batch at position {where} has length {length}, below the minimum {MIN_BATCH_LENGTH}"
         )
     size = length + LOG_OVERHEAD
     if size > left:
         raise CorruptMessageError(
-            f"record batch at position {pos} declares {size} bytes but only {left} are present"
+            f"record batch at position {where} declares {size} bytes but only {left} are present"
         )
     header = parse_header(buf, pos)
     actual = compute_crc(buf, pos, size)
     if actual != header.crc:
         raise CorruptMessageError(
-            f"record batch at position {pos} failed its CRC check (stored {header.crc:#010x}, "
+            f"record batch at position {where} failed its CRC check (stored {header.crc:#010x}, "
             f"computed {actual:#010x})"
         )
     return header

@@ -4,6 +4,7 @@ segments, retention, recovery, topic operations and long polling."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import struct
 import time
@@ -435,7 +436,7 @@ def test_recovery_truncates_a_torn_tail_and_appends_continue_at_the_right_offset
 
 
 def test_recovery_drops_everything_from_a_batch_with_a_bad_crc_in_the_last_segment(
-    tmp_path: Path, clock: Clock
+    tmp_path: Path, clock: Clock, caplog: pytest.LogCaptureFixture
 ) -> None:
     log = TopicLog(tmp_path, clock_ms=clock)
     log.create_topic("t", 1)
@@ -448,7 +449,11 @@ def test_recovery_drops_everything_from_a_batch_with_a_bad_crc_in_the_last_segme
         byte = f.read(1)
         f.seek(-1, os.SEEK_CUR)
         f.write(bytes([byte[0] ^ 0x55]))
-    log = TopicLog(tmp_path, clock_ms=clock)
+    with caplog.at_level(logging.WARNING):
+        log = TopicLog(tmp_path, clock_ms=clock)
+    assert (
+        f"to {2 * batch_size} bytes: record batch at position {2 * batch_size} failed its CRC" in caplog.text
+    )
     assert log.log_end_offset("t", 0) == 6
     data = log.read("t", 0, 0, 1 << 20).records
     assert [b.base_offset for b in decode(data)] == [0, 3]
