@@ -161,7 +161,7 @@ def _with_undecodable_frames_as_damage(data: bytes, scan: FileScan) -> FileScan:
     damages = list(scan.damages)
     for frame in scan.frames:
         try:
-            for _ in decode_records(memoryview(data)[frame.records_at : frame.end], frame.count):
+            for _ in decode_records(memoryview(data)[frame.records_at : frame.end], frame.record_count):
                 pass
         except RecordDecodeError as exc:
             reason = (

@@ -144,7 +144,7 @@ class DurableLog:
 
     def _decode(self, file: LogFile, frame: Frame, payload: memoryview) -> Iterator[Record]:
         try:
-            yield from decode_records(payload, frame.count)
+            yield from decode_records(payload, frame.record_count)
         except RecordDecodeError as exc:
             raise LogCorruptError(
                 f"the coordinator log is damaged, so the coordinator does not start: {file.path}: the frame "

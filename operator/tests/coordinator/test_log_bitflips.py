@@ -141,7 +141,7 @@ def _frames(log_dir: Path) -> list[Placed]:
     for file in inspect(log_dir).files:
         data = file.path.read_bytes()
         for frame in file.scan.frames:
-            records = list(decode_records(data[frame.records_at : frame.end], frame.count))
+            records = list(decode_records(data[frame.records_at : frame.end], frame.record_count))
             placed.append(Placed(file.path.name, frame, records))
     return placed
 
