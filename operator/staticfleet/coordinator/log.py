@@ -95,6 +95,8 @@ class DurableLog:
         """Bytes of the active log that hold its header and whole, good frames."""
         self._torn = False
         """A failed write left bytes past `_size` that could not be cut off yet."""
+        self._created = False
+        """The active log was created since the last sync, which must make its directory entry durable."""
         self.bytes_since_snapshot = 0
         self.snapshot_bytes = 0
         self._recovered = False
@@ -183,7 +185,9 @@ class DurableLog:
     def _log_path(self, seq: int) -> Path:
         return self.directory / log_name(seq)
 
-    def _open_active(self) -> None:
+    def _open_active(self, *, sync: bool = True) -> None:
+        """Open (or create) the active log; without `sync`, a new file is made durable by the next
+        `sync` instead of here (so that a snapshot never fsyncs on the event loop)."""
         path = self._log_path(self._seq)
         is_new = not path.exists()
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -192,9 +196,11 @@ class DurableLog:
             self._write_all(FILE_MAGIC)
             self._size = len(FILE_MAGIC)
             self.bytes_since_snapshot = self._size
-            if self.fsync:
+            if self.fsync and sync:
                 os.fsync(self._fd)
                 fsync_directory(self.directory)
+            elif self.fsync:
+                self._created = True
 
     def _write_all(self, data: bytes) -> None:
         assert self._fd is not None
@@ -250,10 +256,11 @@ class DurableLog:
 
         May run in another thread than append."""
         retiring = self._retiring
-        if not (self._dirty or retiring) or self._fd is None:
+        if not (self._dirty or retiring or self._created) or self._fd is None:
             return
         with self._sync_lock:
             self._dirty = False  # cleared first: an append racing with the fsync marks the log dirty again
+            created, self._created = self._created, False
             try:
                 while retiring:
                     if self.fsync:
@@ -261,8 +268,11 @@ class DurableLog:
                     os.close(retiring.pop(0)[1])
                 if self.fsync:
                     os.fsync(self._fd)
+                if created:
+                    fsync_directory(self.directory)  # the new active log's entry
             except OSError as exc:
                 self._dirty = True
+                self._created = self._created or created
                 raise StoreError(f"cannot fsync {self._log_path(self._seq)}: {exc}") from exc
 
     # --- snapshots ---------------------------------------------------------------------------------
@@ -280,7 +290,7 @@ class DurableLog:
         old_fd, old_seq = self._fd, self._seq
         self._seq += 1
         try:
-            self._open_active()
+            self._open_active(sync=False)
         except OSError as exc:
             self._log_path(self._seq).unlink(missing_ok=True)
             self._fd, self._seq = old_fd, old_seq

@@ -190,3 +190,26 @@ def test_a_failed_fsync_is_a_store_error_and_a_later_sync_retries(
     log.sync()
     assert not log.unsynced
     log.close()
+
+
+def test_starting_a_snapshot_syncs_nothing_and_the_next_sync_makes_the_new_log_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """begin_snapshot runs on the event loop: the new log's fsyncs wait for the sync in a worker thread."""
+    from staticfleet.coordinator import log as log_module
+
+    log = DurableLog(tmp_path, fsync=True)
+    list(log.recover())
+    log.append(BEFORE)
+    log.sync()
+    calls: list[str] = []
+    monkeypatch.setattr(os, "fsync", lambda fd: calls.append("file"))
+    monkeypatch.setattr(log_module, "fsync_directory", lambda path: calls.append("directory"))
+    log.begin_snapshot()
+    assert calls == []
+    log.sync()
+    assert calls == ["file", "file", "directory"], "the retired log, the new one, then its directory entry"
+    log.sync()
+    assert calls == ["file", "file", "directory"], "nothing left to sync"
+    monkeypatch.undo()
+    log.close()
