@@ -359,3 +359,22 @@ def test_repair_of_a_log_that_loads_changes_nothing(
     assert cli.main(["coordinator", "repair", "--data-dir", str(data_dir)]) == 0
     assert "nothing to repair" in capsys.readouterr().out
     assert sorted(p.name for p in path.parent.iterdir()) == before
+
+
+def test_the_snapshot_interval_is_a_coordinator_flag_with_kafkas_default_and_must_be_positive(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parse = cli.build_parser().parse_args
+    assert parse(["coordinator", "--data-dir", "d"]).max_record_bytes_between_snapshots == 20 * 1024 * 1024
+    args = parse(["coordinator", "--data-dir", "d", "--max-record-bytes-between-snapshots", "4096"])
+    assert args.max_record_bytes_between_snapshots == 4096 and args.run is not None
+    with caplog.at_level(logging.ERROR):
+        assert (
+            cli.main(
+                ["coordinator", "--data-dir", str(tmp_path), "--max-record-bytes-between-snapshots", "0"]
+            )
+            == 2
+        )
+    assert "--max-record-bytes-between-snapshots must be at least 1, not 0" in caplog.text
+    assert cli.main(["coordinator"]) == 2
+    assert "the following arguments are required: --data-dir" in capsys.readouterr().err
