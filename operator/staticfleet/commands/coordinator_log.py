@@ -7,6 +7,7 @@ import argparse
 import os
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
@@ -70,28 +71,31 @@ def _usage(prog: str, message: str) -> NoReturn:
     raise SystemExit(EXIT_USAGE)
 
 
-def _locked(data_dir: Path) -> int | None:
+def _holding_lock(action: str, data_dir: Path, work: Callable[[Path], int]) -> int:
+    """Run `work` on the coordinator log of `data_dir` while holding the data directory's lock, as the
+    coordinator does: a running coordinator makes this exit with status 3, having read nothing."""
     from staticfleet.coordinator.log import DataDirLockedError, lock_data_dir
 
+    log_dir = _log_dir(f"staticfleet coordinator {action}", data_dir)
     try:
-        return lock_data_dir(data_dir)
+        lock = lock_data_dir(data_dir)
     except DataDirLockedError as exc:
         sys.stderr.write(f"{exc}\n")
-        return None
+        return EXIT_LOCKED
+    try:
+        return work(log_dir)
+    finally:
+        os.close(lock)
 
 
 def run_check(args: argparse.Namespace) -> int:
-    log_dir = _log_dir("staticfleet coordinator check", args.data_dir)
-    lock = _locked(args.data_dir)
-    if lock is None:
-        return EXIT_LOCKED
-    try:
+    def check(log_dir: Path) -> int:
         inspection = inspect(log_dir, decode=True)
         for line in check_report(inspection, args.data_dir):
             print(line)
-    finally:
-        os.close(lock)
-    return EXIT_DAMAGED if inspection.damaged else 0
+        return EXIT_DAMAGED if inspection.damaged else 0
+
+    return _holding_lock("check", args.data_dir, check)
 
 
 def check_report(inspection: Inspection, data_dir: Path) -> list[str]:
@@ -147,17 +151,15 @@ def _damage_line(damage: Damage, problem: Problem | None) -> str:
 
 
 def run_repair(args: argparse.Namespace) -> int:
-    log_dir = _log_dir("staticfleet coordinator repair", args.data_dir)
-    lock = _locked(args.data_dir)
-    if lock is None:
-        return EXIT_LOCKED
+    return _holding_lock("repair", args.data_dir, _repair)
+
+
+def _repair(log_dir: Path) -> int:
     try:
         result = repair(log_dir)
     except (OSError, LogCorruptError) as exc:
         sys.stderr.write(f"staticfleet coordinator repair: {exc}\n")
         return EXIT_DAMAGED
-    finally:
-        os.close(lock)
     if not result.changed:
         print(
             f"nothing to repair: the coordinator log in {log_dir} loads as it is "
