@@ -34,7 +34,7 @@ from staticfleet.coordinator import CoordinatorConfig, CoordinatorResult, GroupC
 from staticfleet.coordinator.clock import Clock
 from staticfleet.coordinator.errors import StoreError
 from staticfleet.coordinator.events import EventLogWriter, EventSink, FanOutSink
-from staticfleet.coordinator.integrity import COORDINATOR_LOG_DIR
+from staticfleet.coordinator.integrity import COORDINATOR_LOG_DIR, LogCorruptError
 from staticfleet.coordinator.log import MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS, DurableLog, lock_data_dir
 from staticfleet.coordinator.logformat import MAX_FRAME_BYTES
 from staticfleet.coordinator.records import Record, SecurityRecord
@@ -153,6 +153,11 @@ class CoordinatorHost:
     def recover(self) -> int:
         """Load the durable state (blocking; run before serving)."""
         result = self.runtime.run(self.coordinator.load(self._hand_over_security(self.durable.recover())))
+        if not self.durable.recovery_complete:
+            # Whatever became of the exception on its way out of the load, a partial state is never served.
+            raise self.durable.recovery_failure or LogCorruptError(
+                "recovery stopped before the end of the log"
+            )
         self.recovered_records = result.response
         self._synced = self.appended
         self.ready = True

@@ -100,6 +100,9 @@ class DurableLog:
         self.bytes_since_snapshot = 0
         self.snapshot_bytes = 0
         self._recovered = False
+        self.recovery_complete = False
+        """Every record was yielded and the log is open for appends."""
+        self.recovery_failure: LogCorruptError | None = None
         self._write: Callable[[int, bytes], int] = os.write
         """The system call that appends (replaced by fault-injection tests)."""
 
@@ -118,7 +121,8 @@ class DurableLog:
             log.warning("%s", notice)
         inspection = inspect(self.directory)
         if inspection.damaged:
-            raise LogCorruptError(refusal_message(inspection, self.data_dir))
+            self.recovery_failure = LogCorruptError(refusal_message(inspection, self.data_dir))
+            raise self.recovery_failure
         for passed in inspection.passed_over:
             log.warning(
                 "%s is damaged (%s); recovering from %s and the %d logs after it, which hold all it held",
@@ -137,6 +141,7 @@ class DurableLog:
         self._seq = inspection.logs[-1].seq if inspection.logs else inspection.base_seq
         self.bytes_since_snapshot = sum(f.path.stat().st_size for f in inspection.logs)
         self._open_active()
+        self.recovery_complete = True
 
     def _records_of(self, file: LogFile) -> Iterator[Record]:
         data = file.path.read_bytes()
@@ -148,11 +153,12 @@ class DurableLog:
         try:
             yield from decode_records(payload, frame.record_count)
         except RecordDecodeError as exc:
-            raise LogCorruptError(
+            self.recovery_failure = LogCorruptError(
                 f"the coordinator log is damaged, so the coordinator does not start: {file.path}: the frame "
                 f"at byte {frame.offset} passes its checksum but holds an undecodable record ({exc}). "
                 f"To go on, {commands_hint(self.data_dir)}"
-            ) from exc
+            )
+            raise self.recovery_failure from exc
 
     def _cut_tail(self, path: Path, damage: Damage) -> None:
         keep = damage.start

@@ -9,6 +9,7 @@ import json
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -378,3 +379,35 @@ def test_the_snapshot_interval_is_a_coordinator_flag_with_kafkas_default_and_mus
     assert "--max-record-bytes-between-snapshots must be at least 1, not 0" in caplog.text
     assert cli.main(["coordinator"]) == 2
     assert "the following arguments are required: --data-dir" in capsys.readouterr().err
+
+
+def test_the_coordinator_is_never_ready_when_the_load_stops_short_of_the_end_of_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Even if the load swallowed the error (as a runtime that settles every failure might)."""
+    from collections.abc import Iterable, Iterator
+
+    from staticfleet.broker.host import CoordinatorHost
+    from staticfleet.coordinator import CoordinatorConfig
+
+    data_dir, path = _data_dir(tmp_path)
+    path.write_bytes(path.read_bytes() + frame_of(1, b"\x63garbage"))
+    host = CoordinatorHost(data_dir, CoordinatorConfig(), fsync=False)
+    load = host.coordinator.load
+
+    def swallowing(records: Iterable[Record]) -> Any:
+        def until_it_fails() -> Iterator[Record]:
+            try:
+                yield from records
+            except LogCorruptError:
+                return
+
+        return load(until_it_fails())
+
+    monkeypatch.setattr(host.coordinator, "load", swallowing)
+    try:
+        with pytest.raises(LogCorruptError, match="passes its checksum but holds an undecodable record"):
+            host.recover()
+        assert not host.ready
+    finally:
+        host.release()
