@@ -115,7 +115,8 @@ def check_report(inspection: Inspection, data_dir: Path) -> list[str]:
         state = "intact"
         if scan.damages:
             state = f"{len(scan.damages)} damaged place{'s' if len(scan.damages) > 1 else ''}"
-        lines.append(f"  {file.path.name}: {scan.size} bytes, {len(scan.frames)} intact frames, {state}")
+        frames = f"{len(scan.frames)} intact frame{'s' if len(scan.frames) != 1 else ''}"
+        lines.append(f"  {file.path.name}: {scan.size} bytes, {frames}, {state}")
         data = file.path.read_bytes() if scan.damages else b""
         for damage in scan.damages:
             lines.append(f"    {_damage_line(damage, problems.get(id(damage)))}")
@@ -147,7 +148,9 @@ def _damage_line(damage: Damage, problem: Problem | None) -> str:
     where = f"bytes {damage.start} to {damage.end} ({damage.size} bytes): {damage.reason}"
     if problem is None:
         return f"{where}; a torn tail: the coordinator cuts it when it starts"
-    return f"{where}; {problem.frames_after} intact frames ({problem.bytes_after} bytes) follow it"
+    frames = f"{problem.frames_after} intact frame{'s' if problem.frames_after != 1 else ''}"
+    verb = "follows" if problem.frames_after == 1 else "follow"
+    return f"{where}; {frames} ({problem.bytes_after} bytes) {verb} it"
 
 
 def run_repair(args: argparse.Namespace) -> int:

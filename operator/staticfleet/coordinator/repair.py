@@ -108,6 +108,39 @@ def describe_records(records: Iterable[Record]) -> list[str]:
     return lines
 
 
+def record_json(record: Record) -> dict[str, Any]:
+    """A dropped record in the report, with what it takes to restore it by hand (an offset commit's
+    group, topic, partition and offset, say)."""
+    if isinstance(record, OffsetCommitRecord):
+        return {
+            "type": "offsetCommit",
+            "group": record.group_id,
+            "topic": record.topic,
+            "partition": record.partition,
+            "offset": record.offset,
+            "metadata": record.metadata,
+        }
+    if isinstance(record, GroupMetadataRecord):
+        return {
+            "type": "group",
+            "group": record.group_id,
+            "generation": record.generation,
+            "instanceIds": [m.group_instance_id for m in record.members if m.group_instance_id],
+        }
+    if isinstance(record, GroupTombstone):
+        return {"type": "groupDeletion", "group": record.group_id}
+    if isinstance(record, OffsetTombstone):
+        return {
+            "type": "offsetDeletion",
+            "group": record.group_id,
+            "topic": record.topic,
+            "partition": record.partition,
+        }
+    if isinstance(record, GroupConfigRecord):
+        return {"type": "groupConfig", "group": record.group_id, "configs": dict(record.configs)}
+    return {"type": "security"}
+
+
 @dataclass(frozen=True, slots=True)
 class Dropped:
     file: str
@@ -279,6 +312,7 @@ def _report(result: RepairResult) -> dict[str, Any]:
                 "reason": d.reason,
                 "tornTail": d.torn,
                 "held": describe_records(d.records),
+                "records": [record_json(r) for r in d.records],
                 "allRecordsRead": d.all_read,
             }
             for d in result.dropped

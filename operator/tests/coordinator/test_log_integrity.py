@@ -329,6 +329,9 @@ def test_repair_keeps_every_intact_frame_byte_for_byte_drops_only_the_damage_and
         (path.name, offsets[2], offsets[3])
     ]
     assert report["groups"] == ["g"]
+    assert report["dropped"][0]["records"] == [
+        {"type": "offsetCommit", "group": "g", "topic": "t", "partition": 2, "offset": 102, "metadata": ""}
+    ], "enough to restore the commit by hand"
     with caplog.at_level(logging.WARNING):
         assert _recover(data_dir) == [r for i, f in enumerate(FRAMES) if i != 2 for r in f]
     assert f"repaired at {report['repairedAt']}" in caplog.text
