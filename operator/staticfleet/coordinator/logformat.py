@@ -37,7 +37,7 @@ MAX_FRAME_BYTES = 256 * 1024 * 1024
 SNAPSHOT_FRAME_BYTES = 64 * 1024
 """Snapshot frames are cut at about this size (a single record may make one larger, up to the limit).
 A frame is what a checksum covers, so this is also about what a damaged byte in a snapshot costs."""
-_MIN_RECORD_BYTES = 5
+MIN_RECORD_BYTES = 5
 """The smallest encoded record (a group tombstone with an empty id)."""
 _VERSION_BYTE = bytes([FORMAT_VERSION])
 
@@ -216,9 +216,9 @@ def find_intact_frame(data: bytes, start: int) -> int | None:
         count = PAYLOAD_HEAD.unpack_from(data, i)[1]
         frame_end = i + length
         if (
-            PAYLOAD_HEAD.size + _MIN_RECORD_BYTES <= length <= MAX_FRAME_BYTES
+            PAYLOAD_HEAD.size + MIN_RECORD_BYTES <= length <= MAX_FRAME_BYTES
             and frame_end <= end
-            and 1 <= count <= (length - PAYLOAD_HEAD.size) // _MIN_RECORD_BYTES
+            and 1 <= count <= (length - PAYLOAD_HEAD.size) // MIN_RECORD_BYTES
             and _may_follow_a_frame(data, frame_end)
             and crc32c.crc32c(view[i:frame_end]) == checksum
         ):

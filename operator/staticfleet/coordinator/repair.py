@@ -26,6 +26,7 @@ from staticfleet.coordinator.logformat import (
     FILE_MAGIC,
     FRAME_HEAD,
     FRAME_OVERHEAD,
+    MIN_RECORD_BYTES,
     PAYLOAD_HEAD,
     Damage,
 )
@@ -60,7 +61,7 @@ def read_damaged(data: bytes, damage: Damage, header_size: int) -> tuple[list[Re
         payload_end = start + FRAME_HEAD.size + length
     count = PAYLOAD_HEAD.unpack_from(data, start + FRAME_HEAD.size)[1]
     records_at = start + FRAME_OVERHEAD
-    readable = min(count, (payload_end - records_at) // 5)
+    readable = min(count, (payload_end - records_at) // MIN_RECORD_BYTES)
     records: list[Record] = []
     try:
         for record in decode_records(memoryview(data)[records_at:payload_end], readable):
