@@ -30,8 +30,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from conformance import driver as d
 from conformance.certs import CertificateAuthority
-from conformance.driver import wait_until_serving
+from conformance.driver import GroupDescription, wait_until_serving
 from conformance.kafka_broker import (
     GroupSettings,
     KafkaBroker,
@@ -365,3 +366,24 @@ class BackendPool:
         self._created.clear()
         self._exclusive.clear()
         self._shared.clear()
+
+
+def create_topic(backend: Backend, topic: str, partitions: int) -> None:
+    """Creates the topic (unless it exists) and waits until every partition has a leader."""
+
+    async def go() -> None:
+        async with d.Driver(backend.host, backend.port) as driver:
+            await d.ensure_topic(await driver.connect("create-topic"), topic, partitions)
+
+    asyncio.run(go())
+
+
+def describe_group(backend: Backend, group: str) -> GroupDescription:
+    """DescribeGroups v5 for one group."""
+
+    async def go() -> GroupDescription:
+        async with d.Driver(backend.host, backend.port) as driver:
+            connection = await driver.connect("describe-group")
+            return d.GroupDescription.of(await connection.request(d.describe_groups(5, group)))
+
+    return asyncio.run(go())

@@ -15,7 +15,6 @@ lines tell which member led an assignment.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 import uuid
@@ -25,11 +24,9 @@ from typing import Any
 
 import pytest
 
-from conformance import driver as d
-from conformance.backends import KAFKA, STATICFLEET, Backend, make_backend
+from conformance.backends import Backend, create_topic, describe_group
 from conformance.java_build import ensure_jar
 from conformance.java_process import JavaProcess, wait_until
-from conformance.kafka_broker import GroupSettings
 from staticfleet.admin.client import GroupAdmin, KafkaConnection
 
 HERE = Path(__file__).resolve().parent
@@ -52,12 +49,9 @@ def driver_jar() -> Path:
     return ensure_jar(DRIVER)
 
 
-@pytest.fixture(scope="module", params=[KAFKA, STATICFLEET])
-def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
-    started = make_backend(request.param, GroupSettings(), tmp_path_factory.mktemp(f"java-{request.param}"))
-    asyncio.run(started.start())
-    yield started
-    started.stop()
+@pytest.fixture
+def backend(plain_backend: Backend) -> Backend:
+    return plain_backend
 
 
 class JavaFleet:
@@ -72,11 +66,7 @@ class JavaFleet:
         self.consumers: dict[str, JavaProcess] = {}
         self.stopped: list[JavaProcess] = []
 
-        async def create() -> None:
-            async with d.Driver(backend.host, backend.port) as driver:
-                await d.ensure_topic(await driver.connect("java-fleet"), self.topic, PARTITIONS)
-
-        asyncio.run(create())
+        create_topic(backend, self.topic, PARTITIONS)
 
     def start(self, instance: str) -> JavaProcess:
         args = ["--bootstrap", self.backend.bootstrap, "--group", self.group, "--topic", self.topic,
@@ -132,15 +122,6 @@ class JavaFleet:
     def stop(self) -> None:
         for consumer in [*self.consumers.values(), *self.stopped]:
             consumer.stop()
-
-
-def describe_group(backend: Backend, group: str) -> d.GroupDescription:
-    async def go() -> d.GroupDescription:
-        async with d.Driver(backend.host, backend.port) as driver:
-            connection = await driver.connect("java-describe")
-            return d.GroupDescription.of(await connection.request(d.describe_groups(5, group)))
-
-    return asyncio.run(go())
 
 
 @pytest.fixture

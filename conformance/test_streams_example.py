@@ -1,0 +1,195 @@
+"""The example Kafka Streams application (examples/streams, kafka-streams 4.3.1) run as a process against
+Apache Kafka and against the embedded coordinator: it creates its store's changelog, counts what the
+producer wrote per key, and comes back from SIGTERM with its state, at the same tasks and restoring nothing.
+
+Each stream thread is a static member `<KAFKA_GROUP_INSTANCE_ID>-<thread index>`; SIGTERM sends no
+LeaveGroup, so both members stay in the group while the process is down.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance.backends import STATICFLEET, Backend, create_topic, describe_group
+from conformance.java_build import ensure_jar
+from conformance.java_process import JavaProcess, wait_until
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "streams"
+PARTITIONS = 4
+KEYS = 10
+WAIT_S = 120.0
+STORE = "order-counts"
+
+# Kafka Streams creates each store's changelog with cleanup.policy=compact, which the embedded coordinator's
+# CreateTopics refuses (INVALID_CONFIG: its log does not compact): the application's first rebalance fails
+# with "Could not create topic <app>-order-counts-changelog" and it shuts down. Strict: once the coordinator
+# compacts, this passes and the mark must go.
+COMPACTION_MISSING = pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="the embedded coordinator refuses cleanup.policy=compact, which every Streams changelog needs",
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*is deprecated. Use files\\(\\) instead:DeprecationWarning")
+
+
+@pytest.fixture(scope="module")
+def app_jar() -> Path:
+    return ensure_jar(EXAMPLE)
+
+
+def produce(backend: Backend, topic: str, count: int, start: int = 0) -> Counter[str]:
+    """`count` records keyed `order-<n % KEYS>`, as the example producer keys them; the keys written."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=backend.bootstrap)
+    written: Counter[str] = Counter()
+    try:
+        for n in range(start, start + count):
+            key = f"order-{n % KEYS}"
+            producer.send(topic, key=key.encode(), value=json.dumps({"n": n}).encode())
+            written[key] += 1
+        producer.flush(30)
+    finally:
+        producer.close()
+    return written
+
+
+def latest_counts(backend: Backend, topic: str) -> dict[str, int]:
+    """The last count written for each key of the output topic (read from the beginning, no group)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=backend.bootstrap, enable_auto_commit=False)
+    try:
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        if not partitions:
+            return {}
+        consumer.assign(partitions)
+        consumer.seek_to_beginning()
+        ends = consumer.end_offsets(partitions)
+        counts: dict[str, int] = {}
+        deadline = time.monotonic() + 30
+        while any(consumer.position(p) < ends[p] for p in partitions) and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                for record in records:
+                    counts[record.key.decode()] = int(record.value.decode())
+        return counts
+    finally:
+        consumer.close()
+
+
+class App:
+    """The example application with one instance id, state directory and readiness file across restarts."""
+
+    def __init__(self, backend: Backend, jar: Path, workdir: Path, topic: str, output: str) -> None:
+        self.jar = jar
+        self.group = f"streams-{uuid.uuid4().hex[:8]}"
+        self.ready_file = workdir / "ready"
+        self.env = {
+            "KAFKA_BOOTSTRAP_SERVERS": backend.bootstrap,
+            "KAFKA_GROUP_ID": self.group,
+            "KAFKA_GROUP_INSTANCE_ID": "orders-0",
+            "KAFKA_TOPICS": topic,
+            "KAFKA_SESSION_TIMEOUT_MS": "10000",
+            "KAFKA_HEARTBEAT_INTERVAL_MS": "500",
+            "OUTPUT_TOPIC": output,
+            "STATE_DIR": str(workdir / "state"),
+            "READY_FILE": str(self.ready_file),
+            "PROGRESS_INTERVAL_MS": "1000",
+            "STREAMS_COMMIT_INTERVAL_MS": "500",
+        }
+        self.runs: list[JavaProcess] = []
+
+    def start(self) -> JavaProcess:
+        run = JavaProcess(self.jar, env=self.env, name=f"streams run {len(self.runs) + 1}")
+        self.runs.append(run)
+        return run
+
+    def running(self, run: JavaProcess) -> dict[str, Any]:
+        """Waits for the RUNNING state and its task report; returns the report."""
+
+        def check() -> dict[str, Any] | None:
+            if not run.running:
+                raise AssertionError(
+                    f"the application exited with {run.process.returncode}\n{run.describe()}"
+                )
+            state, tasks = run.last("state"), run.last("tasks")
+            if state is None or state["to"] != "RUNNING" or tasks is None:
+                return None
+            return tasks if self.ready_file.exists() else None
+
+        result: dict[str, Any] = wait_until(check, WAIT_S, f"RUNNING\n{run.describe()}")
+        return result
+
+    def stop(self) -> None:
+        for run in self.runs:
+            run.stop()
+
+
+@pytest.fixture
+def apps() -> Iterator[list[App]]:
+    created: list[App] = []
+    yield created
+    for app in created:
+        app.stop()
+
+
+def test_the_streams_example_counts_per_key_and_restarts_with_its_state(
+    plain_backend: Backend, app_jar: Path, apps: list[App], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    backend = plain_backend
+    if backend.kind == STATICFLEET:
+        request.applymarker(COMPACTION_MISSING)
+    topic = f"orders-{uuid.uuid4().hex[:8]}"
+    output = f"{topic}-counts"
+    create_topic(backend, topic, PARTITIONS)
+    written = produce(backend, topic, 200)
+    app = App(backend, app_jar, tmp_path, topic, output)
+    apps.append(app)
+
+    first = app.start()
+    tasks = app.running(first)
+    assert [t["member"] for t in tasks["threads"]] == ["orders-0-1", "orders-0-2"], first.describe()
+    owned = sorted(p for t in tasks["threads"] for p in t["partitions"])
+    assert owned == sorted(f"{topic}-{p}" for p in range(PARTITIONS))
+    wait_until(lambda: latest_counts(backend, output) == dict(written), WAIT_S, f"counts\n{first.describe()}")
+    members = describe_group(backend, app.group).members
+    assert sorted(m.instance_id or "" for m in members) == ["orders-0-1", "orders-0-2"]
+    processed = wait_until(
+        lambda: (p := first.last("progress")) and p["processed_total"] == 200 and p, 30, "progress"
+    )
+    assert processed["restored"] in ({}, {STORE: 0}), "a new store restores nothing"
+
+    held = first.last("tasks")  # after any follow-up rebalance of the first start
+    assert held is not None
+    first.stop()
+    stopped = first.last("stopped")
+    assert stopped is not None and stopped["exit_code"] == 0 and stopped["closed"], first.describe()
+    assert not app.ready_file.exists()
+    members = describe_group(backend, app.group).members
+    assert sorted(m.instance_id or "" for m in members) == ["orders-0-1", "orders-0-2"], "no LeaveGroup"
+
+    written += produce(backend, topic, 100, start=200)
+    second = app.start()
+    again = app.running(second)
+    assert again["threads"] == held["threads"], "the same tasks for each member after the restart"
+    wait_until(
+        lambda: latest_counts(backend, output) == dict(written), WAIT_S, f"counts\n{second.describe()}"
+    )
+    progress = wait_until(
+        lambda: (p := second.last("progress")) and p["processed_total"] == 100 and p, 30, "progress"
+    )
+    assert sum(progress["restored"].values()) == 0, "the checkpointed store restores nothing"
+    assert progress["rebalances"] == 1, f"only the start's own REBALANCING state\n{second.describe()}"
+    assert second.last("tasks") == again
+    assert not second.of("restore_started") or all(
+        e["start_offset"] == e["end_offset"] for e in second.of("restore_started")
+    )
