@@ -7,7 +7,6 @@ scenario on Kafka it writes docs/conformance.md.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 
 import pytest
@@ -17,11 +16,10 @@ from conformance.backends import (
     KAFKA,
     STATICFLEET,
     Backend,
-    make_backend,
     staticfleet_coordinator_available,
     staticfleet_version,
 )
-from conformance.kafka_broker import GroupSettings, ensure_kafka_jars, kafka_version
+from conformance.kafka_broker import ensure_kafka_jars, kafka_version
 from conformance.runner import ConformanceRun
 from conformance.scenario import Scenario, all_scenarios
 
@@ -56,16 +54,12 @@ def conformance_run(
         run.close()
 
 
-@pytest.fixture(scope="session", params=[KAFKA, STATICFLEET])
-def plain_backend(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Backend]:
+@pytest.fixture(params=[KAFKA, STATICFLEET])
+def plain_backend(request: pytest.FixtureRequest, conformance_run: ConformanceRun) -> Backend:
     """Apache Kafka, then the embedded coordinator, with the scenarios' default group settings and no
-    security: the backend of the tests that run real programs (Java clients, Kafka's tools, Kafka Streams)."""
-    backend = make_backend(request.param, GroupSettings(), tmp_path_factory.mktemp(f"plain-{request.param}"))
-    asyncio.run(backend.start())
-    yield backend
-    backend.stop()
+    security, shared with them: the backend of the tests that run real programs (Java clients, Kafka's
+    tools, Kafka Streams)."""
+    return conformance_run.shared_backend(request.param)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -1,5 +1,6 @@
-"""Kafka's own command-line tools (kafka-acls, kafka-configs) from the pinned jars, against any bootstrap
-server: they manage ACLs and SCRAM users on Kafka and on the embedded coordinator alike."""
+"""Kafka's own command-line tools (kafka-acls, kafka-configs, kafka-consumer-groups) from the pinned jars,
+against any bootstrap server: they manage ACLs, SCRAM users and consumer groups on Kafka and on the embedded
+coordinator alike."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from conformance.kafka_broker import LOG4J2_CONFIG, ensure_kafka_jars, java_exec
 TOOL_TIMEOUT_S = 120.0
 ACLS = "org.apache.kafka.tools.AclCommand"
 CONFIGS = "kafka.admin.ConfigCommand"
+CONSUMER_GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,8 @@ def client_properties(
     return path
 
 
-def run_tool(main: str, bootstrap: str, properties: Path, *args: str) -> ToolRun:
+def run_tool(main: str, bootstrap: str, properties: Path | None, *args: str) -> ToolRun:
+    """`main` with --bootstrap-server, and --command-config when `properties` is given, then `args`."""
     lib = ensure_kafka_jars()
     with tempfile.NamedTemporaryFile(prefix="staticfleet-kafka-tool-", suffix=".log") as log:
         command = (
@@ -60,8 +63,7 @@ def run_tool(main: str, bootstrap: str, properties: Path, *args: str) -> ToolRun
             main,
             "--bootstrap-server",
             bootstrap,
-            "--command-config",
-            str(properties),
+            *(("--command-config", str(properties)) if properties is not None else ()),
             *args,
         )
         done = subprocess.run(command, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False)
@@ -74,3 +76,8 @@ def kafka_acls(bootstrap: str, properties: Path, *args: str) -> ToolRun:
 
 def kafka_configs(bootstrap: str, properties: Path, *args: str) -> ToolRun:
     return run_tool(CONFIGS, bootstrap, properties, *args)
+
+
+def kafka_consumer_groups(bootstrap: str, *args: str, properties: Path | None = None) -> ToolRun:
+    """kafka-consumer-groups.sh."""
+    return run_tool(CONSUMER_GROUPS, bootstrap, properties, *args)

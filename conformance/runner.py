@@ -12,7 +12,7 @@ from pathlib import Path
 
 from conformance import recorded
 from conformance.backends import BACKEND_KINDS, STATICFLEET, Backend, BackendPool, staticfleet_supports
-from conformance.scenario import Outcome, Scenario, ScenarioContext, SetUpRaced
+from conformance.scenario import DEFAULT, Outcome, Scenario, ScenarioContext, SetUpRaced
 
 SCENARIO_TIMEOUT_S = 120.0
 DEFAULT_CONCURRENCY = 6
@@ -50,6 +50,11 @@ class ConformanceRun:
         self.concurrency = concurrency
         self.results: dict[str, dict[str, Result]] = {kind: {} for kind in BACKEND_KINDS}
         self.batch: list[Scenario] = []
+
+    def shared_backend(self, kind: str) -> Backend:
+        """The session's backend of this kind with the scenarios' default settings (started once), for
+        tests that run real programs beside the scenarios."""
+        return self.loop.run_until_complete(self.pool.shared(kind, DEFAULT))
 
     def result(self, kind: str, scenario: Scenario) -> Result:
         done = self.results[kind]

@@ -16,27 +16,18 @@ lines tell which member led an assignment.
 from __future__ import annotations
 
 import re
-import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from conformance.backends import Backend, create_topic, describe_group
+from conformance.backends import Backend, describe_group
 from conformance.java_build import ensure_jar
-from conformance.java_process import JavaProcess, wait_until
+from conformance.java_consumers import DRIVER, WAIT_S, JavaFleet
+from conformance.java_process import wait_until
 from staticfleet.admin.client import GroupAdmin, KafkaConnection
 
-HERE = Path(__file__).resolve().parent
-DRIVER = HERE / "javaclient"
 PARTITIONS = 6
-SESSION_MS = 10_000
-WAIT_S = 90.0
-QUIET_S = 3.0
-COORDINATOR_LOGGER = "org.apache.kafka.clients.consumer.internals.ConsumerCoordinator"
-_FINISHED = re.compile(r"Finished assignment for group at generation (\d+)")
 _SKIPPED = re.compile(r"Skipped assignment for returning static leader at generation (\d+)")
 
 # kafka-python (the admin path) loads its protocol schemas with importlib.resources calls that Python 3.11
@@ -54,76 +45,6 @@ def backend(plain_backend: Backend) -> Backend:
     return plain_backend
 
 
-class JavaFleet:
-    """Java consumers of one group on one topic, by instance id."""
-
-    def __init__(self, backend: Backend, jar: Path, session_ms: int = SESSION_MS) -> None:
-        self.backend = backend
-        self.jar = jar
-        self.session_ms = session_ms
-        self.group = f"java-{uuid.uuid4().hex[:8]}"
-        self.topic = f"{self.group}-in"
-        self.consumers: dict[str, JavaProcess] = {}
-        self.stopped: list[JavaProcess] = []
-
-        create_topic(backend, self.topic, PARTITIONS)
-
-    def start(self, instance: str) -> JavaProcess:
-        args = ["--bootstrap", self.backend.bootstrap, "--group", self.group, "--topic", self.topic,
-                "--instance", instance, "--session-ms", str(self.session_ms)]  # fmt: skip
-        process = JavaProcess(self.jar, args, name=instance, log_levels={COORDINATOR_LOGGER: "info"})
-        old = self.consumers.get(instance)
-        if old is not None:
-            self.stopped.append(old)
-        self.consumers[instance] = process
-        return process
-
-    def assignments(self) -> dict[str, dict[str, Any]]:
-        """Each consumer's last assignment event."""
-        found = {name: c.last("assigned") for name, c in self.consumers.items()}
-        return {name: event for name, event in found.items() if event is not None}
-
-    def settled(self) -> dict[str, dict[str, Any]]:
-        """Waits until every consumer holds an assignment of one generation, the assignments cover every
-        partition once, and nothing has changed for QUIET_S seconds; returns the assignments."""
-
-        def agreed() -> dict[str, dict[str, Any]] | None:
-            current = self.assignments()
-            if set(current) != set(self.consumers):
-                return None
-            if len({e["generation"] for e in current.values()}) != 1:
-                return None
-            owned = sorted(p for e in current.values() for p in e["partitions"])
-            return current if owned == list(range(PARTITIONS)) else None
-
-        while True:
-            first: dict[str, dict[str, Any]] = wait_until(
-                agreed, WAIT_S, f"group {self.group} to agree on one assignment\n{self.describe()}"
-            )
-            time.sleep(QUIET_S)
-            if self.assignments() == first:
-                return first
-
-    def leader(self, generation: int) -> str:
-        """The instance whose coordinator logged the assignment of `generation`."""
-        leaders = [
-            name
-            for name, c in self.consumers.items()
-            if any(int(g) == generation for g in _FINISHED.findall(c.stderr_text()))
-        ]
-        assert len(leaders) == 1, (
-            f"one leader for generation {generation}, found {leaders}\n{self.describe()}"
-        )
-        return leaders[0]
-
-    def describe(self) -> str:
-        return "\n".join(c.describe() for c in self.consumers.values())
-
-    def stop(self) -> None:
-        for consumer in [*self.consumers.values(), *self.stopped]:
-            consumer.stop()
-
-
 @pytest.fixture
 def fleets() -> Iterator[list[JavaFleet]]:
     created: list[JavaFleet] = []
@@ -136,7 +57,7 @@ def fleets() -> Iterator[list[JavaFleet]]:
 def test_a_restarted_static_java_consumer_gets_its_partitions_at_the_same_generation(
     backend: Backend, driver_jar: Path, fleets: list[JavaFleet], who: str
 ) -> None:
-    fleet = JavaFleet(backend, driver_jar)
+    fleet = JavaFleet(backend, driver_jar, PARTITIONS)
     fleets.append(fleet)
     for instance in ("c-0", "c-1", "c-2"):
         fleet.start(instance)
@@ -175,7 +96,7 @@ def test_a_crashed_static_java_consumer_removed_by_instance_id_is_replaced_at_on
 ) -> None:
     # The session timeout is the coordinator's largest (GroupSettings: 30 s) and the wait below is shorter:
     # the survivor's new assignment comes from the removal, not from the crashed member's expiry.
-    fleet = JavaFleet(backend, driver_jar, session_ms=30_000)
+    fleet = JavaFleet(backend, driver_jar, PARTITIONS, session_ms=30_000)
     fleets.append(fleet)
     fleet.start("c-0"), fleet.start("c-1")
     before = fleet.settled()
