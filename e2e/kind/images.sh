@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The container images the kind cluster and the project need, built here without a container registry.
 #
-#   images.sh project     the project's images: staticfleet:0.1.0 (the Dockerfile) and
-#                         staticfleet-consumer-example:0.1.0 (examples/consumer), IMAGE_TAG to change the tag
+#   images.sh project     the project's images: staticfleet:0.1.0 (the Dockerfile),
+#                         staticfleet-consumer-example:0.1.0 (examples/consumer) and
+#                         staticfleet-streams-example:0.1.0 (examples/streams), IMAGE_TAG to change the tag
+#   images.sh streams     staticfleet-streams-example:0.1.0 alone
 #   images.sh debian      a Debian bookworm base image from debootstrap (the host's apt mirror)
 #   images.sh python      a Debian-based stand-in for python:3.11-slim (python3.11 in a venv on PATH)
 #   images.sh node        the kind node image: kind's base files, Debian's systemd/runc/CNI plugins,
@@ -289,12 +291,39 @@ ensure_project() {
 			docker tag "$PYTHON_IMAGE" "$base"
 		fi
 	fi
-	say "building staticfleet:$tag and staticfleet-consumer-example:$tag from $base"
+	say "building staticfleet:$tag and staticfleet-consumer-example:$tag from $base, staticfleet-streams-example:$tag"
 	docker build --build-arg "BASE_IMAGE=$base" -t "staticfleet:$tag" "$repo" >"$cache/logs/build-project.log" 2>&1 \
 		|| { tail -n 30 "$cache/logs/build-project.log" >&2; exit 1; }
 	docker build --build-arg "BASE_IMAGE=$base" -t "staticfleet-consumer-example:$tag" "$repo/examples/consumer" \
 		>"$cache/logs/build-consumer.log" 2>&1 || { tail -n 30 "$cache/logs/build-consumer.log" >&2; exit 1; }
-	echo "staticfleet:$tag staticfleet-consumer-example:$tag"
+	ensure_streams "$tag"
+	echo "staticfleet:$tag staticfleet-consumer-example:$tag staticfleet-streams-example:$tag"
+}
+
+# The example Kafka Streams application, built by Maven inside its Dockerfile on the Debian base. Maven runs
+# on this host first (conformance/java_build.py, a cached build of the same pom), which fills the Maven
+# repository under the cache; a copy of it in the build context makes the build inside Docker offline, so
+# no build downloads anything again. Docker's layer cache skips the Maven step when nothing changed.
+ensure_streams() {
+	local tag="$1" context m2 started=$SECONDS
+	ensure_debian
+	command -v mvn >/dev/null || { say "mvn is required to prepare the Maven repository (apt-get install maven)"; exit 2; }
+	(cd "$repo" && python3 -m conformance.java_build build examples/streams) >"$cache/logs/build-streams-maven.log" 2>&1 \
+		|| { tail -n 30 "$cache/logs/build-streams-maven.log" >&2; exit 1; }
+	m2="$(cd "$repo" && python3 -m conformance.java_build repository)"
+	context="$(mktemp -d -p "$cache")"
+	cp -r "$repo/examples/streams/pom.xml" "$repo/examples/streams/src" "$repo/examples/streams/Dockerfile" \
+		"$repo/examples/streams/.dockerignore" "$context/"
+	# Hard links where the cache and the context share a file system (they do: both are in the cache).
+	cp -al "$m2" "$context/m2" 2>/dev/null || cp -r "$m2" "$context/m2"
+	docker build --network=bridge --build-arg "BASE_IMAGE=$DEBIAN_IMAGE" -t "staticfleet-streams-example:$tag" \
+		"$context" >"$cache/logs/build-streams.log" 2>&1 || {
+		rm -rf "$context"
+		tail -n 30 "$cache/logs/build-streams.log" >&2
+		exit 1
+	}
+	rm -rf "$context"
+	say "staticfleet-streams-example:$tag built in $((SECONDS - started)) s"
 }
 
 # One builder at a time (`make test` prepares these in the background while the local suite runs).
@@ -307,10 +336,11 @@ esac
 
 case "${1:-}" in
 project) ensure_project ;;
+streams) ensure_streams "${IMAGE_TAG:-0.1.0}"; echo "staticfleet-streams-example:${IMAGE_TAG:-0.1.0}" ;;
 debian) ensure_debian; echo "$DEBIAN_IMAGE" ;;
 python) ensure_python; echo "$PYTHON_IMAGE" ;;
 node) ensure_node ;;
 node-name) node_image_name ;;
 privileged-refused) ensure_debian; privileged_refused ;;
-*) echo "usage: images.sh project|debian|python|node|node-name|privileged-refused" >&2; exit 2 ;;
+*) echo "usage: images.sh project|streams|debian|python|node|node-name|privileged-refused" >&2; exit 2 ;;
 esac

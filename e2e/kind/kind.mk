@@ -5,6 +5,7 @@
 
 KIND_CLUSTER ?= kind
 export KIND_CLUSTER
+IMAGES := staticfleet:0.1.0 staticfleet-consumer-example:0.1.0 staticfleet-streams-example:0.1.0
 
 docker-check:
 	@docker info >/dev/null 2>&1 || { \
@@ -18,18 +19,19 @@ kind-tools:
 # Creates the cluster (and, with no registry reachable, its node image) and loads the project's images.
 kind-up: docker-check kind-tools cluster-binaries images
 	@e2e/kind/cluster.sh up >/dev/null
-	@e2e/kind/cluster.sh load staticfleet:0.1.0 staticfleet-consumer-example:0.1.0
+	@e2e/kind/cluster.sh load $(IMAGES)
 	@echo "kind cluster $(KIND_CLUSTER) is up:  export KUBECONFIG=$$(e2e/kind/cluster.sh kubeconfig)"
 
 kind-down:
 	@if docker info >/dev/null 2>&1; then e2e/kind/cluster.sh down; fi
 
-# staticfleet:0.1.0 and staticfleet-consumer-example:0.1.0, as the README builds them.
+# staticfleet:0.1.0, staticfleet-consumer-example:0.1.0 and staticfleet-streams-example:0.1.0, as the
+# README builds them.
 images: docker-check
 	@e2e/kind/images.sh project >/dev/null
 
 kind-load: docker-check
-	@e2e/kind/cluster.sh load staticfleet:0.1.0 staticfleet-consumer-example:0.1.0
+	@e2e/kind/cluster.sh load $(IMAGES)
 
 # The e2e suite on kind: the chart installed as the README says, fleets on a real kubelet. It starts
 # from a new cluster (a running one may hold what an earlier, interrupted run installed; KIND_FRESH=0

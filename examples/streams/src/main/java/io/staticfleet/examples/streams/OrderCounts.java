@@ -18,6 +18,7 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.errors.FencedInstanceIdException;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.serialization.Serdes;
@@ -92,7 +93,15 @@ public final class OrderCounts {
         }
 
         Topology topology = topology(settings.topics, settings.outputTopic, watch);
-        KafkaStreams streams = new KafkaStreams(topology, props);
+        KafkaStreams streams;
+        try {
+            streams = new KafkaStreams(topology, props);
+        } catch (KafkaException e) {
+            // A setting Kafka Streams refuses, or a state directory it cannot create.
+            Events.log("fatal", "error", e.getClass().getSimpleName(), "message", String.valueOf(e.getMessage()),
+                "cause", rootCause(e).toString(), "exit_code", 1);
+            return 1;
+        }
         watch.attach(streams);
         streams.setStateListener(watch);
         streams.setGlobalStateRestoreListener(watch);
