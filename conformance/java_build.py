@@ -62,7 +62,8 @@ def final_name(project: Path) -> str:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path` (created if missing) for the duration of the block."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -82,7 +83,7 @@ def ensure_jar(project: Path, *, quiet: bool = True) -> Path:
     jar = home / "target" / f"{name}.jar"
     if jar.exists():
         return jar
-    with _locked(builds / f".{name}.lock"):
+    with locked(builds / f".{name}.lock"):
         if jar.exists():
             return jar
         mvn = shutil.which("mvn")

@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import atexit
 import contextlib
-import fcntl
 import functools
 import hashlib
 import os
@@ -26,12 +25,13 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from conformance.certs import CertificateAuthority
 from conformance.driver import wait_until_serving
+from conformance.java_build import cache_root, locked
 from conformance.security import SASL_PLAINTEXT, SASL_SSL, SSL, SecurityProfile
 from e2e.localcluster.ports import free_port
 
@@ -62,11 +62,6 @@ def kafka_version() -> str:
     return (node.text or "").strip()
 
 
-def cache_root() -> Path:
-    configured = os.environ.get("STATICFLEET_CACHE")
-    return Path(configured) if configured else Path.home() / ".cache" / "staticfleet"
-
-
 def kafka_home() -> Path:
     return cache_root() / f"kafka-{kafka_version()}"
 
@@ -85,17 +80,6 @@ def _pom_digest() -> str:
     return hashlib.sha256(POM.read_bytes()).hexdigest()
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def ensure_kafka_jars(*, quiet: bool = True) -> Path:
     """Resolves the broker's jars once and returns the lib directory.
 
@@ -108,7 +92,7 @@ def ensure_kafka_jars(*, quiet: bool = True) -> Path:
     digest = _pom_digest()
     if stamp.exists() and stamp.read_text().strip() == digest and any(lib.glob("kafka_2.13-*.jar")):
         return lib
-    with _locked(home / ".lock"):
+    with locked(home / ".lock"):
         if stamp.exists() and stamp.read_text().strip() == digest and any(lib.glob("kafka_2.13-*.jar")):
             return lib
         mvn = shutil.which("mvn")
