@@ -13,7 +13,9 @@ from conformance.backends import Backend, create_topic
 from conformance.java_process import JavaProcess, wait_until
 
 DRIVER = Path(__file__).resolve().parent / "javaclient"
-SESSION_MS = 10_000
+# The largest session timeout the backends allow (GroupSettings): a restarted JVM on a busy machine must
+# rejoin before its old member expires, or the group rebalances.
+SESSION_MS = 30_000
 WAIT_S = 90.0
 QUIET_S = 3.0
 # Its INFO lines say which member assigned a generation ("Finished assignment ...").

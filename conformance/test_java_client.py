@@ -23,7 +23,7 @@ import pytest
 
 from conformance.backends import Backend, describe_group
 from conformance.java_build import ensure_jar
-from conformance.java_consumers import DRIVER, WAIT_S, JavaFleet
+from conformance.java_consumers import DRIVER, SESSION_MS, WAIT_S, JavaFleet
 from conformance.java_process import wait_until
 from staticfleet.admin.client import GroupAdmin, KafkaConnection
 
@@ -96,7 +96,7 @@ def test_a_crashed_static_java_consumer_removed_by_instance_id_is_replaced_at_on
 ) -> None:
     # The session timeout is the coordinator's largest (GroupSettings: 30 s) and the wait below is shorter:
     # the survivor's new assignment comes from the removal, not from the crashed member's expiry.
-    fleet = JavaFleet(backend, driver_jar, PARTITIONS, session_ms=30_000)
+    fleet = JavaFleet(backend, driver_jar, PARTITIONS, session_ms=SESSION_MS)
     fleets.append(fleet)
     fleet.start("c-0"), fleet.start("c-1")
     before = fleet.settled()

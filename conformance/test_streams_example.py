@@ -103,7 +103,8 @@ class App:
             "KAFKA_GROUP_ID": self.group,
             "KAFKA_GROUP_INSTANCE_ID": "orders-0",
             "KAFKA_TOPICS": topic,
-            "KAFKA_SESSION_TIMEOUT_MS": "10000",
+            # The largest the backends allow: the restarted JVM must rejoin before its members expire.
+            "KAFKA_SESSION_TIMEOUT_MS": "30000",
             "KAFKA_HEARTBEAT_INTERVAL_MS": "500",
             "OUTPUT_TOPIC": output,
             "STATE_DIR": str(workdir / "state"),
@@ -183,7 +184,7 @@ def test_the_streams_example_counts_per_key_and_restarts_with_its_state(
     written += produce(backend, topic, 100, start=200)
     second = app.start()
     again = app.running(second)
-    assert again["threads"] == held["threads"], "the same tasks for each member after the restart"
+    assert again["threads"] == held["threads"], f"the same tasks\n{first.describe()}\n{second.describe()}"
     wait_until(
         lambda: latest_counts(backend, output) == dict(written), WAIT_S, f"counts\n{second.describe()}"
     )
