@@ -112,6 +112,12 @@ class JavaProcess:
     def running(self) -> bool:
         return self.process.poll() is None
 
+    def drain(self, timeout: float = 5.0) -> None:
+        """Once the process has exited: waits until every line it wrote has been read."""
+        self.process.wait(timeout=timeout)
+        for reader in self._readers:
+            reader.join(timeout=timeout)
+
     def kill(self) -> None:
         """A crash: SIGKILL, no close."""
         with contextlib.suppress(ProcessLookupError):
@@ -127,8 +133,7 @@ class JavaProcess:
                 self.process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 self.kill()
-        for reader in self._readers:
-            reader.join(timeout=5)
+        self.drain()
         return self.process.returncode
 
     def describe(self) -> str:

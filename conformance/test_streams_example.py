@@ -3,7 +3,8 @@ Apache Kafka and against the embedded coordinator: it creates its store's change
 producer wrote per key, and comes back from SIGTERM with its state, at the same tasks and restoring nothing.
 
 Each stream thread is a static member `<KAFKA_GROUP_INSTANCE_ID>-<thread index>`; SIGTERM sends no
-LeaveGroup, so both members stay in the group while the process is down.
+LeaveGroup, so both members stay in the group while the process is down. A second test gives it the
+SASL_SSL settings the operator injects (SCRAM user, CA file) on the secured backends.
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ from typing import Any
 
 import pytest
 
-from conformance.backends import STATICFLEET, Backend, create_topic, describe_group
+from conformance import security as sec
+from conformance.backends import KAFKA, STATICFLEET, Backend, create_topic, describe_group
 from conformance.java_build import ensure_jar
 from conformance.java_process import JavaProcess, wait_until
+from conformance.runner import ConformanceRun
+from conformance.scenario import SECURED
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "streams"
 PARTITIONS = 4
@@ -33,13 +37,17 @@ class AppExited(AssertionError):
     """The application stopped before it was RUNNING."""
 
 
+class CompactionRefused(AppExited):
+    """It stopped because the broker refused a compacted changelog topic."""
+
+
 # Kafka Streams creates each store's changelog with cleanup.policy=compact, which the embedded coordinator's
 # CreateTopics refuses (INVALID_CONFIG: its log does not compact): the application's first rebalance fails
 # with "Could not create topic <app>-order-counts-changelog" and it shuts down. Strict: once the coordinator
 # compacts, this passes and the mark must go.
 COMPACTION_MISSING = pytest.mark.xfail(
     strict=True,
-    raises=AppExited,
+    raises=CompactionRefused,
     reason="the embedded coordinator refuses cleanup.policy=compact, which every Streams changelog needs",
 )
 
@@ -124,7 +132,12 @@ class App:
 
         def check() -> dict[str, Any] | None:
             if not run.running:
-                raise AppExited(f"the application exited with {run.process.returncode}\n{run.describe()}")
+                run.drain()
+                fatal = run.last("fatal") or {}
+                refused = "cleanup.policy=compact" in str(fatal.get("cause"))
+                raise (CompactionRefused if refused else AppExited)(
+                    f"the application exited with {run.process.returncode}\n{run.describe()}"
+                )
             state, tasks = run.last("state"), run.last("tasks")
             if state is None or state["to"] != "RUNNING" or tasks is None:
                 return None
@@ -197,3 +210,38 @@ def test_the_streams_example_counts_per_key_and_restarts_with_its_state(
     assert not second.of("restore_started") or all(
         e["start_offset"] == e["end_offset"] for e in second.of("restore_started")
     )
+
+
+@pytest.mark.parametrize("kind", [KAFKA, STATICFLEET])
+def test_the_streams_example_logs_in_with_scram_over_tls(
+    kind: str,
+    conformance_run: ConformanceRun,
+    app_jar: Path,
+    apps: list[App],
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> None:
+    """KAFKA_SECURITY_PROTOCOL=SASL_SSL, the SCRAM user from KAFKA_SASL_* and the CA from
+    KAFKA_SSL_CA_LOCATION, as the operator injects them: the application reaches RUNNING and counts."""
+    if kind == STATICFLEET:
+        request.applymarker(COMPACTION_MISSING)
+    backend = conformance_run.loop.run_until_complete(conformance_run.pool.shared(kind, SECURED))
+    assert backend.ca_file is not None
+    topic = f"orders-{uuid.uuid4().hex[:8]}"
+    create_topic(backend, topic, PARTITIONS)  # on the PLAINTEXT listener, whose ANONYMOUS is a super user
+    written = produce(backend, topic, 50)
+    app = App(backend, app_jar, tmp_path, topic, f"{topic}-counts")
+    apps.append(app)
+    app.env.update(
+        {
+            "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{backend.listener_ports[sec.SASL_SSL]}",
+            "KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+            "KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
+            "KAFKA_SASL_USERNAME": "admin",
+            "KAFKA_SASL_PASSWORD": "admin-secret",
+            "KAFKA_SSL_CA_LOCATION": str(backend.ca_file),
+        }
+    )
+    run = app.start()
+    app.running(run)
+    wait_until(lambda: latest_counts(backend, f"{topic}-counts") == dict(written), WAIT_S, run.describe())
