@@ -245,3 +245,27 @@ def test_the_streams_example_logs_in_with_scram_over_tls(
     run = app.start()
     app.running(run)
     wait_until(lambda: latest_counts(backend, f"{topic}-counts") == dict(written), WAIT_S, run.describe())
+
+
+CONTRACT = {"KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1", "KAFKA_GROUP_ID": "g", "KAFKA_TOPICS": "t"}
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({}, "environment variable KAFKA_BOOTSTRAP_SERVERS is not set"),
+        (CONTRACT, "environment variable KAFKA_GROUP_INSTANCE_ID is not set"),
+        (
+            {**CONTRACT, "KAFKA_GROUP_INSTANCE_ID": "p-0", "KAFKA_SECURITY_PROTOCOL": "SASL_SSL"},
+            "KAFKA_SECURITY_PROTOCOL is SASL_SSL but KAFKA_SASL_MECHANISM is not set",
+        ),
+    ],
+)
+def test_the_streams_example_names_a_setting_it_cannot_use_and_exits_2(
+    app_jar: Path, env: dict[str, str], message: str
+) -> None:
+    cleared = {name: "" for name in (*CONTRACT, "KAFKA_GROUP_INSTANCE_ID")}  # whatever the tests' env has
+    run = JavaProcess(app_jar, env={**cleared, **env}, name="streams")
+    run.drain(timeout=60)
+    assert run.process.returncode == 2, run.describe()
+    assert [e["message"] for e in run.of("config_error")] == [message], run.describe()
