@@ -15,21 +15,25 @@ chart-crds:
 # A cluster, the chart, a fleet and a producer; rollout, scale 3->1->4, summary. DEMO_CLUSTER=kind (the
 # default when a Docker daemon is reachable and KUBECONFIG is unset) runs it on a kind cluster with the
 # project's images; DEMO_CLUSTER=local on the local control plane, or on $KUBECONFIG's cluster if set.
+# The demo has its own release and namespace (staticfleet-demo), apart from the README's `staticfleet`.
 DEMO_CLUSTER ?= $(if $(KUBECONFIG),local,$(shell docker info >/dev/null 2>&1 && echo kind || echo local))
 
+# A kind cluster that did not run before `make demo` is the demo's: the demo records it in its state
+# file, and `make demo-down` deletes it. One that ran already (`make kind-up`) stays for `make kind-down`.
 demo: venv cluster-binaries helm
 ifeq ($(DEMO_CLUSTER),kind)
-	@$(MAKE) --no-print-directory kind-up
-	@$(PY) -m examples.demo up --kubeconfig "$$(e2e/kind/cluster.sh kubeconfig)"
+	@if e2e/kind/cluster.sh kind get clusters 2>/dev/null | grep -qx "$(KIND_CLUSTER)"; then created=""; \
+	else created="--kind-cluster=$(KIND_CLUSTER)"; fi; \
+	$(MAKE) --no-print-directory kind-up && \
+	$(PY) -m examples.demo up --kubeconfig "$$(e2e/kind/cluster.sh kubeconfig)" $$created
 else
 	@$(PY) -m examples.demo up
 endif
 
+# Stops what `make demo` started, on the cluster it ran on (from the demo's state file, whatever
+# KUBECONFIG or DEMO_CLUSTER say now).
 demo-down: venv
 	@$(PY) -m examples.demo down
-ifeq ($(DEMO_CLUSTER),kind)
-	@$(MAKE) --no-print-directory kind-down
-endif
 
 # The demo's short form against the e2e suite's cluster, as CI runs it.
 demo-ci: venv cluster-binaries helm

@@ -2,14 +2,20 @@
 # A one-node kind cluster for the e2e suite and the demo.
 #
 #   cluster.sh up            create it unless it runs; prints the kubeconfig path (last line)
-#   cluster.sh down          delete it
+#   cluster.sh down          delete it, if this script created it
 #   cluster.sh load IMAGE... kind load docker-image into it
 #   cluster.sh kubeconfig    print the kubeconfig path
 #   cluster.sh kind ARGS...  run the cached kind (with the host's workarounds)
 #
-#   KIND_CLUSTER      cluster name (default kind, so that plain `kind` commands find it)
+#   KIND_CLUSTER      cluster name (default staticfleet: never kind's own default, `kind`, which is
+#                     a developer's own cluster)
 #   KIND_FRESH=1      `up` deletes a cluster of that name first: the e2e suite needs one with nothing
 #                     left by an earlier run (a run killed midway leaves its releases and namespaces)
+#
+# It deletes only a cluster it created: at creation it records the node containers' ids in
+# <cache>/<name>.created, and it deletes a cluster only while that record matches the containers kind
+# labels with the cluster's name. Any other cluster of that name (made by hand, or deleted and made
+# again since) is left alone, and `up` and `down` say so and fail.
 #   KIND_NODE_IMAGE   node image to use; default: kind's own kindest/node when a registry is reachable,
 #                     else one built here by images.sh (no registry needed)
 #
@@ -20,8 +26,9 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cache="${STATICFLEET_CACHE:-$HOME/.cache/staticfleet}/kind"
-name="${KIND_CLUSTER:-kind}"
+name="${KIND_CLUSTER:-staticfleet}"
 kubeconfig="$cache/$name.kubeconfig"
+marker="$cache/$name.created"
 mkdir -p "$cache"
 
 say() { echo "kind cluster: $*" >&2; }
@@ -44,6 +51,22 @@ run_kind() {
 }
 
 running() { [[ " $("$(kind_bin)" get clusters 2>/dev/null | tr '\n' ' ') " == *" $name "* ]]; }
+
+# The ids of the cluster's node containers, as kind labels them (docker, so that stopped nodes count).
+node_ids() { docker ps -aq --no-trunc --filter "label=io.x-k8s.kind.cluster=$name" | sort; }
+
+created_here() { [[ -s "$marker" && "$(node_ids)" == "$(cat "$marker")" ]]; }
+
+# Deletes the cluster if this script created it; otherwise says why not and fails.
+delete() {
+	if ! created_here; then
+		say "cluster $name was not created by e2e/kind/cluster.sh (its node containers do not match $marker):"
+		say "  leaving it alone. Set KIND_CLUSTER to another name, or delete it yourself: kind delete cluster --name $name"
+		return 1
+	fi
+	run_kind delete cluster --name "$name" >&2
+	rm -f "$marker" "$kubeconfig"
+}
 
 # kind's default node image, as its module names it (kindest/node:vX@sha256:...).
 stock_image() {
@@ -73,7 +96,7 @@ up() {
 		else
 			say "cluster $name has stopped nodes: deleting it"
 		fi
-		run_kind delete cluster --name "$name" >&2
+		delete || exit 1
 	fi
 	local started=$SECONDS image="${KIND_NODE_IMAGE:-}" offline=0 config
 	if [[ -z "$image" ]]; then
@@ -112,6 +135,7 @@ up() {
 	} >"$config"
 	say "creating cluster $name from $image"
 	run_kind create cluster --name "$name" --config "$config" --kubeconfig "$kubeconfig" --wait 180s >&2
+	node_ids >"$marker"
 	say "cluster $name ready in $((SECONDS - started)) s"
 	echo "$kubeconfig"
 }
@@ -119,8 +143,7 @@ up() {
 case "${1:-}" in
 up) up ;;
 down)
-	if running; then run_kind delete cluster --name "$name" >&2; fi
-	rm -f "$kubeconfig"
+	if running; then delete || exit 1; else rm -f "$marker" "$kubeconfig"; fi
 	;;
 load)
 	shift

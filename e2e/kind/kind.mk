@@ -3,7 +3,9 @@
 # These targets need a reachable Docker daemon; they never install one (.ci/run does, in CI).
 .PHONY: kind-tools kind-up kind-down images kind-load kind-e2e docker-check
 
-KIND_CLUSTER ?= kind
+# The project's own cluster name: never kind's default, `kind`, which is likely a developer's own cluster
+# (and cluster.sh deletes only a cluster it created).
+KIND_CLUSTER ?= staticfleet
 export KIND_CLUSTER
 IMAGES := staticfleet:0.1.0 staticfleet-consumer-example:0.1.0 staticfleet-streams-example:0.1.0
 

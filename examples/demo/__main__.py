@@ -30,14 +30,27 @@ def main(argv: list[str] | None = None) -> int:
         "--run-dir", type=Path, help="the local pod runner's run directory, if not beside the kubeconfig"
     )
     parser.add_argument("--namespace", default="staticfleet-demo")
-    parser.add_argument("--release", default="staticfleet")
+    parser.add_argument(
+        "--release",
+        default="staticfleet-demo",
+        help="the chart's release (default staticfleet-demo: the README installs `staticfleet`)",
+    )
+    parser.add_argument(
+        "--kind-cluster",
+        metavar="NAME",
+        help="the kind cluster was created for the demo (by `make demo`): `down` deletes it",
+    )
     parser.add_argument(
         "--image",
         default="staticfleet:0.1.0",
         help="the image built from the repository's Dockerfile (ignored by the local pod runner)",
     )
     parser.add_argument(
-        "--watch-namespace-only", action="store_true", help="the operator watches only --namespace"
+        "--watch-namespace-only",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the demo's operator watches only --namespace (default), so that it never acts on fleets of "
+        "another release, such as the README's",
     )
     parser.add_argument("--pause", type=float, default=5.0, help="seconds between operations")
     parser.add_argument("--rate", type=int, default=20, help="messages per second the producer writes")
@@ -53,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         run_dir=options.run_dir,
         namespace=options.namespace,
         release=options.release,
+        kind_cluster=options.kind_cluster,
         image=options.image,
         watch_namespace_only=options.watch_namespace_only,
         pause_s=options.pause,

@@ -6,8 +6,9 @@ to all three, one right after the other, and each fleet is timed from its own co
 Stable with exactly the expected members and every consumer ready.
 
 Every wait is bounded and every step prints what it did and how long it took. The demo's state (which
-cluster, namespace and release, where the coordinator is) is kept in <state dir>/state.json, so that
-`down` knows what to stop.
+cluster, namespace and release, where the coordinator is, and a kind cluster `make demo` created for it)
+is kept in <state dir>/state.json, so that `down` stops what `up` started, whatever KUBECONFIG says by
+then.
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ class Settings:
     kubeconfig: Path | None = None  # None: start a local cluster
     run_dir: Path | None = None  # the local pod runner's directory, for a cluster given by kubeconfig
     namespace: str = "staticfleet-demo"
-    release: str = "staticfleet"
+    release: str = "staticfleet-demo"  # not the README's `staticfleet`: each release has its ClusterRoles
+    kind_cluster: str | None = None  # a kind cluster created for the demo: `down` deletes it
     image: str = "staticfleet:0.1.0"
     watch_namespace_only: bool = False
     pause_s: float = 5.0
@@ -95,6 +97,7 @@ class State:
     local: bool
     run_dir: str | None = None
     cluster_home: str | None = None  # a local cluster this demo started
+    kind_cluster: str | None = None  # a kind cluster created for this demo (e2e/kind/cluster.sh)
     bootstrap_servers: str = ""
     coordinator_api: str | None = None
     dashboard: str | None = None  # the operator's dashboard, when this machine reaches it directly
@@ -347,6 +350,7 @@ def connect(settings: Settings) -> State:
         local=local,
         run_dir=str(run_dir) if local and run_dir else None,
         cluster_home=str(cluster_home) if cluster_home else None,
+        kind_cluster=settings.kind_cluster,
     )
 
 
@@ -661,10 +665,26 @@ def instructions(state: State) -> str:
 
 
 def _alive(state: State) -> bool:
-    if state.cluster_home is None:
-        return True  # someone else's cluster: the release is there until `down`
+    if state.cluster_home is None:  # a cluster given by kubeconfig: the release is there until `down`
+        reachable = state.kube().run(
+            "get", "--raw", "/readyz", "--request-timeout=10s", check=False, timeout=20
+        )
+        return reachable.returncode == 0
     cluster = read_cluster_state(Path(state.cluster_home))
     return cluster is not None and procs.pid_alive(int(cluster["pid"]))
+
+
+def _delete_kind_cluster(name: str) -> None:
+    """The kind cluster `make demo` created for the demo (cluster.sh deletes only one it created)."""
+    done = subprocess.run(
+        [str(REPO_ROOT / "e2e" / "kind" / "cluster.sh"), "down"],
+        cwd=REPO_ROOT,
+        timeout=300,
+        check=False,
+        env={**os.environ, "KIND_CLUSTER": name},
+    )
+    if done.returncode != 0:
+        raise DemoError(f"the kind cluster {name} was not deleted (e2e/kind/cluster.sh down said why)")
 
 
 def down(settings: Settings) -> int:
@@ -680,6 +700,8 @@ def down(settings: Settings) -> int:
             check=True,
             env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
         )
+    elif state.kind_cluster is not None:  # the whole cluster was the demo's: it goes with everything in it
+        _delete_kind_cluster(state.kind_cluster)
     else:
         kubectl = state.kube()
         # The fleet goes first, while its operator still runs to honour the finalizer.
@@ -698,5 +720,11 @@ def down(settings: Settings) -> int:
         if not settings.keep_namespace:
             kubectl.run("delete", "namespace", state.namespace, "--wait=false", check=False)
     (settings.state_dir / STATE_FILE).unlink(missing_ok=True)
-    print(f"demo stopped ({'local cluster' if state.cluster_home else 'release ' + state.release} removed)")
+    if state.cluster_home:
+        removed = "local cluster"
+    elif state.kind_cluster:
+        removed = f"kind cluster {state.kind_cluster}"
+    else:
+        removed = f"release {state.release} and namespace {state.namespace}"
+    print(f"demo stopped ({removed} removed)")
     return 0
