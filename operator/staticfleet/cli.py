@@ -7,12 +7,13 @@ import sys
 from collections.abc import Callable, Sequence
 
 from staticfleet import __version__
+from staticfleet.commands.arguments import Parser
 
 Command = Callable[[argparse.Namespace], int]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = Parser(
         prog="staticfleet",
         description="Kafka consumer fleets on Kubernetes with static group membership.",
     )

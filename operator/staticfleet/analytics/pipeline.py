@@ -42,6 +42,20 @@ class Options:
     max_chart_groups: int = 20
     max_table_rows: int = 200
     chart_points: int = 2_000
+    # Told the name and the seconds of each step of STEPS as it ends (`staticfleet analyze` prints them).
+    progress: Callable[[str, float], None] | None = None
+
+
+# The steps of an analysis, in order.
+STEPS = (
+    "read",
+    "operations",
+    "rebalances and membership",
+    "operations and groups",
+    "summary",
+    "charts and report",
+    "write",
+)
 
 
 @dataclass
@@ -55,16 +69,17 @@ class AnalysisResult:
 
 
 class _Timer:
-    def __init__(self) -> None:
+    def __init__(self, progress: Callable[[str, float], None] | None = None) -> None:
         self.seconds: dict[str, float] = {}
+        self.progress = progress
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
         started = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds[name] = round(time.perf_counter() - started, 3)
+        yield
+        self.seconds[name] = round(time.perf_counter() - started, 3)
+        if self.progress is not None:
+            self.progress(name, self.seconds[name])
 
 
 @contextmanager
@@ -164,7 +179,7 @@ def analyze(
     # What is cached is mostly structs, which are not compressed; the other columns are the operation
     # windows' ids and texts, which would each have every value looked up to choose a compression.
     spark.conf.set("spark.sql.inMemoryColumnarStorage.compressed", "false")
-    timer = _Timer()
+    timer = _Timer(options.progress)
     paths = {name: out.child(name) for name in TABLES}
 
     def save(frame: DataFrame, name: str) -> DataFrame:
@@ -235,10 +250,11 @@ def analyze(
         },
         "report": REPORT_FILE,
     }
-    summary["timings_s"] = timer.seconds
+    summary["timings_s"] = dict(timer.seconds)  # as written: the write step itself is not in it
     lines.frame.unpersist()
     files[SUMMARY_FILE] = (json.dumps(summary, indent=2, sort_keys=False) + "\n").encode("utf-8")
-    out.write_files(files)  # the driver's own outputs, written once, through the same filesystem
+    with timer.step("write"):
+        out.write_files(files)  # the driver's own outputs, written once, through the same filesystem
     charts_written = {chart.name: out.child(f"{chart.name}.png") for chart in made}
     return AnalysisResult(out_dir, summary, paths, charts_written, out.child(REPORT_FILE))
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+
+from staticfleet.commands.arguments import positive_int
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,9 +45,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="a Spark setting, as spark-submit's --conf (repeatable), e.g. spark.executor.memory=2g",
     )
     p.add_argument("--driver-memory", default=None, help="Spark driver memory, e.g. 4g (local mode)")
-    p.add_argument("--shuffle-partitions", type=int, default=None, help="spark.sql.shuffle.partitions")
-    p.add_argument("--chart-groups", type=int, default=20, help="groups shown in the state timeline")
-    p.add_argument("--report-rows", type=int, default=200, help="rows per table in report.html")
+    p.add_argument(
+        "--shuffle-partitions", type=positive_int, default=None, help="spark.sql.shuffle.partitions"
+    )
+    p.add_argument("--chart-groups", type=positive_int, default=20, help="groups shown in the state timeline")
+    p.add_argument("--report-rows", type=positive_int, default=200, help="rows per table in report.html")
     p.set_defaults(run=run)
 
 
@@ -59,9 +64,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from pyspark.sql import SparkSession
 
-    from staticfleet.analytics.pipeline import Options, analyze
+    from staticfleet.analytics.pipeline import STEPS, Options, analyze
     from staticfleet.analytics.session import build_session
 
+    began = time.monotonic()
+    _say(f"starting Spark ({args.master or 'local[*] unless spark-submit chose'})")
     owned = SparkSession.getActiveSession() is None
     spark = build_session(
         args.master,
@@ -70,8 +77,18 @@ def run(args: argparse.Namespace) -> int:
         settings=settings,
         writes_class_archive=True,
     )
+    _say(f"Spark {spark.version} ready ({spark.sparkContext.master}) in {time.monotonic() - began:.1f} s")
+
+    def progress(step: str, seconds: float) -> None:
+        _say(f"[{STEPS.index(step) + 1}/{len(STEPS)}] {step}: {seconds:.1f} s")
+
     try:
-        options = Options(fmt=args.fmt, max_chart_groups=args.chart_groups, max_table_rows=args.report_rows)
+        options = Options(
+            fmt=args.fmt,
+            max_chart_groups=args.chart_groups,
+            max_table_rows=args.report_rows,
+            progress=progress,
+        )
         result = analyze(spark, args.events, args.out, options)
     except InputError as exc:
         print(f"staticfleet analyze: {exc}", file=sys.stderr)
@@ -90,6 +107,11 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"report: {result.report}")
     return 0
+
+
+def _say(line: str) -> None:
+    """Progress, on stderr: stdout keeps the result alone."""
+    print(f"staticfleet analyze: {line}", file=sys.stderr, flush=True)
 
 
 def _settings(pairs: list[str]) -> dict[str, str]:

@@ -15,6 +15,13 @@ from staticfleet.broker.security import settings as security_settings
 from staticfleet.broker.security.http_auth import TokenFileError, TokenSource
 from staticfleet.broker.topiclog import BOUNDED_TOPIC_DEFAULTS
 from staticfleet.commands import coordinator_log
+from staticfleet.commands.arguments import (
+    Parser,
+    add_logging_arguments,
+    listen_address,
+    non_negative_int,
+    positive_int,
+)
 from staticfleet.coordinator import CoordinatorConfig
 from staticfleet.coordinator.log import MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS
 
@@ -37,12 +44,7 @@ def tune_garbage_collector() -> None:
 
 def host_port(value: str) -> tuple[str, int]:
     """HOST:PORT, with an IPv6 host in brackets as in a URL ([::]:9092)."""
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    return host or "0.0.0.0", int(port)
+    return listen_address(value)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -75,14 +77,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="HOST:PORT",
         help="HTTP API: /healthz /readyz /metrics /api/groups (default 0.0.0.0:8080)",
     )
-    p.add_argument("--node-id", type=int, default=1)
-    p.add_argument("--group-initial-rebalance-delay-ms", type=int, default=3_000)
-    p.add_argument("--group-min-session-timeout-ms", type=int, default=6_000)
-    p.add_argument("--group-max-session-timeout-ms", type=int, default=1_800_000)
-    p.add_argument("--group-max-size", type=int, default=2**31 - 1)
+    p.add_argument("--node-id", type=non_negative_int, default=1)
+    p.add_argument("--group-initial-rebalance-delay-ms", type=non_negative_int, default=3_000)
+    p.add_argument("--group-min-session-timeout-ms", type=non_negative_int, default=6_000)
+    p.add_argument("--group-max-session-timeout-ms", type=non_negative_int, default=1_800_000)
+    p.add_argument("--group-max-size", type=positive_int, default=2**31 - 1)
     p.add_argument(
         "--default-partitions",
-        type=int,
+        type=positive_int,
         default=1,
         help="partitions of auto-created topics and of CreateTopics asking for the default",
     )
@@ -144,14 +146,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument(
         "--max-record-bytes-between-snapshots",
-        type=int,
+        type=positive_int,
         default=MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS,
         help="Kafka's metadata.log.max.record.bytes.between.snapshots, for the coordinator log: write a "
         "snapshot once this many bytes were appended since the last one (or the last snapshot's size, if "
         "larger), which bounds what a restart replays "
         f"(default {MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS})",
     )
-    p.add_argument("--log-level", default="INFO")
+    add_logging_arguments(p)
     security_settings.add_arguments(p)
     p.set_defaults(run=run)
     coordinator_log.register(
@@ -159,7 +161,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             dest="coordinator_action",
             metavar="ACTION",
             title="actions on a stopped coordinator's data directory (none: run the coordinator)",
-            parser_class=coordinator_log.OneLineErrors,
+            parser_class=Parser,
         )
     )
 
@@ -169,21 +171,14 @@ EXIT_LOG_DAMAGED = 4
 
 
 def run(args: argparse.Namespace) -> int:
+    from staticfleet import logs
     from staticfleet.broker.server import BrokerServer, BrokerSettings
     from staticfleet.coordinator.integrity import LogCorruptError
     from staticfleet.coordinator.log import DataDirLockedError
 
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logs.configure(args.log_level, args.log_format)
     if args.data_dir is None:
         sys.stderr.write("staticfleet coordinator: error: the following arguments are required: --data-dir\n")
-        return 2
-    if args.max_record_bytes_between_snapshots < 1:
-        logging.error(
-            "--max-record-bytes-between-snapshots must be at least 1, not %d",
-            args.max_record_bytes_between_snapshots,
-        )
         return 2
     try:
         config = CoordinatorConfig(

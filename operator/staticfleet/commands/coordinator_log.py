@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
+from staticfleet.commands.arguments import Parser
 from staticfleet.coordinator.integrity import (
     COORDINATOR_LOG_DIR,
     Inspection,
@@ -26,14 +27,7 @@ EXIT_USAGE = 2
 EXIT_LOCKED = 3
 
 
-class OneLineErrors(argparse.ArgumentParser):
-    """Bad input is one line on stderr and exit status 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
-
-
-def register(actions: argparse._SubParsersAction[OneLineErrors]) -> None:
+def register(actions: argparse._SubParsersAction[Parser]) -> None:
     check = actions.add_parser(
         "check",
         help="report where a data directory's coordinator log is damaged (changes nothing)",

@@ -10,10 +10,17 @@ from pathlib import Path
 
 from staticfleet.admin import AdminError, GroupAdmin, KafkaConnection
 from staticfleet.admin.client_properties import load_client_properties, with_options
+from staticfleet.commands.arguments import bootstrap_servers, seconds
 
 
 def add_connection_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]", help="the cluster")
+    p.add_argument(
+        "--bootstrap-server",
+        type=bootstrap_servers,
+        required=True,
+        metavar="HOST:PORT[,...]",
+        help="the cluster",
+    )
     p.add_argument(
         "--command-config",
         type=Path,
@@ -34,7 +41,7 @@ def add_connection_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ssl-cafile")
     p.add_argument("--ssl-certfile")
     p.add_argument("--ssl-keyfile")
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds per request (default 10)")
+    p.add_argument("--timeout", type=seconds, default=10.0, help="seconds per request (default 10)")
 
 
 def connection_from(args: argparse.Namespace) -> KafkaConnection:

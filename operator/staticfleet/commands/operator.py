@@ -14,6 +14,15 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from staticfleet.commands.arguments import (
+    add_logging_arguments,
+    bootstrap_servers,
+    http_url,
+    listen_text,
+    port_or_zero,
+    positive_int,
+    seconds,
+)
 from staticfleet.kube.limits import DEFAULT_MAX_REPLICAS
 
 if TYPE_CHECKING:
@@ -41,12 +50,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument(
         "--default-bootstrap-servers",
+        type=bootstrap_servers,
         default=os.environ.get("STATICFLEET_DEFAULT_BOOTSTRAP_SERVERS"),
         help="bootstrap servers for resources without spec.kafka.bootstrapServers "
         "(env STATICFLEET_DEFAULT_BOOTSTRAP_SERVERS)",
     )
     p.add_argument(
         "--default-coordinator-api",
+        type=http_url,
         default=os.environ.get("STATICFLEET_DEFAULT_COORDINATOR_API"),
         help="HTTP API of the default (embedded) coordinator (env STATICFLEET_DEFAULT_COORDINATOR_API)",
     )
@@ -70,8 +81,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument(
         "--max-replicas",
-        type=int,
-        default=int(os.environ.get("STATICFLEET_MAX_REPLICAS", DEFAULT_MAX_REPLICAS)),
+        type=positive_int,
+        default=os.environ.get("STATICFLEET_MAX_REPLICAS", str(DEFAULT_MAX_REPLICAS)),
         help="refuse (with a condition) resources whose replicas exceed this "
         f"(default {DEFAULT_MAX_REPLICAS}; env STATICFLEET_MAX_REPLICAS)",
     )
@@ -94,7 +105,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument(
         "--scale-down-step-timeout",
-        type=float,
+        type=seconds,
         default=300.0,
         metavar="SECONDS",
         help="a scale-down step that waits longer than this on pods or the coordinator is reported as "
@@ -102,20 +113,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument(
         "--interval",
-        type=float,
+        type=seconds,
         default=2.0,
         help="seconds between status refreshes of a resource (default 2)",
     )
     p.add_argument(
         "--liveness",
+        type=http_url,
         default=None,
         metavar="URL",
         help="serve a liveness probe, e.g. http://0.0.0.0:8081/healthz",
     )
-    p.add_argument("--metrics-port", type=int, default=9090, help="Prometheus metrics port (0: off)")
+    p.add_argument("--metrics-port", type=port_or_zero, default=9090, help="Prometheus metrics port (0: off)")
     p.add_argument("--metrics-host", default="0.0.0.0", help="Prometheus metrics bind address")
     p.add_argument(
         "--ui",
+        type=listen_text,
         metavar="HOST:PORT",
         help="serve the read-only dashboard here, e.g. 127.0.0.1:8000 (default: off)",
     )
@@ -124,7 +137,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=Path,
         help="require the bearer token in this file for the dashboard (default: no token)",
     )
-    p.add_argument("--admin-timeout", type=float, default=5.0, help="seconds for each Kafka admin request")
+    p.add_argument("--admin-timeout", type=seconds, default=5.0, help="seconds for each Kafka admin request")
     p.add_argument(
         "--leader-election",
         action="store_true",
@@ -143,7 +156,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "staticfleet-operator/<namespace>/<release>); another staticfleet operator's fields are not "
         "overwritten but reported as ApplyConflict (env STATICFLEET_FIELD_MANAGER)",
     )
-    p.add_argument("--log-level", default="INFO")
+    add_logging_arguments(p)
     p.set_defaults(run=run)
 
 
@@ -153,13 +166,14 @@ def _env_list(name: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    from staticfleet import logs
+
+    # kafka-python logs each failed connection attempt as an ERROR, and while the coordinator restarts
+    # (expected) that is a line per attempt: told once a minute instead.
+    logs.configure(args.log_level, args.log_format, quiet_kafka=True)
     if logging.getLogger().level > logging.DEBUG:
-        # kopf logs every watch-event handler call, kafka-python every connection: keep them for DEBUG.
+        # kopf logs every watch-event handler call: keep them for DEBUG.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-        logging.getLogger("kafka").setLevel(logging.WARNING)
         logging.getLogger("aiohttp.access").setLevel(logging.WARNING)  # one line per liveness probe
     if args.kubeconfig is not None:
         if not args.kubeconfig.exists():

@@ -14,6 +14,7 @@ from typing import Any
 
 import kopf
 
+from staticfleet import logs
 from staticfleet.kube.builders import GROUP_LABEL, MANAGED_BY_LABEL, MANAGER
 from staticfleet.kube.claims import Claim
 from staticfleet.kube.context import OperatorContext
@@ -80,6 +81,7 @@ async def fleet(
     **kwargs: Any,
 ) -> None:
     key = (namespace or "", name)
+    logs.set_fleet(*key, str((kwargs.get("spec") or {}).get("groupId") or f"{key[0]}.{name}"))
     trigger = memo.triggers.setdefault(key, asyncio.Event())
     try:
         while not stopped:
@@ -129,6 +131,7 @@ async def deleted(namespace: str | None, name: str, memo: Any, logger: Logger, *
     body = await asyncio.to_thread(memo.ctx.api.get_group, namespace or "", name)
     if body is None:
         return
+    logs.set_fleet(namespace or "", name, str(body["spec"].get("groupId") or f"{namespace}.{name}"))
     try:
         message = await asyncio.to_thread(finalize, memo.ctx, body, _claims_snapshot(kwargs["group_claims"]))
     except Retry as exc:

@@ -372,14 +372,10 @@ def test_the_snapshot_interval_is_a_coordinator_flag_with_kafkas_default_and_mus
     assert parse(["coordinator", "--data-dir", "d"]).max_record_bytes_between_snapshots == 20 * 1024 * 1024
     args = parse(["coordinator", "--data-dir", "d", "--max-record-bytes-between-snapshots", "4096"])
     assert args.max_record_bytes_between_snapshots == 4096 and args.run is not None
-    with caplog.at_level(logging.ERROR):
-        assert (
-            cli.main(
-                ["coordinator", "--data-dir", str(tmp_path), "--max-record-bytes-between-snapshots", "0"]
-            )
-            == 2
-        )
-    assert "--max-record-bytes-between-snapshots must be at least 1, not 0" in caplog.text
+    with pytest.raises(SystemExit) as refused:
+        cli.main(["coordinator", "--data-dir", str(tmp_path), "--max-record-bytes-between-snapshots", "0"])
+    assert refused.value.code == 2
+    assert "--max-record-bytes-between-snapshots: expected a whole number of at least 1" in capsys.readouterr().err
     assert cli.main(["coordinator"]) == 2
     assert "the following arguments are required: --data-dir" in capsys.readouterr().err
 
