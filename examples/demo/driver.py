@@ -378,6 +378,7 @@ def install(state: State, settings: Settings) -> None:
             "coordinator.ports.http": http,
             "operator.ports.metrics": free_port(),
             "operator.ports.health": free_port(),
+            "operator.ports.readiness": free_port(),
             "operator.replicas": 1,  # pods share this host's network: a second replica's ports would clash
             "dashboard.port": dashboard,
         }

@@ -24,6 +24,7 @@ BAD = [
     ("operator --default-bootstrap-servers localhost:abc", "--default-bootstrap-servers"),
     ("operator --default-coordinator-api coordinator:8080", "--default-coordinator-api"),
     ("operator --liveness http://0.0.0.0:99999/healthz", "--liveness"),
+    ("operator --readiness /readyz", "--readiness"),
     ("operator --metrics-port 70000", "--metrics-port"),
     ("operator --interval 0", "--interval"),
     ("operator --admin-timeout nan", "--admin-timeout"),

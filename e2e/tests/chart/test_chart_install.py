@@ -108,7 +108,7 @@ def test_the_operator_account_can_do_its_job_and_nothing_more(
     }
     if cluster.local is not None:  # pods share this host's network: loopback, free ports
         values |= {"bindAddress": "127.0.0.1", "operator.ports.metrics": free_port()}
-        values |= {"operator.ports.health": free_port()}
+        values |= {"operator.ports.health": free_port(), "operator.ports.readiness": free_port()}
         values |= {"operator.replicas": 1}  # two replicas would bind the same ports on this host
     account = f"system:serviceaccount:{namespace}:{release}-staticfleet-operator"
     cluster_scoped = [

@@ -270,10 +270,29 @@ def test_probes_use_the_coordinator_health_endpoints_and_the_operator_liveness_p
 
     operator = container(one(docs, "Deployment", "sf-staticfleet-operator"))
     ports = {p["name"]: p["containerPort"] for p in operator["ports"]}
-    assert ports == {"metrics": 9090, "health": 8081, "dashboard": 8000}
+    assert ports == {"metrics": 9090, "health": 8081, "ready": 8082, "dashboard": 8000}
     assert operator["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert flag(operator["args"], "liveness") == "http://0.0.0.0:8081/healthz"
+    assert operator["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "ready"}
+    assert flag(operator["args"], "readiness") == "http://0.0.0.0:8082/readyz"
     assert flag(operator["args"], "metrics-port") == "9090"
+
+
+def test_the_operator_replicas_prefer_different_nodes_unless_an_affinity_is_given(helm: Helm) -> None:
+    deployment = one(helm.template(), "Deployment", "sf-staticfleet-operator")
+    spread = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    (term,) = spread["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert (
+        term["podAffinityTerm"]["labelSelector"]["matchLabels"]
+        == deployment["spec"]["selector"]["matchLabels"]
+    )
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in spread  # one node still runs both
+    own: dict[str, Any] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}
+    }
+    given = one(helm.template({"operator.affinity": own}), "Deployment", "sf-staticfleet-operator")
+    assert given["spec"]["template"]["spec"]["affinity"] == own
 
 
 def test_the_operator_runs_two_replicas_that_elect_a_leader_with_a_disruption_budget(helm: Helm) -> None:

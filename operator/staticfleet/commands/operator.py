@@ -24,6 +24,8 @@ from staticfleet.commands.arguments import (
     seconds,
 )
 from staticfleet.kube.limits import DEFAULT_MAX_REPLICAS
+from staticfleet.readiness import Readiness
+from staticfleet.readiness import serve as serve_readiness
 
 if TYPE_CHECKING:
     from staticfleet.kube.context import OperatorContext
@@ -123,6 +125,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=None,
         metavar="URL",
         help="serve a liveness probe, e.g. http://0.0.0.0:8081/healthz",
+    )
+    p.add_argument(
+        "--readiness",
+        type=http_url,
+        default=None,
+        metavar="URL",
+        help="serve a readiness probe, e.g. http://0.0.0.0:8082/readyz: 200 once kopf has started, or while "
+        "this replica stands by for the Lease (--leader-election); 503 before",
     )
     p.add_argument("--metrics-port", type=port_or_zero, default=9090, help="Prometheus metrics port (0: off)")
     p.add_argument("--metrics-host", default="0.0.0.0", help="Prometheus metrics bind address")
@@ -236,6 +246,9 @@ def run(args: argparse.Namespace) -> int:
         ),
     )
     memo = handlers.OperatorMemo(ctx=ctx, interval_s=args.interval)
+    readiness = Readiness()
+    if args.readiness:
+        serve_readiness(args.readiness, readiness)
     namespaces = list(args.namespace)
     # Every replica serves the dashboard, the followers of a leader election too: it only reads.
     dashboard = _dashboard(args, namespaces, ctx) if args.ui else None
@@ -249,6 +262,7 @@ def run(args: argparse.Namespace) -> int:
                 clusterwide=not namespaces,
                 namespaces=namespaces,
                 liveness_endpoint=args.liveness,
+                ready_flag=readiness.kopf_started,
                 memo=memo,
             )
         finally:
@@ -258,7 +272,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if not args.leader_election:
             return operate()
-        return _elected(args, operate)
+        return _elected(args, operate, readiness)
     finally:
         if dashboard is not None:
             dashboard.stop()
@@ -282,7 +296,7 @@ def _dashboard(args: argparse.Namespace, namespaces: list[str], ctx: OperatorCon
     )
 
 
-def _elected(args: argparse.Namespace, operate: Callable[[], int]) -> int:
+def _elected(args: argparse.Namespace, operate: Callable[[], int], readiness: Readiness) -> int:
     """Follow until this replica leads; meanwhile answer the liveness probe ourselves (kopf serves it
     once it runs)."""
     from kubernetes import config
@@ -303,11 +317,13 @@ def _elected(args: argparse.Namespace, operate: Callable[[], int]) -> int:
     probe = _follower_liveness(args.liveness)
 
     def lead() -> int:
+        readiness.following(False)  # ready again once kopf has started
         if probe is not None:
             probe.shutdown()
             probe.server_close()
         return operate()
 
+    readiness.following(True)
     return run_as_leader(election, lead)
 
 

@@ -97,7 +97,7 @@ class ScaleDownState:
             "toReplicas": self.to_replicas,
             "pendingInstanceIds": list(self.pending_instance_ids),
             "removeMembers": self.remove_members,
-            "startedAt": self.started_at,
+            "startedAt": self.started_at or None,  # a date-time, never ""
             "statefulSetGeneration": self.statefulset_generation,
             "podsGoneAt": self.pods_gone_at,
             "lastError": self.last_error,
@@ -424,7 +424,7 @@ class PreRegistration:
         status = {
             "instanceIds": list(self.instance_ids),
             "result": "Accepted" if self.accepted else "Rejected",
-            "setAt": self.set_at,
+            "setAt": self.set_at or None,  # a date-time, never ""
             "message": self.message,
         }
         if self.hold_member_id:

@@ -82,13 +82,14 @@ def test_scale_subresource_points_at_replicas_and_a_string_selector() -> None:
     assert status["selector"]["type"] == "string"  # HPA needs a serialized selector, not an object
 
 
-def test_printer_columns_show_replicas_ready_state_generation_rebalances_age() -> None:
+def test_default_printer_columns_show_the_ready_condition_beside_replicas_pods_state_and_lag() -> None:
     columns = {
         c["name"]: c["jsonPath"] for c in version()["additionalPrinterColumns"] if not c.get("priority")
     }
     assert columns == {
         "Replicas": ".spec.replicas",
-        "Ready": ".status.readyReplicas",
+        "Ready": '.status.conditions[?(@.type=="Ready")].status',
+        "Ready-Pods": ".status.readyReplicas",
         "State": ".status.group.state",
         "Generation": ".status.group.generation",
         "Rebalances": ".status.group.rebalances",
@@ -111,6 +112,29 @@ def test_every_spec_field_is_described() -> None:
         if path and "[]" not in path and not path.startswith(opaque) and not node.get("description")
     ]
     assert undocumented == []
+
+
+def test_every_property_of_spec_and_status_and_every_item_is_described() -> None:
+    """`kubectl explain staticconsumergroup.status...` answers for every field, the items of lists and
+    maps too."""
+    undocumented = [path for path, node in walk(schema()) if path and not node.get("description")]
+    assert undocumented == []
+
+
+def test_every_timestamp_is_a_date_time() -> None:
+    """A field that holds a moment (…At, …Since, time, lastTransitionTime) says so: clients parse it, and
+    the API server refuses anything else."""
+    moments = [
+        path
+        for path, node in walk(schema())
+        if path.rsplit(".", 1)[-1].endswith(("At", "Since", "Time")) or path.endswith(".time")
+    ]
+    assert len(moments) >= 8
+    assert [path for path in moments if schema_at(path).get("format") != "date-time"] == []
+
+
+def schema_at(path: str) -> dict[str, Any]:
+    return dict(next(node for found, node in walk(schema()) if found == path))
 
 
 def test_every_validation_rule_has_a_message() -> None:
