@@ -117,7 +117,10 @@ def test_every_spec_field_is_described() -> None:
 def test_every_property_of_spec_and_status_and_every_item_is_described() -> None:
     """`kubectl explain staticconsumergroup.status...` answers for every field, the items of lists and
     maps too."""
-    undocumented = [path for path, node in walk(schema()) if path and not node.get("description")]
+    # The API server refuses anything but a type on metadata (kubectl explain describes it anyway).
+    undocumented = [
+        path for path, node in walk(schema()) if path not in ("", ".metadata") and not node.get("description")
+    ]
     assert undocumented == []
 
 
