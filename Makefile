@@ -60,7 +60,7 @@ test:
 	[ $$status -eq 0 ] || exit $$status; \
 	$(MAKE) --no-print-directory docker-check && $(MAKE) --no-print-directory kind-e2e
 
-test-local: lint typecheck kafka-jars cluster-binaries helm browser
+test-local: lint typecheck kafka-jars cluster-binaries helm promtool browser
 	$(VENV)/bin/pytest
 
 # The dashboard's browser tests drive Debian's chromium through its chromium-driver: system packages,

@@ -1,9 +1,13 @@
 # The Helm chart and the demo that installs it the way users do (included by the main Makefile).
 # The helm CLI is built from the Go module proxy and cached like the Kubernetes binaries.
-.PHONY: helm chart-lint chart-crds demo demo-down demo-ci
+.PHONY: helm promtool chart-lint chart-crds demo demo-down demo-ci
 
 helm:
 	@charts/build-helm.sh >/dev/null
+
+# Prometheus' promtool, for `promtool check rules` and `promtool test rules` on the chart's alerts.
+promtool:
+	@charts/build-promtool.sh >/dev/null
 
 chart-lint: helm
 	"$$(charts/build-helm.sh --print)" lint --strict charts/staticfleet

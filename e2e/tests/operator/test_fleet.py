@@ -90,8 +90,9 @@ def test_a_fleet_of_three_is_a_stable_group_of_its_pods(
     assert kubectl.get("poddisruptionbudget", NAME, namespace)["spec"]["maxUnavailable"] == 1
     table = kubectl.run("get", "scg", NAME, "-n", namespace).stdout
     header, row = table.splitlines()[:2]
-    assert header.split() == ["NAME", "REPLICAS", "READY", "STATE", "GENERATION", "REBALANCES", "LAG", "AGE"]
-    assert row.split()[:7] == ["orders", "3", "3", "Stable", "1", "1", "0"]
+    columns = ["NAME", "REPLICAS", "READY", "READY-PODS", "STATE", "GENERATION", "REBALANCES", "LAG", "AGE"]
+    assert header.split() == columns
+    assert row.split()[:8] == ["orders", "3", "True", "3", "Stable", "1", "1", "0"]
     assert status["lag"]["partitions"] == PARTITIONS
     scale_path = f"/apis/staticfleet.io/v1alpha1/namespaces/{namespace}/staticconsumergroups/{NAME}/scale"
     scale = json.loads(kubectl.run("get", "--raw", scale_path).stdout)
@@ -197,7 +198,8 @@ def test_scaling_down_removes_the_departed_members_right_after_their_consumers_s
     assert [e["message"] for e in events(kubectl, namespace, NAME, "Scaled")][
         -1
     ] == "scaling down from 3 to 1"
-    assert "staticfleet_operator_members_removed_total 2.0" in operator.metrics()
+    removed_line = f'staticfleet_operator_members_removed_total{{group="{group_id(namespace)}"}} 2.0'
+    assert removed_line in operator.metrics()
 
 
 def test_scaling_up_from_one_to_four_is_one_rebalance(

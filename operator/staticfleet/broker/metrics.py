@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -86,17 +87,21 @@ class BrokerMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
         )
+        # By group (a fleet's group.id: the label the operator's fleet series carry too) and reason
+        # (one of the few the event log documents); a deleted group's series go with it.
         self.rebalances = Counter(
             "staticfleet_rebalances",
-            "Rebalances started, by reason",
-            ["reason"],
+            "Rebalances started, by group and reason",
+            ["group", "reason"],
             registry=self.registry,
         )
         self.rebalances_completed = Counter(
             "staticfleet_rebalances_completed",
-            "Rebalances completed (group Stable again, or Empty)",
+            "Rebalances completed (group Stable again, or Empty), by group",
+            ["group"],
             registry=self.registry,
         )
+        self._reasons_of: dict[str, set[str]] = {}
         self.static_restarts = Counter(
             "staticfleet_static_member_restarts_absorbed",
             "Static members that rejoined with a new member id without causing a rebalance",
@@ -136,16 +141,27 @@ class BrokerMetrics:
                 child = self._latency_of[api.key] = self.request_latency.labels(api.title)
             child.observe(seconds)
 
+    def _forget(self, group: str) -> None:
+        for reason in self._reasons_of.pop(group, set()):
+            with contextlib.suppress(KeyError):
+                self.rebalances.remove(group, reason)
+        with contextlib.suppress(KeyError):
+            self.rebalances_completed.remove(group)
+
     def watch(self, coordinator: GroupCoordinator) -> None:
         self.registry.register(_GroupCollector(coordinator))
 
     # An EventSink: membership events feed the counters.
     def emit(self, event: Mapping[str, Any]) -> None:
-        kind = event.get("type")
+        kind, group = event.get("type"), str(event.get("group", ""))
         if kind == ev.REBALANCE_STARTED:
-            self.rebalances.labels(str(event.get("reason", ""))).inc()
+            reason = str(event.get("reason", ""))
+            self._reasons_of.setdefault(group, set()).add(reason)
+            self.rebalances.labels(group, reason).inc()
         elif kind in (ev.REBALANCE_COMPLETED, ev.GROUP_EMPTY):
-            self.rebalances_completed.inc()
+            self.rebalances_completed.labels(group).inc()
+        elif kind == ev.GROUP_DELETED:
+            self._forget(group)
         elif kind == ev.STATIC_MEMBER_REPLACED and not event.get("rebalance"):
             self.static_restarts.inc()
         if kind in (ev.MEMBER_JOINED, ev.MEMBER_LEFT, ev.MEMBER_REMOVED, ev.MEMBER_EXPIRED, ev.MEMBER_FENCED):

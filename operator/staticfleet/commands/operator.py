@@ -254,6 +254,7 @@ def run(args: argparse.Namespace) -> int:
     dashboard = _dashboard(args, namespaces, ctx) if args.ui else None
 
     def operate() -> int:
+        metrics.leading.set(1)
         try:
             kopf.run(
                 registry=handlers.registry,

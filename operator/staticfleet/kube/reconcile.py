@@ -353,7 +353,12 @@ def post_event(ctx: OperatorContext, body: Manifest, event: EventSpec) -> None:
 def _write_only(ctx: OperatorContext, body: Manifest, step: WriteStatus) -> None:
     """A pass that only writes status (an invalid or conflicting resource)."""
     previous = body.get("status") or {}
-    write_status(ctx.api, body, step.status, str(body["metadata"].get("resourceVersion", "")), previous)
+    written, _ = write_status(
+        ctx.api, body, step.status, str(body["metadata"].get("resourceVersion", "")), previous
+    )
+    meta, spec = body["metadata"], body.get("spec") or {}
+    group = str(spec.get("groupId") or f"{meta['namespace']}.{meta['name']}")
+    ctx.metrics.observe_fleet(meta["namespace"], meta["name"], group, int(spec.get("replicas") or 0), written)
     for event in step.events:
         post_event(ctx, body, event)
 
@@ -408,7 +413,7 @@ def _reconcile(ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequen
         return
     ctx.conflicts.pop((obs.spec.namespace, obs.spec.name), None)
     if plan.scale.started is not None and outcome.rejected is None:
-        ctx.metrics.scale_operations.labels(plan.scale.started.direction).inc()
+        ctx.metrics.scale_operations.labels(obs.spec.group_id, plan.scale.started.direction).inc()
     group, pods = obs.group, obs.pods
     if outcome.rejected is None and (
         outcome.acted_on_group or plan.scale.started or plan.scale.completed_scale_down
@@ -417,9 +422,6 @@ def _reconcile(ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequen
         group, pods = observe_group(admin, obs.spec, ctx.api_token(obs.spec)), _pods(ctx.api, obs.spec)
     # The lag feeds only the status and the metrics: read after the steps, so no step waits for it.
     lag = observe_lag(admin, obs.spec) if obs.group.reachable else None
-    if lag is not None:
-        worst = lag.worst.lag if lag.worst is not None else None
-        ctx.metrics.set_lag(obs.spec.namespace, obs.spec.name, lag.total, worst or 0)
     obs = dataclasses.replace(obs, lag=lag)
     status = plan_status(obs, plan, outcome, group, pods)
     status.step.run(io)
@@ -427,6 +429,9 @@ def _reconcile(ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequen
         measured = scale_duration(status.completed_scale, obs.now)
         if measured is not None:
             ctx.metrics.scale_duration.labels(measured[0]).observe(measured[1])
+    ctx.metrics.observe_fleet(
+        obs.spec.namespace, obs.spec.name, obs.spec.group_id, obs.spec.replicas, outcome.status
+    )
     ctx.metrics.reconciles.labels("invalid" if outcome.rejected else "ok").inc()
 
 
@@ -568,8 +573,8 @@ def _finalize_members(ctx: OperatorContext, body: Manifest, claims: Mapping[str,
             EventSpec("Warning", "CoordinatorUnavailable", f"deleted without removing members: {exc}"),
         )
         return f"gave up removing members: {exc}"
-    ctx.metrics.members_removed.inc(len(report.removed))
-    ctx.metrics.removal_batches.labels("ok").inc()
+    ctx.metrics.members_removed.labels(spec.group_id).inc(len(report.removed))
+    ctx.metrics.removal_batches.labels(spec.group_id, "ok").inc()
     message = removal_message(report, "deleted")
     post_event(ctx, body, EventSpec("Normal", "MembersRemoved", message))
     return message

@@ -445,19 +445,19 @@ class RemoveMembers:
     reason: str
 
     def run(self, io: StepIO) -> None:
-        outcome, metrics = io.outcome, io.metrics
+        outcome, metrics, group = io.outcome, io.metrics, io.observed.spec.group_id
         record = outcome.scale_down
         assert record is not None
         error: str | None
         try:
             report = io.admin.remove_members(io.observed.spec.group_id, self.instance_ids, reason=self.reason)
         except AdminError as exc:
-            metrics.removal_batches.labels("failed").inc()
+            metrics.removal_batches.labels(group, "failed").inc()
             error = str(exc)
         else:
             error = None if report.ok else removal_message(report, "removal incomplete")
-            metrics.removal_batches.labels("ok" if report.ok else "failed").inc()
-            metrics.members_removed.inc(len(report.removed))
+            metrics.removal_batches.labels(group, "ok" if report.ok else "failed").inc()
+            metrics.members_removed.labels(group).inc(len(report.removed))
             if report.ok:
                 outcome.events.append(
                     EventSpec("Normal", "MembersRemoved", removal_message(report, "scale-down"))

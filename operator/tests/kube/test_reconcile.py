@@ -251,12 +251,37 @@ def test_lag_is_written_to_status_and_exported_per_fleet_and_kept_while_unreadab
         "worstPartition": {"topic": "orders", "partition": 1, "lag": 9},
     }
     registry = ctx.metrics.registry
-    labels = {"namespace": "shop", "name": "orders"}
-    assert registry.get_sample_value("staticfleet_operator_consumer_lag", labels) == 13
-    assert registry.get_sample_value("staticfleet_operator_consumer_lag_max", labels) == 9
+    labels = {"group": "shop.orders"}
+    assert registry.get_sample_value("staticfleet_fleet_lag_messages", labels) == 13
+    assert registry.get_sample_value("staticfleet_fleet_max_partition_lag_messages", labels) == 9
     admin.offsets_fail = True
     reconcile(ctx, "shop", "orders", {})
     assert kube.group["status"]["lag"] == lag
+    assert registry.get_sample_value("staticfleet_fleet_lag_messages", labels) == 13
+
+
+def test_each_fleet_is_exported_by_its_group_with_where_it_lives_and_ends_with_it() -> None:
+    kube, _admin, ctx = steady(2)
+    reconcile(ctx, "shop", "orders", {})
+    registry = ctx.metrics.registry
+    group = {"group": "shop.orders"}
+    info = {**group, "fleet_namespace": "shop", "fleet_name": "orders"}
+    assert registry.get_sample_value("staticfleet_fleet_info", info) == 1
+    status = kube.group["status"]
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert registry.get_sample_value("staticfleet_fleet_ready", group) == (ready["status"] == "True")
+    for found in status["conditions"]:
+        labels = {**group, "type": found["type"], "reason": found["reason"]}
+        assert registry.get_sample_value("staticfleet_fleet_condition", labels) == (found["status"] == "True")
+    assert registry.get_sample_value("staticfleet_fleet_replicas", group) == 2
+    assert registry.get_sample_value("staticfleet_fleet_members", group) == status["group"]["members"]
+    assert (
+        registry.get_sample_value("staticfleet_fleet_rebalances_total", group)
+        == status["group"]["rebalances"]
+    )
+    ctx.metrics.forget("shop", "orders")
+    assert registry.get_sample_value("staticfleet_fleet_info", info) is None
+    assert registry.get_sample_value("staticfleet_fleet_ready", group) is None
 
 
 def test_scale_down_records_first_shrinks_then_removes_only_after_the_pods_are_gone() -> None:
