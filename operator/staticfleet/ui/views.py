@@ -413,9 +413,14 @@ def group_summary(inputs: FleetInputs, rebalances: Sequence[Rebalance]) -> dict[
     # The coordinator keeps its last `history_capacity` rebalances: a full history within the hour is a
     # lower bound.
     capped = view is not None and len(view.history) >= view.history_capacity <= last_hour
+    generation = view.generation if view else None
     return {
+        # Read live, now, from the coordinator; the conditions come from the status, written by the
+        # operator's last pass (every --interval seconds): the two may differ for that long.
         "state": state,
-        "generation": view.generation if view else None,
+        "generation": generation,
+        "status": recorded_group(status),
+        "statusAgrees": agrees(state, generation, status),
         "leader": view.leader_instance_id if view else None,
         "protocol": inputs.group.protocol if inputs.group else None,
         "rebalances": view.rebalances if view else status.get("rebalances"),
@@ -425,6 +430,19 @@ def group_summary(inputs: FleetInputs, rebalances: Sequence[Rebalance]) -> dict[
         "rebalanceInProgress": view.rebalance_in_progress if view else None,
         "members": len(inputs.group.members) if inputs.group else None,
     }
+
+
+def recorded_group(status: Mapping[str, Any]) -> dict[str, Any]:
+    """The group as the resource's status has it (the operator's last pass)."""
+    return {"state": status.get("state"), "generation": status.get("generation")}
+
+
+def agrees(state: str | None, generation: int | None, status: Mapping[str, Any]) -> bool:
+    """Whether the live view and the status tell the same state (and generation, where both know it)."""
+    if state is None or status.get("state") is None:
+        return True  # nothing to compare: the page says what it knows and where from
+    same_generation = generation is None or status.get("generation") in (None, generation)
+    return bool(state == status.get("state") and same_generation)
 
 
 def lag_json(inputs: FleetInputs) -> dict[str, Any] | None:

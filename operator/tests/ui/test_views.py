@@ -243,3 +243,21 @@ def test_the_coordinator_view_is_read_with_the_coordinators_bearer_token(tmp_pat
     (view, error), (no_view, refusal) = asyncio.run(scenario())
     assert error is None and view is not None and view.generation == 7
     assert no_view is None and refusal is not None and "HTTP 401" in refusal
+
+
+def test_the_live_group_and_the_status_are_both_given_and_whether_they_agree() -> None:
+    """The summary reads the group now; the conditions come from the status the operator last wrote.
+    While a rebalance has just ended they differ, and the page says which is which."""
+    behind = fleet(group={"state": "PreparingRebalance", "generation": 1})
+    view = CoordinatorView("Stable", 2, "orders-0", 2, None, ())
+    summary = fleet_summary(FleetInputs(body=behind, now_ms=T0, group=group(), coordinator=view))
+    assert (summary["group"]["state"], summary["group"]["generation"]) == ("Stable", 2)
+    assert summary["group"]["status"] == {"state": "PreparingRebalance", "generation": 1}
+    assert summary["group"]["statusAgrees"] is False
+
+    caught_up = fleet(group={"state": "Stable", "generation": 2})
+    summary = fleet_summary(FleetInputs(body=caught_up, now_ms=T0, group=group(), coordinator=view))
+    assert summary["group"]["statusAgrees"] is True
+    # Without a generation from the coordinator (Apache Kafka), the states alone are compared.
+    summary = fleet_summary(FleetInputs(body=caught_up, now_ms=T0, group=group(state="CompletingRebalance")))
+    assert summary["group"]["statusAgrees"] is False

@@ -22,7 +22,7 @@ function renderSummary(f) {
     : `${lag.worstPartition.topic}-${lag.worstPartition.partition}: ${fmtNum(lag.worstPartition.lag)}`;
   document.getElementById("summary").replaceChildren(
     card("Replicas (ready)", `${f.replicas} (${f.readyReplicas} ready)`, "card-replicas"),
-    card("Group state", g.state ? stateNode(g.state, groupStateLevel(g.state)) : stateNode("unknown", "bad"), "card-state"),
+    card("Group state (live)", groupStateNode(g), "card-state"),
     card("Generation", g.generation ?? "— (not reported by this cluster)", "card-generation"),
     card("Rebalances", `${g.rebalances ?? "—"} total, ${g.rebalancesLastHour ?? "—"} in the last hour`, "card-rebalances"),
     card("Total lag", lag ? fmtNum(lag.total) : "—", "card-lag"),
@@ -30,6 +30,20 @@ function renderSummary(f) {
     card("Group id", el("code", { text: f.groupId }), "card-group"),
     card("Coordinator", coordinatorText(f.coordinator, f.bootstrapServers), "card-coordinator"),
   );
+}
+
+// The state read now from the coordinator; where the resource's status (the operator's last pass, which
+// the conditions below come from) says otherwise, both are shown and named.
+function groupStateNode(g) {
+  const node = el("span", {}, g.state ? stateNode(g.state, groupStateLevel(g.state)) : stateNode("unknown", "bad"));
+  if (g.generation !== null && g.generation !== undefined) node.append(`, generation ${g.generation}`);
+  const s = g.status || {};
+  if (g.statusAgrees === false) {
+    const recorded = `${s.state}${s.generation !== null && s.generation !== undefined ? `, generation ${s.generation}` : ""}`;
+    node.append(el("br"), el("small", { class: "status-differs",
+      text: `the status (the operator's last pass, which the conditions come from) says ${recorded}` }));
+  }
+  return node;
 }
 
 function coordinatorText(c, bootstrap) {
@@ -145,7 +159,10 @@ function drawChart(f, items) {
       const mark = svg("path", { d: `M${cx} 22 l7 9 l-7 9 l-7 -9 z`, class: "op" });
       mark.append(svg("title", {}, `${fmtTime(item.at)} ${opText(item.op).what}: ${opText(item.op).cost}`));
       chart.append(mark);
-      chart.append(svg("text", { x: cx + 10, y: 20, class: "tick" }, opText(item.op).what));
+      // The label on the side with room for it: past the middle it ends at the mark instead of starting there.
+      const pastMiddle = cx > (left + width - right) / 2;
+      chart.append(svg("text", { x: pastMiddle ? cx - 10 : cx + 10, y: 20, class: "tick", "text-anchor": pastMiddle ? "end" : "start" },
+        opText(item.op).what));
     } else {
       const s = item.r.startedMs || item.r.completedMs, e = item.r.completedMs || s;
       const bar = svg("rect", { x: x(s), y: 72, width: Math.max(3, x(e) - x(s)), height: 18, class: "rb" });
