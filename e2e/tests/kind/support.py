@@ -80,6 +80,30 @@ def readme_commands(section: str) -> list[str]:
 HELM_SECTION = "Install with Helm"
 
 
+def readme_blocks() -> dict[str, list[str]]:
+    """Every ```sh block of the README by the heading above it (`## X`, or "" before the first): its
+    command lines as written, a line ending in a backslash joined with the next, blank and comment-only
+    lines left out. Each is what a reader pastes into a shell."""
+    blocks: dict[str, list[str]] = {}
+    heading = ""
+    text = README.read_text()
+    for match in re.finditer(r"^## ([^\n]+)$|^```sh\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL):
+        if match.group(1) is not None:
+            heading = match.group(1).strip()
+            continue
+        commands, pending = [], ""
+        for raw in match.group(2).splitlines():
+            line = pending + raw
+            if line.rstrip().endswith("\\"):
+                pending = line.rstrip()[:-1] + " "
+                continue
+            pending = ""
+            if shlex.split(line, comments=True):
+                commands.append(line.strip())
+        blocks.setdefault(heading, []).extend(commands)
+    return blocks
+
+
 def install_lines() -> list[str]:
     """The quick start up to and including `helm install`: building and loading the images, the chart."""
     lines = readme_commands(HELM_SECTION)
