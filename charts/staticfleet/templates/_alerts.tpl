@@ -47,10 +47,11 @@ groups:
       {{- with $a.lagGrowing }}
       {{- if .enabled }}
       - alert: StaticfleetLagGrowing
+        # The lag first, so that the alert's value is the lag (and's left side), not its slope.
         expr: |-
-          deriv(staticfleet_fleet_lag_messages[{{ .window }}]) > 0
-          and
           staticfleet_fleet_lag_messages > {{ .minimumMessages }}
+          and
+          deriv(staticfleet_fleet_lag_messages[{{ .window }}]) > 0
         for: {{ .for }}
         labels:
           severity: {{ .severity }}

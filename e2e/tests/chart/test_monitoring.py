@@ -137,8 +137,40 @@ FLEET = {"group": "shop.orders"}
 INFO = _series("staticfleet_fleet_info", {**FLEET, "fleet_namespace": "shop", "fleet_name": "orders"}, "1x60")
 COORDINATOR = {"job": "coordinator", "namespace": "staticfleet", "pod": "sf-staticfleet-coordinator-0"}
 
-# Each alert from series written as the operator and the coordinator name them: fires where it should,
-# and not where it should not (a second fleet beside it each time).
+WHERE = "StaticConsumerGroup shop/orders"
+REMOVAL = (
+    ". The departed members stay in the group until their session timeout; the condition's message says "
+    "what waits (pods that do not stop, a coordinator that refuses LeaveGroup)."
+)
+STORAGE = {
+    "summary": "The embedded coordinator cannot write its log.",
+    "description": "staticfleet/sf-staticfleet-coordinator-0: appends, fsyncs or snapshots of the "
+    "coordinator's log fail (a full or failing volume). Requests that must be persisted are answered with a "
+    "storage error until it can write again (docs/reliability.md).",
+}
+
+
+def _fired(labels: dict[str, str], summary: str, description: str) -> dict[str, Any]:
+    return {"exp_labels": labels, "exp_annotations": {"summary": summary, "description": description}}
+
+
+def _storm(times: int) -> dict[str, Any]:
+    return _fired(
+        {**FLEET, "severity": "warning"},
+        "A consumer group rebalanced more than 10 times in 15m.",
+        f"Group shop.orders ({WHERE}) rebalanced {times} times in 15m: consumers that keep leaving and "
+        "joining (crashing pods, a session timeout below a pod's restart time, polls slower than the "
+        "rebalance timeout). The coordinator's event log says which members and why.",
+    )
+
+
+def _test(alert: str, at: str, *fired: dict[str, Any]) -> dict[str, Any]:
+    return {"eval_time": at, "alertname": alert, "exp_alerts": list(fired)}
+
+
+# Each alert from series written as the operator and the coordinator name them: it fires where it should,
+# with its text (the fleet named from staticfleet_fleet_info), and not where it should not (other series
+# beside it each time).
 CASES: list[dict[str, Any]] = [
     {
         "input_series": [
@@ -150,21 +182,17 @@ CASES: list[dict[str, Any]] = [
             ),
         ],
         "alert_rule_test": [
-            {"eval_time": "5m", "alertname": "StaticfleetFleetNotReady", "exp_alerts": []},
-            {
-                "eval_time": "15m",
-                "alertname": "StaticfleetFleetNotReady",
-                "exp_alerts": [
-                    {
-                        "exp_labels": {**FLEET, "severity": "warning", "__name__": "staticfleet_fleet_ready"},
-                        "exp_annotations": {
-                            "summary": "A fleet of consumers has not been Ready for 10m.",
-                            "description": "Group shop.orders (StaticConsumerGroup shop/orders) is not "
-                            "Ready: GroupNotStable. kubectl describe scg says why.",
-                        },
-                    }
-                ],
-            },
+            _test("StaticfleetFleetNotReady", "5m"),
+            _test(
+                "StaticfleetFleetNotReady",
+                "15m",
+                _fired(
+                    {**FLEET, "severity": "warning"},
+                    "A fleet of consumers has not been Ready for 10m.",
+                    f"Group shop.orders ({WHERE}) is not Ready: GroupNotStable. "
+                    "kubectl describe scg says why.",
+                ),
+            ),
         ],
     },
     {
@@ -183,24 +211,14 @@ CASES: list[dict[str, Any]] = [
             ),
         ],
         "alert_rule_test": [
-            {
-                "eval_time": "14m",
-                "alertname": "StaticfleetRebalanceStorm",
-                "exp_alerts": [{"exp_labels": {**FLEET, "severity": "warning"}}],
-            },
-            {"eval_time": "40m", "alertname": "StaticfleetRebalanceStorm", "exp_alerts": []},
+            _test("StaticfleetRebalanceStorm", "14m", _storm(12)),
+            _test("StaticfleetRebalanceStorm", "40m"),
         ],
     },
     {
-        # On any Kafka cluster: the status's count, from the operator.
+        # On any Kafka cluster: the status's count, from the operator (2 a minute).
         "input_series": [INFO, _series("staticfleet_fleet_rebalances_total", FLEET, "0+2x30")],
-        "alert_rule_test": [
-            {
-                "eval_time": "20m",
-                "alertname": "StaticfleetRebalanceStorm",
-                "exp_alerts": [{"exp_labels": {**FLEET, "severity": "warning"}}],
-            },
-        ],
+        "alert_rule_test": [_test("StaticfleetRebalanceStorm", "20m", _storm(30))],
     },
     {
         "input_series": [
@@ -210,12 +228,17 @@ CASES: list[dict[str, Any]] = [
             _series("staticfleet_fleet_lag_messages", {"group": "small"}, "0+10x60"),
         ],
         "alert_rule_test": [
-            {"eval_time": "10m", "alertname": "StaticfleetLagGrowing", "exp_alerts": []},
-            {
-                "eval_time": "45m",
-                "alertname": "StaticfleetLagGrowing",
-                "exp_alerts": [{"exp_labels": {**FLEET, "severity": "warning"}}],
-            },
+            _test("StaticfleetLagGrowing", "10m"),
+            _test(
+                "StaticfleetLagGrowing",
+                "45m",
+                _fired(
+                    {**FLEET, "severity": "warning"},
+                    "A fleet's lag has grown for 15m.",
+                    f"Group shop.orders ({WHERE}) is 6500 messages behind and falling further behind: its "
+                    "consumers do not keep up (scale the fleet, or look at the consumers).",
+                ),
+            ),
         ],
     },
     {
@@ -243,28 +266,26 @@ CASES: list[dict[str, Any]] = [
             ),
         ],
         "alert_rule_test": [
-            {
-                "eval_time": "10m",
-                "alertname": "StaticfleetRemovalBlocked",
-                "exp_alerts": [
+            _test(
+                "StaticfleetRemovalBlocked",
+                "10m",
+                _fired(
+                    {**FLEET, "type": "ScaleDownBlocked", "reason": "PodsNotGone", "severity": "warning"},
+                    "A scale-down cannot finish removing the departed members.",
+                    f"Group shop.orders ({WHERE}): ScaleDownBlocked PodsNotGone{REMOVAL}",
+                ),
+                _fired(
                     {
-                        "exp_labels": {
-                            **FLEET,
-                            "type": "ScaleDownBlocked",
-                            "reason": "PodsNotGone",
-                            "severity": "warning",
-                        }
+                        "group": "b",
+                        "type": "Degraded",
+                        "reason": "MemberRemovalFailed",
+                        "severity": "warning",
                     },
-                    {
-                        "exp_labels": {
-                            "group": "b",
-                            "type": "Degraded",
-                            "reason": "MemberRemovalFailed",
-                            "severity": "warning",
-                        }
-                    },
-                ],
-            },
+                    "A scale-down cannot finish removing the departed members.",
+                    "Group b (a group no fleet of this operator names): "
+                    f"Degraded MemberRemovalFailed{REMOVAL}",
+                ),
+            ),
         ],
     },
     {
@@ -275,32 +296,24 @@ CASES: list[dict[str, Any]] = [
             _series("staticfleet_snapshot_failures_total", COORDINATOR, "0x20"),
         ],
         "alert_rule_test": [
-            {"eval_time": "3m", "alertname": "StaticfleetCoordinatorStorageErrors", "exp_alerts": []},
-            {
-                "eval_time": "7m",
-                "alertname": "StaticfleetCoordinatorStorageErrors",
-                "exp_alerts": [
-                    {
-                        "exp_labels": {
-                            **COORDINATOR,
-                            "severity": "critical",
-                            "__name__": "staticfleet_log_writable",
-                        }
-                    }
-                ],
-            },
-            {"eval_time": "15m", "alertname": "StaticfleetCoordinatorStorageErrors", "exp_alerts": []},
+            _test("StaticfleetCoordinatorStorageErrors", "3m"),
+            _test(
+                "StaticfleetCoordinatorStorageErrors",
+                "7m",
+                {"exp_labels": {**COORDINATOR, "severity": "critical"}, "exp_annotations": STORAGE},
+            ),
+            _test("StaticfleetCoordinatorStorageErrors", "15m"),
         ],
     },
     {
         "input_series": [_series("staticfleet_log_append_failures_total", COORDINATOR, "0x5 3x15")],
         "alert_rule_test": [
-            {
-                "eval_time": "7m",
-                "alertname": "StaticfleetCoordinatorStorageErrors",
-                "exp_alerts": [{"exp_labels": {**COORDINATOR, "severity": "critical"}}],
-            },
-            {"eval_time": "15m", "alertname": "StaticfleetCoordinatorStorageErrors", "exp_alerts": []},
+            _test(
+                "StaticfleetCoordinatorStorageErrors",
+                "7m",
+                {"exp_labels": {**COORDINATOR, "severity": "critical"}, "exp_annotations": STORAGE},
+            ),
+            _test("StaticfleetCoordinatorStorageErrors", "15m"),
         ],
     },
     {
@@ -312,12 +325,18 @@ CASES: list[dict[str, Any]] = [
             _series("staticfleet_connections_closed_total", {**COORDINATOR, "reason": "client"}, "0+100x30"),
         ],
         "alert_rule_test": [
-            {"eval_time": "8m", "alertname": "StaticfleetAuthenticationFailures", "exp_alerts": []},
-            {
-                "eval_time": "20m",
-                "alertname": "StaticfleetAuthenticationFailures",
-                "exp_alerts": [{"exp_labels": {**COORDINATOR, "severity": "warning"}}],
-            },
+            _test("StaticfleetAuthenticationFailures", "8m"),
+            _test(
+                "StaticfleetAuthenticationFailures",
+                "20m",
+                _fired(
+                    {**COORDINATOR, "severity": "warning"},
+                    "Clients keep failing to authenticate to the embedded coordinator.",
+                    "staticfleet/sf-staticfleet-coordinator-0 closes 10.0 connections a minute that failed "
+                    "SASL authentication: a wrong or rotated password, or someone trying. The coordinator's "
+                    "log names the clients' addresses.",
+                ),
+            ),
         ],
     },
 ]
