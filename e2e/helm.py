@@ -17,10 +17,15 @@ CHART = REPO_ROOT / "charts" / "staticfleet"
 
 def ensure_helm() -> Path:
     """The helm binary, built first when missing (minutes, once per version); progress goes to stderr."""
-    done = subprocess.run([str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True, check=True)
+    return built_by(BUILD_SCRIPT)
+
+
+def built_by(script: Path) -> Path:
+    """The binary a cached build script names on its last line, built first when missing."""
+    done = subprocess.run([str(script)], stdout=subprocess.PIPE, text=True, check=True)
     binary = Path(done.stdout.strip().splitlines()[-1])
     if not binary.is_file():
-        raise RuntimeError(f"{BUILD_SCRIPT} finished but {binary} does not exist")
+        raise RuntimeError(f"{script} finished but {binary} does not exist")
     return binary
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from e2e.helm import CHART, REPO_ROOT, Helm, set_flags
+from e2e.helm import CHART, REPO_ROOT, Helm, built_by, set_flags
 
 PROMTOOL_SCRIPT = REPO_ROOT / "charts" / "build-promtool.sh"
 DASHBOARD = CHART / "files" / "grafana-dashboard.json"
@@ -29,12 +28,8 @@ _CLAUSE = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\((
 
 
 def ensure_promtool() -> Path:
-    """The promtool binary, built first when missing (minutes, once per version); progress to stderr."""
-    done = subprocess.run([str(PROMTOOL_SCRIPT)], stdout=subprocess.PIPE, text=True, check=True)
-    binary = Path(done.stdout.strip().splitlines()[-1])
-    if not binary.is_file():
-        raise RuntimeError(f"{PROMTOOL_SCRIPT} finished but {binary} does not exist")
-    return binary
+    """The promtool binary, built first when missing (long, once per version); progress to stderr."""
+    return built_by(PROMTOOL_SCRIPT)
 
 
 def rendered(
