@@ -374,7 +374,8 @@ def test_an_advertised_host_and_ports_reach_every_place_that_names_them(helm: He
 def test_an_external_kafka_renders_no_coordinator_and_becomes_the_operator_default(helm: Helm) -> None:
     docs = helm.template(EXTERNAL)
     assert not find(docs, "StatefulSet")
-    assert [s["metadata"]["name"] for s in find(docs, "Service")] == ["sf-staticfleet-dashboard"]
+    services = sorted(s["metadata"]["name"] for s in find(docs, "Service"))
+    assert services == ["sf-staticfleet-dashboard", "sf-staticfleet-operator-metrics"]
     assert not any("coordinator" in d["metadata"]["name"] for d in docs)
     args = container(one(docs, "Deployment", "sf-staticfleet-operator"))["args"]
     assert flag(args, "default-bootstrap-servers") == "kafka-0.kafka:9093,kafka-1.kafka:9093"
