@@ -143,7 +143,7 @@ def test_a_real_kafka_python_client_facing_a_closed_port_logs_no_error_line(capt
 
     worker = threading.Thread(target=connect, daemon=True)
     worker.start()
-    worker.join(timeout=30)
+    worker.join(timeout=10)  # a dozen retries by then; the client gives up by itself later
     lines = captured.getvalue().splitlines()
     assert lines and all(" ERROR " not in line for line in lines), lines
     assert sum(" WARNING " in line for line in lines) == 1, lines
