@@ -366,7 +366,7 @@ def test_repair_of_a_log_that_loads_changes_nothing(
 
 
 def test_the_snapshot_interval_is_a_coordinator_flag_with_kafkas_default_and_must_be_positive(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     parse = cli.build_parser().parse_args
     assert parse(["coordinator", "--data-dir", "d"]).max_record_bytes_between_snapshots == 20 * 1024 * 1024
@@ -375,7 +375,8 @@ def test_the_snapshot_interval_is_a_coordinator_flag_with_kafkas_default_and_mus
     with pytest.raises(SystemExit) as refused:
         cli.main(["coordinator", "--data-dir", str(tmp_path), "--max-record-bytes-between-snapshots", "0"])
     assert refused.value.code == 2
-    assert "--max-record-bytes-between-snapshots: expected a whole number of at least 1" in capsys.readouterr().err
+    refusal = capsys.readouterr().err
+    assert "--max-record-bytes-between-snapshots: expected a whole number of at least 1" in refusal
     assert cli.main(["coordinator"]) == 2
     assert "the following arguments are required: --data-dir" in capsys.readouterr().err
 
