@@ -38,6 +38,7 @@ POD_ORDINAL_ENV = "STATICFLEET_POD_ORDINAL"
 BOOTSTRAP_ENV = "KAFKA_BOOTSTRAP_SERVERS"
 GROUP_ID_ENV = "KAFKA_GROUP_ID"
 INSTANCE_ID_ENV = "KAFKA_GROUP_INSTANCE_ID"
+MEMBERS_PER_POD_ENV = "KAFKA_MEMBERS_PER_POD"
 TOPICS_ENV = "KAFKA_TOPICS"
 SESSION_TIMEOUT_ENV = "KAFKA_SESSION_TIMEOUT_MS"
 HEARTBEAT_INTERVAL_ENV = "KAFKA_HEARTBEAT_INTERVAL_MS"
@@ -111,6 +112,11 @@ def consumer_env(
         {"name": BOOTSTRAP_ENV, "value": bootstrap_servers},
         {"name": GROUP_ID_ENV, "value": spec.group_id},
         instance_id_env(spec),
+    ]
+    if spec.members_per_pod > 1:
+        # Only then: a fleet of one member per pod keeps the pod template it had before the field existed.
+        env.append({"name": MEMBERS_PER_POD_ENV, "value": str(spec.members_per_pod)})
+    env += [
         {"name": TOPICS_ENV, "value": ",".join(spec.topics)},
         {"name": SESSION_TIMEOUT_ENV, "value": str(spec.session_timeout_ms)},
     ]

@@ -551,7 +551,7 @@ def _finalize_members(ctx: OperatorContext, body: Manifest, claims: Mapping[str,
         int((previous.get("scaleDown") or {}).get("fromReplicas", 0) or 0),
         int(previous.get("replicas", 0) or 0),
     )
-    ids = list(spec.instance_ids(0, known))
+    ids = list(spec.member_ids(0, known))
     try:
         with contextlib.suppress(GroupNotFound):
             ids += sorted(admin.describe_group(spec.group_id).instance_ids - set(ids))

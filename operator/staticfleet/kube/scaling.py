@@ -6,7 +6,7 @@ step is idempotent, and an operator that restarts at any step reads the state ba
     ShrinkingStatefulSet   pending instance ids are in status; the StatefulSet is (being) shrunk
     WaitingForPods         the StatefulSet was shrunk; pods with ordinal >= toReplicas may still run
     RemovingMembers        the pods are gone or stopped for good (terminal phase); one LeaveGroup batch
-                           removes the pending instance ids
+                           removes the pending instance ids (every member of every departed pod)
     ConfirmingRemoval      the coordinator acknowledged; the record stays until it reports a settled
                            (Stable or Empty) group without them, which it only does once the rebalance
                            the removal started has completed and been persisted. A coordinator that
@@ -26,7 +26,11 @@ ordinals from the new target up; ordinals below the new target get their pods ba
 removed (their members rejoin under the same instance id, or join again if they were already removed);
 a new target at or above fromReplicas drops the record and becomes a scale-up.
 
-Scale-up pre-registers the instance ids of the new replica count (group config
+The pending instance ids are those of every member of the departing pods: with several members per pod
+(spec.membersPerPod, Kafka Streams' stream threads) each pod is several static members, and a pod's own
+instance id names none of them.
+
+Scale-up pre-registers the instance ids of every member of the new replica count (group config
 `staticfleet.expected.instance.ids`) before growing the StatefulSet, so the coordinator completes one
 join phase with every new instance in it. Once the group is Stable with all of them, the
 pre-registration is withdrawn again: in steady state the group follows Kafka's rules, where a consumer
@@ -218,14 +222,14 @@ def plan_scale(
         return ScalePlan(
             statefulset_replicas=desired,
             scale_down=None,
-            pre_register_ids=spec.instance_ids(0, desired) if spec.pre_register and desired else None,
+            pre_register_ids=spec.member_ids(0, desired) if spec.pre_register and desired else None,
             started=ScaleEvent("Up", 0, desired) if desired else None,
         )
     if desired > current:
         return ScalePlan(
             statefulset_replicas=desired,
             scale_down=None,
-            pre_register_ids=spec.instance_ids(0, desired) if spec.pre_register else None,
+            pre_register_ids=spec.member_ids(0, desired) if spec.pre_register else None,
             started=ScaleEvent("Up", current, desired),
         )
     if desired < current:
@@ -233,7 +237,7 @@ def plan_scale(
             phase=SHRINKING,
             from_replicas=current,
             to_replicas=desired,
-            pending_instance_ids=spec.instance_ids(desired, current),
+            pending_instance_ids=spec.member_ids(desired, current),
             remove_members=spec.remove_members,
             started_at=iso(now),
         )
@@ -241,7 +245,7 @@ def plan_scale(
             statefulset_replicas=desired,
             scale_down=new_state,
             persist_first=True,
-            pre_register_ids=spec.instance_ids(0, desired) if obs.pre_registration_active else None,
+            pre_register_ids=spec.member_ids(0, desired) if obs.pre_registration_active else None,
             started=ScaleEvent("Down", current, desired),
             waiting=f"scaling down from {current} to {desired}: waiting for the pods to stop",
         )
@@ -282,7 +286,7 @@ def _supersede(
         phase=SHRINKING,
         from_replicas=state.from_replicas,
         to_replicas=target,
-        pending_instance_ids=spec.instance_ids(target, state.from_replicas),
+        pending_instance_ids=spec.member_ids(target, state.from_replicas),
         remove_members=state.remove_members,
         started_at=iso(now),
         phase_since=iso(now),
@@ -306,7 +310,7 @@ def _continue_scale_down(
         return ScalePlan(
             statefulset_replicas=target,
             scale_down=state,
-            pre_register_ids=spec.instance_ids(0, target) if obs.pre_registration_active else None,
+            pre_register_ids=spec.member_ids(0, target) if obs.pre_registration_active else None,
             waiting=f"scaling down from {state.from_replicas} to {target}: shrinking the StatefulSet",
         )
     if state.phase == WAITING_FOR_PODS:

@@ -7,9 +7,13 @@ a test fixture) means the same thing.
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from staticfleet.admin.instance_ids import MAX_MEMBERS_PER_POD, member_index, member_instance_ids
 
 GROUP = "staticfleet.io"
 VERSION = "v1alpha1"
@@ -94,6 +98,9 @@ class GroupSpec:
     pvc_retention: Manifest
     deletion_policy: str
     labels: Mapping[str, str] = field(default_factory=dict)
+    members_per_pod: int = 1
+    """Static members each pod runs (Kafka Streams: one per stream thread), named by Kafka Streams' rule
+    from the pod's instance id (admin.instance_ids)."""
     credentials: str = PROVISIONED
     """Provisioned: on a secured cluster the operator makes the fleet's own SASL user and ACLs.
     External: the fleet's credentials are managed elsewhere (always so when kafka.sasl is set)."""
@@ -111,12 +118,91 @@ class GroupSpec:
     def pod_name(self, ordinal: int) -> str:
         return f"{self.name}-{ordinal}"
 
-    def instance_id(self, ordinal: int) -> str:
-        return render_instance_id(self.instance_id_template, self.name, self.namespace, ordinal)
+    @property
+    def ids(self) -> InstanceIds:
+        return InstanceIds(self.name, self.namespace, self.instance_id_template, self.members_per_pod)
 
-    def instance_ids(self, start: int, stop: int) -> tuple[str, ...]:
-        """Instance ids of the ordinals start..stop-1."""
-        return tuple(self.instance_id(i) for i in range(start, stop))
+    def instance_id(self, ordinal: int) -> str:
+        """The pod's own instance id: its KAFKA_GROUP_INSTANCE_ID."""
+        return self.ids.pod_id(ordinal)
+
+    def pod_member_ids(self, ordinal: int) -> tuple[str, ...]:
+        """The instance ids of the pod's members."""
+        return self.ids.of_pod(ordinal)
+
+    def member_ids(self, start: int, stop: int) -> tuple[str, ...]:
+        """The instance ids of every member of the pods with ordinals start..stop-1, pod by pod."""
+        return self.ids.of_pods(start, stop)
+
+
+@dataclass(frozen=True, slots=True)
+class MemberPlace:
+    """Where an instance id belongs in a fleet: the pod's ordinal, and which of its members it is (1..n;
+    None for the pod's own instance id)."""
+
+    ordinal: int
+    index: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceIds:
+    """How a fleet names its static members: each pod's own instance id from instanceIdTemplate (what
+    KAFKA_GROUP_INSTANCE_ID carries) and, with several members per pod, theirs made from it by Kafka
+    Streams' rule, `<pod's id>-<k>` for k in 1..membersPerPod."""
+
+    name: str
+    namespace: str
+    template: str = DEFAULT_INSTANCE_ID_TEMPLATE
+    members_per_pod: int = 1
+
+    def pod_id(self, ordinal: int) -> str:
+        return render_instance_id(self.template, self.name, self.namespace, ordinal)
+
+    def of_pod(self, ordinal: int) -> tuple[str, ...]:
+        return member_instance_ids(self.pod_id(ordinal), self.members_per_pod)
+
+    def of_pods(self, start: int, stop: int) -> tuple[str, ...]:
+        return tuple(i for ordinal in range(start, stop) for i in self.of_pod(ordinal))
+
+    def locate(self, instance_id: str) -> MemberPlace | None:
+        """The pod (and member) an instance id names under this fleet's template, whatever the number of
+        members per pod: `orders-3` is pod 3's own id, `orders-3-2` its second member. None when the id
+        is not one of this fleet's."""
+        found = _id_pattern(self.template, self.name, self.namespace).fullmatch(instance_id)
+        if found is None:
+            return None
+        ordinal = int(found.group(1))
+        base = self.pod_id(ordinal)
+        if instance_id == base:
+            return MemberPlace(ordinal, None)
+        index = member_index(instance_id, base)
+        return MemberPlace(ordinal, index) if index is not None else None
+
+    def expects(self, place: MemberPlace, replicas: int) -> bool:
+        """Whether a fleet of `replicas` pods has this member."""
+        if place.ordinal >= replicas:
+            return False
+        if self.members_per_pod == 1:
+            return place.index is None
+        return place.index is not None and place.index <= self.members_per_pod
+
+
+@functools.lru_cache(maxsize=256)
+def _id_pattern(template: str, name: str, namespace: str) -> re.Pattern[str]:
+    """A pattern for the template's ids with any ordinal (group 1), followed by any member suffix."""
+    parts = []
+    for piece in re.split(r"(\{pod\}|\{ordinal\}|\{name\}|\{namespace\})", template):
+        if piece == "{pod}":
+            parts.append(re.escape(f"{name}-") + r"([0-9]+)")
+        elif piece == "{ordinal}":
+            parts.append(r"([0-9]+)")
+        elif piece == "{name}":
+            parts.append(re.escape(name))
+        elif piece == "{namespace}":
+            parts.append(re.escape(namespace))
+        else:
+            parts.append(re.escape(piece))
+    return re.compile("".join(parts) + r"(?:-[0-9]+)?")
 
 
 def render_instance_id(template: str, name: str, namespace: str, ordinal: int) -> str:
@@ -189,6 +275,11 @@ def parse_group(body: Mapping[str, Any], defaults: OperatorDefaults | None = Non
     session = _int(spec.get("sessionTimeoutMs"), DEFAULT_SESSION_TIMEOUT_MS)
     assert session is not None
     pre_register = bool(scale_up.get("preRegister", True))
+    members_per_pod = int(spec.get("membersPerPod", 1))
+    if not 1 <= members_per_pod <= MAX_MEMBERS_PER_POD:
+        raise SpecError(
+            f"spec.membersPerPod must be between 1 and {MAX_MEMBERS_PER_POD}, not {members_per_pod}"
+        )
     return GroupSpec(
         name=name,
         namespace=namespace,
@@ -212,4 +303,5 @@ def parse_group(body: Mapping[str, Any], defaults: OperatorDefaults | None = Non
         deletion_policy=str(spec.get("deletionPolicy", REMOVE_MEMBERS)),
         labels=dict(meta.get("labels", {}) or {}),
         credentials=credentials,
+        members_per_pod=members_per_pod,
     )

@@ -383,7 +383,7 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
     state_text = str(group_status.get("state"))
     state = parse_state(state_text)
     member_ids = inputs.group.instance_ids
-    expected_ids = set(spec.instance_ids(0, spec.replicas))
+    expected_ids = set(spec.member_ids(0, spec.replicas))
     fenced = fenced_pods(inputs.pods, now)
 
     stable = state is GroupState.STABLE or (

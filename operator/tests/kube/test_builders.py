@@ -100,6 +100,21 @@ def test_pod_template_instance_id_comes_from_the_pod_name() -> None:
     assert ref == "metadata.name"
 
 
+def test_a_pod_of_several_members_is_told_how_many_and_keeps_its_own_instance_id() -> None:
+    (container,) = builders.pod_template(group_spec(membersPerPod=2), "k:1")["spec"]["containers"]
+    env = env_of(container)
+    assert env["KAFKA_MEMBERS_PER_POD"] == {"name": "KAFKA_MEMBERS_PER_POD", "value": "2"}
+    assert env["KAFKA_GROUP_INSTANCE_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+
+
+def test_a_pod_of_one_member_gets_no_members_per_pod_variable_so_its_template_is_unchanged() -> None:
+    (container,) = builders.pod_template(group_spec(membersPerPod=1), "k:1")["spec"]["containers"]
+    assert "KAFKA_MEMBERS_PER_POD" not in env_of(container)
+    assert builders.pod_template(group_spec(membersPerPod=1), "k:1") == builders.pod_template(
+        group_spec(), "k:1"
+    )
+
+
 def test_ordinal_template_instance_id_comes_from_the_pod_index_label() -> None:
     (container,) = builders.pod_template(group_spec(instanceIdTemplate="{ordinal}"), "k:1")["spec"][
         "containers"

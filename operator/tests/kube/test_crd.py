@@ -12,6 +12,7 @@ import jsonschema
 import pytest
 import yaml
 
+from staticfleet.admin.instance_ids import MAX_MEMBERS_PER_POD
 from staticfleet.kube import spec as specmod
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -159,6 +160,8 @@ def test_defaults_agree_with_the_operator() -> None:
     assert props["deletionPolicy"]["enum"] == [specmod.REMOVE_MEMBERS, specmod.RETAIN]
     assert props["scaleUp"]["properties"]["preRegister"]["default"] is True
     assert props["replicas"]["default"] == 1
+    assert props["membersPerPod"]["default"] == 1
+    assert props["membersPerPod"]["maximum"] == MAX_MEMBERS_PER_POD
     status = schema()["properties"]["status"]["properties"]
     from staticfleet.kube.scaling import PHASES
 
@@ -184,6 +187,8 @@ def test_the_samples_are_valid_and_parse() -> None:
         ({"deletionPolicy": "Keep"}, "is not one of"),
         ({"kafka": {"sasl": {"secretName": "s", "mechanism": "GSSAPI"}}}, "is not one of"),
         ({"topics": "orders"}, "is not of type 'array'"),
+        ({"membersPerPod": 65}, "is greater than the maximum of 64"),
+        ({"membersPerPod": "two"}, "is not of type 'integer'"),
     ],
 )
 def test_the_schema_rejects_wrong_types_and_values(change: dict[str, Any], fragment: str) -> None:

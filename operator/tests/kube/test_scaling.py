@@ -325,3 +325,70 @@ def test_a_scale_down_interrupted_at_any_step_completes_after_a_restart(crash_at
     assert cluster.removals[0] == ("orders-1", "orders-2")
     # A repeated batch after a crash is harmless: the ids are already gone (UNKNOWN_MEMBER_ID).
     assert all(batch == ("orders-1", "orders-2") for batch in cluster.removals)
+
+
+# -- several members per pod ------------------------------------------------------------------------------
+
+TWO_PER_POD: dict[str, Any] = {"membersPerPod": 2}
+
+
+def test_a_scale_down_pends_every_member_of_the_departing_pods() -> None:
+    plan = plan_scale(group_spec(replicas=2, **TWO_PER_POD), None, observe(4, {0, 1, 2, 3}), NOW)
+    assert plan.persist_first and plan.scale_down is not None
+    assert plan.scale_down.pending_instance_ids == ("orders-2-1", "orders-2-2", "orders-3-1", "orders-3-2")
+    assert not plan.remove_instance_ids
+
+
+def test_every_member_of_the_departed_pods_is_removed_in_one_batch_once_the_pods_are_gone() -> None:
+    spec = group_spec(replicas=2, **TWO_PER_POD)
+    recorded = plan_scale(spec, None, observe(4, {0, 1, 2, 3}), NOW).scale_down
+    assert recorded is not None
+    shrunk = recorded.shrunk(statefulset_generation=7)
+    still_there = plan_scale(spec, shrunk, observe(2, {0, 1, 3}, observed_generation=7), NOW)
+    assert not still_there.remove_instance_ids, "orders-3 may still run both its consumers"
+    gone = plan_scale(spec, shrunk, observe(2, {0, 1}, observed_generation=7), NOW)
+    assert gone.remove_instance_ids == ("orders-2-1", "orders-2-2", "orders-3-1", "orders-3-2")
+
+
+def test_a_removal_is_confirmed_only_when_no_member_of_a_departed_pod_is_left() -> None:
+    spec = group_spec(replicas=1, **TWO_PER_POD)
+    record = ScaleDownState(CONFIRMING_REMOVAL, 2, 1, ("orders-1-1", "orders-1-2"), "Immediate", iso(NOW))
+    one_left = frozenset({"orders-0-1", "orders-0-2", "orders-1-2"})
+    plan = plan_scale(
+        spec, record, observe(1, {0}, group_instance_ids=one_left, group_state=GroupState.STABLE), NOW
+    )
+    assert plan.remove_instance_ids == ("orders-1-1", "orders-1-2") and plan.returned_instance_ids == (
+        "orders-1-2",
+    )
+    rest = frozenset({"orders-0-1", "orders-0-2"})
+    settled = plan_scale(
+        spec, record, observe(1, {0}, group_instance_ids=rest, group_state=GroupState.STABLE), NOW
+    )
+    assert settled.scale_down is None
+
+
+def test_a_scale_up_pre_registers_every_member_of_every_pod_of_the_new_size() -> None:
+    plan = plan_scale(group_spec(replicas=3, **TWO_PER_POD), None, observe(1, {0}), NOW)
+    assert plan.pre_register_ids == (
+        "orders-0-1", "orders-0-2", "orders-1-1", "orders-1-2", "orders-2-1", "orders-2-2",
+    )  # fmt: skip
+    created = plan_scale(group_spec(replicas=2, **TWO_PER_POD), None, observe(None, set()), NOW)
+    assert created.pre_register_ids == ("orders-0-1", "orders-0-2", "orders-1-1", "orders-1-2")
+
+
+def test_a_pre_registration_of_members_is_done_only_when_every_member_has_joined() -> None:
+    ids = ("orders-0-1", "orders-0-2", "orders-1-1", "orders-1-2")
+    pre = PreRegistration(ids, True, iso(NOW))
+    three = frozenset(ids[:3])
+    assert not pre_registration_done(pre, GroupState.PREPARING_REBALANCE, three, None, NOW)
+    assert pre_registration_done(pre, GroupState.STABLE, frozenset(ids), None, NOW)
+
+
+def test_a_superseding_scale_down_pends_the_members_of_the_pods_from_the_new_target_up() -> None:
+    spec = group_spec(replicas=1, **TWO_PER_POD)
+    blocked = ScaleDownState(
+        WAITING_FOR_PODS, 3, 2, ("orders-2-1", "orders-2-2"), "Immediate", iso(NOW), statefulset_generation=7
+    )
+    plan = plan_scale(spec, blocked, observe(2, {0, 1, 2}, observed_generation=7), NOW + timedelta(minutes=6))
+    assert plan.scale_down is not None and plan.blocked is not None
+    assert plan.scale_down.pending_instance_ids == ("orders-1-1", "orders-1-2", "orders-2-1", "orders-2-2")

@@ -8,6 +8,7 @@ from staticfleet.kube.spec import (
     DEFAULT_SESSION_TIMEOUT_MS,
     IMMEDIATE,
     REMOVE_MEMBERS,
+    MemberPlace,
     OperatorDefaults,
     SpecError,
     parse_group,
@@ -29,9 +30,53 @@ def test_defaults_apply_when_fields_are_absent() -> None:
 
 
 def test_instance_ids_follow_the_template() -> None:
-    assert group_spec().instance_ids(0, 3) == ("orders-0", "orders-1", "orders-2")
+    assert group_spec().member_ids(0, 3) == ("orders-0", "orders-1", "orders-2")
     spec = group_spec(instanceIdTemplate="{namespace}.{name}-{ordinal}")
-    assert spec.instance_ids(1, 3) == ("shop.orders-1", "shop.orders-2")
+    assert spec.member_ids(1, 3) == ("shop.orders-1", "shop.orders-2")
+
+
+def test_one_member_per_pod_is_the_default_and_its_member_is_the_pods_own_instance_id() -> None:
+    spec = group_spec()
+    assert spec.members_per_pod == 1
+    assert spec.pod_member_ids(3) == ("orders-3",) == (spec.instance_id(3),)
+
+
+def test_several_members_per_pod_take_kafka_streams_thread_suffixes_from_one() -> None:
+    spec = group_spec(membersPerPod=2)
+    assert spec.instance_id(3) == "orders-3"  # KAFKA_GROUP_INSTANCE_ID stays the pod's own id
+    assert spec.pod_member_ids(3) == ("orders-3-1", "orders-3-2")
+    assert spec.member_ids(0, 2) == ("orders-0-1", "orders-0-2", "orders-1-1", "orders-1-2")
+    templated = group_spec(membersPerPod=3, instanceIdTemplate="{namespace}-{pod}")
+    assert templated.pod_member_ids(0) == ("shop-orders-0-1", "shop-orders-0-2", "shop-orders-0-3")
+
+
+def test_members_per_pod_outside_one_to_sixty_four_is_refused() -> None:
+    for wrong in (0, 65):
+        with pytest.raises(SpecError, match="membersPerPod must be between 1 and 64"):
+            group_spec(membersPerPod=wrong)
+
+
+def test_an_instance_id_is_located_at_its_pod_and_member_whatever_the_members_per_pod() -> None:
+    ids = group_spec(membersPerPod=2).ids
+    assert ids.locate("orders-3-2") == MemberPlace(3, 2)
+    assert ids.locate("orders-3") == MemberPlace(3, None)  # the pod's own id, as a one-member pod uses it
+    assert ids.locate("orders-12-7") == MemberPlace(12, 7)
+    for foreign in ("orders", "orders-03", "orders-3-0", "orders-3-02", "billing-3-1", "orders-3-1-1"):
+        assert ids.locate(foreign) is None, foreign
+    templated = group_spec(membersPerPod=2, instanceIdTemplate="{namespace}.{ordinal}.x").ids
+    assert templated.locate("shop.4.x-1") == MemberPlace(4, 1)
+    assert templated.locate("other.4.x-1") is None
+
+
+def test_a_fleet_expects_its_pods_members_only() -> None:
+    two = group_spec(membersPerPod=2).ids
+    assert two.expects(MemberPlace(2, 2), replicas=3)
+    assert not two.expects(MemberPlace(3, 1), replicas=3), "beyond the replicas"
+    assert not two.expects(MemberPlace(2, 3), replicas=3), "a third member of a pod of two"
+    assert not two.expects(MemberPlace(2, None), replicas=3), "the pod's own id is no member of a pod of two"
+    one = group_spec().ids
+    assert one.expects(MemberPlace(2, None), replicas=3)
+    assert not one.expects(MemberPlace(2, 1), replicas=3)
 
 
 def test_operator_defaults_fill_the_bootstrap_servers_and_the_coordinator_api() -> None:
