@@ -32,6 +32,7 @@ PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 SCALE_DOWN_BLOCKED = "ScaleDownBlocked"
 PODS_OUTSIDE_GROUP = "PodsOutsideGroup"
+MEMBERS_OUTSIDE_FLEET = "MembersOutsideFleet"
 INVALID_SPEC = "InvalidSpec"
 ACCESS_NOT_PROVISIONED = "AccessNotProvisioned"
 
@@ -154,7 +155,9 @@ def condition(
     }
 
 
-def member_entries(group: GroupObservation) -> list[dict[str, Any]]:
+def member_entries(group: GroupObservation, spec: GroupSpec | None = None) -> list[dict[str, Any]]:
+    """The group's members in natural order (a pod's members together); with `spec`, each names the pod
+    whose member its instance id is (the fleet's naming rule; whether or not that pod still runs)."""
     if group.description is not None:
         entries = [
             {
@@ -179,6 +182,11 @@ def member_entries(group: GroupObservation) -> list[dict[str, Any]]:
         ]
     else:
         return []
+    if spec is not None:
+        ids = spec.ids
+        for entry in entries:
+            place = ids.locate(str(entry["instanceId"])) if entry["instanceId"] else None
+            entry["pod"] = spec.pod_name(place.ordinal) if place is not None else None
     return sorted(entries, key=lambda e: natural_key(str(e["instanceId"] or e["memberId"])))
 
 
@@ -213,36 +221,119 @@ def fenced_pods(pods: Sequence[Manifest], now: datetime) -> list[str]:
     return sorted(set(found), key=natural_key)
 
 
-def pods_outside_group(
+@dataclass(frozen=True, slots=True)
+class PodMissingMembers:
+    """A pod of the fleet and those of its members that are not in the group."""
+
+    pod: Manifest
+    missing: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return str(self.pod["metadata"]["name"])
+
+    def to_status(self) -> dict[str, Any]:
+        return {"pod": self.name, "missing": list(self.missing)}
+
+
+def pods_missing_members(
     spec: GroupSpec,
     pods: Sequence[Manifest],
-    member_ids: frozenset[str] | None,
+    member_ids: frozenset[str],
     departing: Sequence[str] = (),
-) -> list[str]:
-    """Pods that are Running and Ready, but whose instance id is not a member of the group: the consumer
-    runs, yet the coordinator expired it (it cannot reach the coordinator, or is stuck). The example
-    consumer becomes Ready only once it is in the group, so a pod that is still joining is not named;
-    neither is a pod whose member a scale-down is removing."""
-    if member_ids is None:
-        return []
+) -> list[PodMissingMembers]:
+    """Each pod of the fleet (an ordinal below replicas, not being deleted) whose members are not all in
+    the group, with the missing ones, in pod order; members a scale-down is removing are not missing."""
     found = []
     for pod in pods:
         ordinal = pod_ordinal(pod, spec.name)
         if ordinal is None or ordinal >= spec.replicas or pod["metadata"].get("deletionTimestamp"):
             continue
-        instance = spec.instance_id(ordinal)
-        status = pod.get("status") or {}
-        ready = any(
-            c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+        missing = tuple(i for i in spec.pod_member_ids(ordinal) if i not in member_ids and i not in departing)
+        if missing:
+            found.append((ordinal, PodMissingMembers(pod, missing)))
+    return [p for _, p in sorted(found, key=lambda pair: pair[0])]
+
+
+def _running_and_ready(pod: Manifest) -> bool:
+    status = pod.get("status") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+    )
+    return status.get("phase") == "Running" and ready
+
+
+def pods_outside_group(
+    spec: GroupSpec,
+    pods: Sequence[Manifest],
+    member_ids: frozenset[str] | None,
+    departing: Sequence[str] = (),
+) -> list[PodMissingMembers]:
+    """Pods that are Running and Ready, but whose members are not all in the group: the consumer runs,
+    yet the coordinator expired it (it cannot reach the coordinator, or is stuck; with several members
+    per pod, one of its consumers may have stopped). The example consumer becomes Ready only once every
+    member of the pod is in the group, so a pod that is still joining is not named; neither is a member
+    a scale-down is removing."""
+    if member_ids is None:
+        return []
+    return [p for p in pods_missing_members(spec, pods, member_ids, departing) if _running_and_ready(p.pod)]
+
+
+def _pods_outside_message(spec: GroupSpec, outside: Sequence[PodMissingMembers]) -> str:
+    if spec.members_per_pod == 1:
+        return (
+            f"{', '.join(p.name for p in outside)}: Running but not in group {spec.group_id}; the "
+            "coordinator expired the member (cut off from the coordinator, or stuck?)"
         )
-        if (
-            status.get("phase") == "Running"
-            and ready
-            and instance not in member_ids
-            and instance not in departing
-        ):
-            found.append(str(pod["metadata"]["name"]))
-    return sorted(found, key=natural_key)
+    named = ", ".join(f"{p.name} ({', '.join(p.missing)})" for p in outside)
+    return (
+        f"{named}: Running, but these members of theirs are not in group {spec.group_id}; the coordinator "
+        "expired them (cut off from the coordinator, a consumer of the pod stopped, or stuck?)"
+    )
+
+
+def members_outside_fleet(
+    spec: GroupSpec, entries: Sequence[Mapping[str, Any]], departing: Sequence[str] = ()
+) -> list[str]:
+    """Members of the group that no pod of the fleet runs, each with why: an id of a pod beyond the
+    replicas, an id of a pod that is not one of its members (left from another membersPerPod), an id that
+    is not the fleet's at all, or a member without an instance id. Members a scale-down is removing are
+    not named: the removal (or their session timeout) takes care of them."""
+    ids, found = spec.ids, []
+    for entry in entries:
+        instance_id = entry.get("instanceId")
+        if not instance_id:
+            found.append(f"{entry.get('memberId')} (no group.instance.id: a dynamic member)")
+            continue
+        if instance_id in departing:
+            continue
+        place = ids.locate(str(instance_id))
+        if place is None:
+            found.append(f"{instance_id} (not an instance id of this fleet)")
+        elif place.ordinal >= spec.replicas:
+            found.append(
+                f"{instance_id} (pod {spec.pod_name(place.ordinal)} is beyond the fleet's {spec.replicas} "
+                "replicas)"
+            )
+        elif not ids.expects(place, spec.replicas):
+            count = "one member" if spec.members_per_pod == 1 else f"{spec.members_per_pod} members"
+            found.append(
+                f"{instance_id} (pod {spec.pod_name(place.ordinal)} runs {count}: "
+                f"{', '.join(spec.pod_member_ids(place.ordinal))})"
+            )
+    return found
+
+
+def missing_by_pod(spec: GroupSpec, missing: Sequence[str]) -> str:
+    """Missing instance ids as a person reads them: by pod when each pod has several members."""
+    if spec.members_per_pod == 1:
+        return ", ".join(missing)
+    by_pod: dict[str, list[str]] = {}
+    ids = spec.ids
+    for instance_id in missing:
+        place = ids.locate(instance_id)
+        by_pod.setdefault(spec.pod_name(place.ordinal) if place else "?", []).append(instance_id)
+    return ", ".join(f"{pod} ({', '.join(members)})" for pod, members in by_pod.items())
 
 
 def _parse_k8s_time(text: Any) -> datetime | None:
@@ -376,7 +467,9 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
     ready_replicas = int(sts_status.get("readyReplicas", 0) or 0)
     current_replicas = int(sts_status.get("replicas", 0) or 0)
     entries = (
-        member_entries(inputs.group) if inputs.group.reachable else list(inputs.previous.get("members") or [])
+        member_entries(inputs.group, spec)
+        if inputs.group.reachable
+        else list(inputs.previous.get("members") or [])
     )
     rolling = rolling_update(inputs.statefulset)
     group_status, events = _group_status(inputs, entries, rolling)
@@ -411,9 +504,14 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
         ready = (False, "GroupNotStable", f"group {spec.group_id} is {state_text}")
     elif not members_complete and spec.replicas:
         missing = sorted(expected_ids - (member_ids or frozenset()), key=natural_key)
-        ready = (False, "MembersMissing", f"not yet in the group: {', '.join(missing)}")
+        ready = (False, "MembersMissing", f"not yet in the group: {missing_by_pod(spec, missing)}")
     else:
-        ready = (True, "FleetReady", f"{spec.replicas} consumers in group {spec.group_id}, Stable")
+        consumers = (
+            f"{spec.replicas} consumers"
+            if spec.members_per_pod == 1
+            else f"{spec.replicas} pods of {spec.members_per_pod} consumers"
+        )
+        ready = (True, "FleetReady", f"{consumers} in group {spec.group_id}, Stable")
 
     # GroupStable
     if not inputs.group.reachable:
@@ -500,26 +598,29 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
     else:
         degraded = (False, "AsExpected", "")
 
-    # PodsOutsideGroup
-    outside = (
-        pods_outside_group(
-            spec,
-            inputs.pods,
-            member_ids,
-            inputs.scale_down.pending_instance_ids if inputs.scale_down else (),
-        )
-        if inputs.group.reachable and state_text != NOT_FOUND
-        else []
-    )
+    # PodsOutsideGroup, MembersOutsideFleet: the pods and the group compared, both ways
+    departing = inputs.scale_down.pending_instance_ids if inputs.scale_down else ()
+    compared = inputs.group.reachable and state_text != NOT_FOUND and member_ids is not None
+    outside = pods_outside_group(spec, inputs.pods, member_ids, departing) if compared else []
     pods_outside = (
-        (
-            True,
-            "RunningNotInGroup",
-            f"{', '.join(outside)}: Running but not in group {spec.group_id}; the coordinator expired "
-            "the member (cut off from the coordinator, or stuck?)",
-        )
+        (True, "RunningNotInGroup", _pods_outside_message(spec, outside))
         if outside
         else (False, "AllPodsInGroup", "")
+    )
+    strays = members_outside_fleet(spec, entries, departing) if compared else []
+    members_outside = (
+        (
+            True,
+            "UnexpectedMembers",
+            f"{'; '.join(strays)}: members of group {spec.group_id} that no pod of this fleet runs. They "
+            "hold their partitions until the coordinator expires them after their session timeout; "
+            "remove them sooner with `staticfleet members remove` once their processes are gone",
+        )
+        if strays
+        else (False, "AllMembersInFleet", "")
+    )
+    incomplete = (
+        pods_missing_members(spec, inputs.pods, member_ids or frozenset(), departing) if compared else []
     )
 
     # ScaleDownBlocked
@@ -537,9 +638,27 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
             (DEGRADED, degraded),
             (SCALE_DOWN_BLOCKED, scale_down_blocked),
             (PODS_OUTSIDE_GROUP, pods_outside),
+            (MEMBERS_OUTSIDE_FLEET, members_outside),
         )
     ]
-    events.extend(_outside_events(previous_conditions, pods_outside))
+    events.extend(
+        _outside_events(
+            previous_conditions,
+            PODS_OUTSIDE_GROUP,
+            pods_outside,
+            "PodsBackInGroup",
+            "every Running pod is in the group again",
+        )
+    )
+    events.extend(
+        _outside_events(
+            previous_conditions,
+            MEMBERS_OUTSIDE_FLEET,
+            members_outside,
+            "MembersOutsideFleetCleared",
+            "every member of the group belongs to a pod of the fleet again",
+        )
+    )
     events.extend(_transition_events(previous_conditions, degraded, fenced))
     if blocked is not None and _held_reason(previous_conditions, SCALE_DOWN_BLOCKED) != blocked.reason:
         events.append(EventSpec("Warning", SCALE_DOWN_BLOCKED, f"{blocked.reason}: {blocked.message}"))
@@ -556,6 +675,7 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
         "members": entries[:MEMBER_LIST_CAP],
         "membersTotal": len(entries),
         "membersTruncated": len(entries) > MEMBER_LIST_CAP,
+        "podsMissingMembers": [p.to_status() for p in incomplete[:MEMBER_LIST_CAP]] if compared else None,
         "scaleDown": inputs.scale_down.to_status() if inputs.scale_down else None,
         "preRegistration": pre.to_status() if pre else None,
         "lastScale": last_scale,
@@ -571,15 +691,22 @@ def _held_reason(previous: Sequence[Mapping[str, Any]], type_: str) -> str | Non
     return str(before.get("reason")) if before and before.get("status") == "True" else None
 
 
-def _outside_events(previous: Sequence[Mapping[str, Any]], now: tuple[bool, str, str]) -> list[EventSpec]:
-    """A Warning when pods are newly named (or the named set changes), a Normal Event when none is left."""
-    before = next((c for c in previous if c.get("type") == PODS_OUTSIDE_GROUP), None)
+def _outside_events(
+    previous: Sequence[Mapping[str, Any]],
+    type_: str,
+    now: tuple[bool, str, str],
+    cleared_reason: str,
+    cleared_message: str,
+) -> list[EventSpec]:
+    """A Warning when the condition starts to name something (or what it names changes), a Normal Event
+    when it names nothing any more."""
+    before = next((c for c in previous if c.get("type") == type_), None)
     was_active = (before or {}).get("status") == "True"
     active, _, message = now
     if active and (not was_active or (before or {}).get("message") != message):
-        return [EventSpec("Warning", PODS_OUTSIDE_GROUP, message)]
+        return [EventSpec("Warning", type_, message)]
     if was_active and not active:
-        return [EventSpec("Normal", "PodsBackInGroup", "every Running pod is in the group again")]
+        return [EventSpec("Normal", cleared_reason, cleared_message)]
     return []
 
 

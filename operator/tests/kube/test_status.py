@@ -6,7 +6,7 @@ from typing import Any
 
 from staticfleet.admin.coordinator_api import CoordinatorGroupView, RebalanceRecord
 from staticfleet.admin.model import GroupDescription, MemberDescription, Node
-from staticfleet.kube.scaling import Blocked, PreRegistration, iso
+from staticfleet.kube.scaling import Blocked, PreRegistration, ScaleDownState, iso
 from staticfleet.kube.status import (
     MEMBER_LIST_CAP,
     GroupObservation,
@@ -433,3 +433,110 @@ def test_pods_still_joining_or_departing_are_not_named() -> None:
         )
     )
     assert outside(departing)["status"] == "False"
+
+
+# -- several members per pod ------------------------------------------------------------------------------
+
+
+def streams_members(*ids: str, state: str = "Stable") -> GroupDescription:
+    return GroupDescription(
+        group_id="shop.orders",
+        state=state,
+        protocol_type="consumer",
+        protocol="stream",
+        members=tuple(MemberDescription(f"{i}-uuid", i, f"{i}-client", "/10.0.0.1", {}) for i in ids),
+        coordinator=NODE,
+    )
+
+
+FULL = ("orders-0-1", "orders-0-2", "orders-1-1", "orders-1-2", "orders-2-1", "orders-2-2")
+
+
+def two_per_pod(*ids: str, **overrides: Any) -> StatusInputs:
+    values: dict[str, Any] = {
+        "spec": group_spec(replicas=3, membersPerPod=2),
+        "pods": running(3),
+        "group": GroupObservation(description=streams_members(*ids)),
+    }
+    values.update(overrides)
+    return inputs(**values)
+
+
+def test_a_fleet_of_several_members_per_pod_is_ready_with_every_member_grouped_by_pod() -> None:
+    status = compute_status(two_per_pod(*reversed(FULL))).status
+    c = conditions(status)
+    assert c["Ready"]["status"] == "True"
+    assert c["Ready"]["message"] == "3 pods of 2 consumers in group shop.orders, Stable"
+    assert [(m["pod"], m["instanceId"]) for m in status["members"]] == [
+        ("orders-0", "orders-0-1"), ("orders-0", "orders-0-2"), ("orders-1", "orders-1-1"),
+        ("orders-1", "orders-1-2"), ("orders-2", "orders-2-1"), ("orders-2", "orders-2-2"),
+    ]  # fmt: skip
+    assert status["podsMissingMembers"] == []
+    assert c["PodsOutsideGroup"]["status"] == "False" and c["MembersOutsideFleet"]["status"] == "False"
+
+
+def test_a_pod_missing_one_of_its_members_is_named_with_the_missing_member() -> None:
+    result = compute_status(two_per_pod(*(i for i in FULL if i != "orders-1-2")))
+    c = conditions(result.status)
+    assert c["Ready"]["reason"] == "MembersMissing"
+    assert c["Ready"]["message"] == "not yet in the group: orders-1 (orders-1-2)"
+    assert (
+        c["PodsOutsideGroup"]["status"] == "True" and c["PodsOutsideGroup"]["reason"] == "RunningNotInGroup"
+    )
+    assert c["PodsOutsideGroup"]["message"].startswith(
+        "orders-1 (orders-1-2): Running, but these members of theirs are not in group shop.orders"
+    )
+    assert result.status["podsMissingMembers"] == [{"pod": "orders-1", "missing": ["orders-1-2"]}]
+    assert "PodsOutsideGroup" in [e.reason for e in result.events]
+
+
+def test_a_pod_that_is_still_starting_is_listed_as_missing_members_but_not_as_outside_the_group() -> None:
+    starting = running(3)
+    starting[2]["status"] = {"phase": "Pending"}
+    result = compute_status(two_per_pod(*FULL[:4], pods=starting))
+    assert result.status["podsMissingMembers"] == [
+        {"pod": "orders-2", "missing": ["orders-2-1", "orders-2-2"]}
+    ]
+    assert conditions(result.status)["PodsOutsideGroup"]["status"] == "False"
+
+
+def test_members_no_pod_of_the_fleet_runs_are_named_with_why() -> None:
+    strays = ("orders-3-1", "orders-1", "orders-0-3", "billing-0")
+    result = compute_status(two_per_pod(*FULL, *strays))
+    found = conditions(result.status)["MembersOutsideFleet"]
+    assert found["status"] == "True" and found["reason"] == "UnexpectedMembers"
+    message = found["message"]
+    assert "orders-3-1 (pod orders-3 is beyond the fleet's 3 replicas)" in message
+    assert "orders-1 (pod orders-1 runs 2 members: orders-1-1, orders-1-2)" in message
+    assert "orders-0-3 (pod orders-0 runs 2 members: orders-0-1, orders-0-2)" in message
+    assert "billing-0 (not an instance id of this fleet)" in message
+    assert [e.type for e in result.events if e.reason == "MembersOutsideFleet"] == ["Warning"]
+    by_id = {m["instanceId"]: m["pod"] for m in result.status["members"]}
+    assert by_id["orders-3-1"] == "orders-3" and by_id["billing-0"] is None
+    # Ready is about the fleet's own members: they are all there.
+    assert conditions(result.status)["Ready"]["status"] == "True"
+
+    cleared = compute_status(two_per_pod(*FULL, previous=result.status))
+    assert conditions(cleared.status)["MembersOutsideFleet"]["status"] == "False"
+    assert "MembersOutsideFleetCleared" in [e.reason for e in cleared.events if e.type == "Normal"]
+
+
+def test_members_a_scale_down_is_removing_are_not_outside_the_fleet() -> None:
+    record = ScaleDownState("ConfirmingRemoval", 4, 3, ("orders-3-1", "orders-3-2"), "Immediate", iso(NOW))
+    result = compute_status(two_per_pod(*FULL, "orders-3-1", "orders-3-2", scale_down=record))
+    assert conditions(result.status)["MembersOutsideFleet"]["status"] == "False"
+
+
+def test_a_dynamic_member_in_a_static_fleets_group_is_outside_the_fleet() -> None:
+    dynamic = MemberDescription("rogue-uuid", None, "rogue", "/10.0.0.9", {})
+    group = replace(members(3), members=(*members(3).members, dynamic))
+    found = conditions(compute_status(inputs(group=GroupObservation(description=group))).status)
+    assert "rogue-uuid (no group.instance.id: a dynamic member)" in found["MembersOutsideFleet"]["message"]
+
+
+def test_a_one_member_fleet_names_a_streams_style_member_of_its_pod_as_outside_it() -> None:
+    group = replace(members(3), members=(*members(3).members, *streams_members("orders-0-1").members))
+    found = conditions(compute_status(inputs(group=GroupObservation(description=group))).status)
+    assert found["MembersOutsideFleet"]["message"].startswith(
+        "orders-0-1 (pod orders-0 runs one member: orders-0)"
+    )
