@@ -70,3 +70,17 @@ def test_a_release_the_coordinator_does_not_answer_is_left_to_the_reconcile_pass
     admin = Admin(frozenset(IDS))
     admin.release_error = CoordinatorUnreachable("gone")
     assert not release_when_joined(admin, "g", "hold-1", IDS, 5.0, clock=clock, sleep=clock.sleep)
+
+
+def test_a_hold_for_pods_of_several_members_waits_for_every_member_not_for_the_pods_own_ids() -> None:
+    clock = Clock()
+    members = ("orders-0-1", "orders-0-2", "orders-1-1", "orders-1-2")
+    admin = Admin(
+        frozenset({"orders-0", "orders-1"}),  # the pods' own ids: no member of a pod of two
+        frozenset(members[:3]),
+        frozenset(members),
+    )
+    assert release_when_joined(
+        admin, "g", "hold-1", members, 60.0, poll_s=0.1, clock=clock, sleep=clock.sleep
+    )
+    assert admin.describes == 3 and admin.released == ["hold-1"]

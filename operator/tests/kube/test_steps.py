@@ -33,17 +33,22 @@ def group(*ids: str, state: str = "Stable") -> GroupObservation:
 
 
 def observed(
-    replicas: int, sts_replicas: int | None, pods: set[int], members: GroupObservation, **status: Any
+    replicas: int,
+    sts_replicas: int | None,
+    pods: set[int],
+    members: GroupObservation,
+    members_per_pod: int = 1,
+    **status: Any,
 ) -> Observed:
     sts = (
         None
         if sts_replicas is None
         else {"spec": {"replicas": sts_replicas}, "status": {"observedGeneration": 2}, "metadata": {}}
     )
-    body = resource(replicas=replicas)
+    body = resource(replicas=replicas, membersPerPod=members_per_pod)
     return Observed(
         body=body,
-        spec=group_spec(replicas=replicas),
+        spec=group_spec(replicas=replicas, membersPerPod=members_per_pod),
         generation=1,
         previous=status,
         statefulset=sts,
@@ -120,3 +125,40 @@ def test_the_status_plan_writes_once_with_the_events_of_the_pass() -> None:
     status = plan_status(obs, plan, outcome, obs.group, obs.pods).step
     assert status.status["scaleDown"]["pendingInstanceIds"] == ["orders-1", "orders-2"]
     assert [e.reason for e in status.events] == ["Scaled"]
+
+
+def pod_members(*ordinals: int) -> tuple[str, ...]:
+    return tuple(f"orders-{o}-{k}" for o in ordinals for k in (1, 2))
+
+
+def test_a_scale_down_of_two_member_pods_records_every_member_of_the_departing_pods() -> None:
+    obs = observed(1, 3, {0, 1, 2}, group(*pod_members(0, 1, 2)), members_per_pod=2)
+    record, apply = plan_actions(obs).steps
+    assert isinstance(record, PersistScaleDownRecord)
+    assert record.record.pending_instance_ids == pod_members(1, 2)
+    assert apply == ApplyChildren(1)
+
+
+def test_every_member_of_the_departed_pods_leaves_in_one_removal_step() -> None:
+    waiting = ScaleDownState("WaitingForPods", 3, 1, pod_members(1, 2), "Immediate", iso(NOW), 2)
+    obs = observed(1, 1, {0}, group(*pod_members(0, 1, 2)), 2, scaleDown=waiting.to_status())
+    steps = plan_actions(obs).steps
+    assert [type(s) for s in steps] == [RemoveMembers, ApplyChildren]
+    assert steps[0] == RemoveMembers(pod_members(1, 2), steps[0].reason)
+
+
+def test_a_scale_up_of_two_member_pods_pre_registers_every_member() -> None:
+    steps = plan_actions(observed(3, 1, {0}, group(*pod_members(0)), members_per_pod=2)).steps
+    assert steps == (PreRegister(pod_members(0, 1, 2)), ApplyChildren(3, grows=True))
+
+
+def test_a_held_join_phase_of_two_member_pods_is_released_only_when_every_member_has_joined() -> None:
+    pre = PreRegistration(pod_members(0, 1), True, iso(NOW), "held", hold_member_id="hold-1").to_status()
+    one_thread_short = group(*pod_members(0), "orders-1-1", state="PreparingRebalance")
+    steps = plan_actions(observed(2, 2, {0, 1}, one_thread_short, 2, preRegistration=pre)).steps
+    assert WithdrawPreRegistration() not in steps
+    everyone = group(*pod_members(0, 1), state="PreparingRebalance")
+    assert (
+        WithdrawPreRegistration()
+        in plan_actions(observed(2, 2, {0, 1}, everyone, 2, preRegistration=pre)).steps
+    )
