@@ -199,7 +199,8 @@ def claim_of(body: Mapping[str, Any], defaults: OperatorDefaults) -> tuple[str, 
     created = str(meta.get("creationTimestamp") or "9999-12-31T23:59:59Z")
     cluster_id = (body.get("status") or {}).get("clusterId")
     servers = servers_key(spec.bootstrap_servers)
-    return spec.group_id, Claim(created, spec.namespace, spec.name, cluster_id or None, servers)
+    claim = Claim(created, spec.namespace, spec.name, cluster_id or None, servers, spec.ids, spec.replicas)
+    return spec.group_id, claim
 
 
 def _winner(spec: GroupSpec, cluster_id: str | None, claims: Mapping[str, Sequence[Claim]]) -> Claim | None:

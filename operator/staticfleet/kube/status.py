@@ -728,12 +728,19 @@ def conflict_status(
     winner: str,
     now: datetime,
     cluster_id: str | None = None,
+    shared_ids: str = "",
 ) -> StatusResult:
-    """A resource that lost a claim on its group: nothing is reconciled, the status says why."""
+    """A resource that lost a claim on its group: nothing is reconciled, the status says why (and which
+    instance ids the two fleets would share, described in `shared_ids`)."""
     message = (
         f"group {spec.group_id} on {spec.bootstrap_servers} is already managed by StaticConsumerGroup "
         f"{winner}; this resource is not reconciled. Give it another groupId."
     )
+    if shared_ids:
+        message += (
+            f" In one group the two fleets would also share instance ids, and consumers with one instance "
+            f"id fence each other: {shared_ids}."
+        )
     prev = list(previous.get("conditions") or [])
     conditions = [
         condition(prev, READY, False, "GroupIdConflict", message, generation, now),

@@ -28,7 +28,7 @@ from staticfleet.kube.access import (
     RetiredUser,
     plan_access,
 )
-from staticfleet.kube.claims import Claim
+from staticfleet.kube.claims import Claim, describe_shared, shared_instance_ids
 from staticfleet.kube.kubeapi import ApplyConflict, KubeError
 from staticfleet.kube.scaling import (
     CONFIRMING_REMOVAL,
@@ -693,7 +693,11 @@ def plan_invalid(obs: Invalid) -> WriteStatus:
 
 
 def plan_conflict(obs: Conflicting) -> WriteStatus:
-    result = conflict_status(obs.spec, obs.generation, obs.previous, obs.winner.ref, obs.now, obs.cluster_id)
+    shared = shared_instance_ids(obs.spec, obs.winner)
+    overlap = describe_shared(obs.spec, obs.winner, shared) if shared else ""
+    result = conflict_status(
+        obs.spec, obs.generation, obs.previous, obs.winner.ref, obs.now, obs.cluster_id, overlap
+    )
     return WriteStatus({**obs.previous, **result.status}, result.events)
 
 

@@ -6,10 +6,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from staticfleet.admin.model import GroupDescription, MemberDescription, Node
+from staticfleet.kube.claims import Claim
 from staticfleet.kube.scaling import PreRegistration, ScaleDownState, iso
+from staticfleet.kube.spec import InstanceIds
 from staticfleet.kube.status import GroupObservation
 from staticfleet.kube.steps import (
     ApplyChildren,
+    Conflicting,
     Observed,
     Outcome,
     PersistScaleDownRecord,
@@ -17,6 +20,7 @@ from staticfleet.kube.steps import (
     RemoveMembers,
     WithdrawPreRegistration,
     plan_actions,
+    plan_conflict,
     plan_status,
 )
 
@@ -143,8 +147,9 @@ def test_every_member_of_the_departed_pods_leaves_in_one_removal_step() -> None:
     waiting = ScaleDownState("WaitingForPods", 3, 1, pod_members(1, 2), "Immediate", iso(NOW), 2)
     obs = observed(1, 1, {0}, group(*pod_members(0, 1, 2)), 2, scaleDown=waiting.to_status())
     steps = plan_actions(obs).steps
-    assert [type(s) for s in steps] == [RemoveMembers, ApplyChildren]
-    assert steps[0] == RemoveMembers(pod_members(1, 2), steps[0].reason)
+    removal, apply = steps
+    assert isinstance(removal, RemoveMembers) and removal.instance_ids == pod_members(1, 2)
+    assert apply == ApplyChildren(1)
 
 
 def test_a_scale_up_of_two_member_pods_pre_registers_every_member() -> None:
@@ -162,3 +167,22 @@ def test_a_held_join_phase_of_two_member_pods_is_released_only_when_every_member
         WithdrawPreRegistration()
         in plan_actions(observed(2, 2, {0, 1}, everyone, 2, preRegistration=pre)).steps
     )
+
+
+def test_a_conflict_with_a_fleet_whose_ids_overlap_says_which_ids_the_two_would_share() -> None:
+    single = group_spec(replicas=3)
+    winner = Claim(
+        "2026-11-22T09:00:00Z", "shop", "orders-1", ids=InstanceIds("orders-1", "shop"), replicas=3
+    )
+    body = resource(replicas=3, membersPerPod=2)
+    lost = Conflicting(body, group_spec(replicas=3, membersPerPod=2), 1, {}, winner, NOW)
+    (degraded,) = [c for c in plan_conflict(lost).status["conditions"] if c["type"] == "Degraded"]
+    assert degraded["reason"] == "GroupIdConflict"
+    assert degraded["message"].endswith(
+        "consumers with one instance id fence each other: orders-1-1 (member 1 of pod orders-1 here, pod "
+        "orders-1-1's own id in shop/orders-1), orders-1-2 (member 2 of pod orders-1 here, pod orders-1-2's "
+        "own id in shop/orders-1)."
+    )
+    apart = Conflicting(resource(), single, 1, {}, winner, NOW)
+    (plain,) = [c for c in plan_conflict(apart).status["conditions"] if c["type"] == "Degraded"]
+    assert plain["message"].endswith("Give it another groupId.")
