@@ -15,6 +15,7 @@ from typing import Any
 
 from staticfleet.admin.client import natural_key
 from staticfleet.admin.model import GroupDescription, PartitionOffsets, lag_summary
+from staticfleet.kube.spec import InstanceIds, SpecError, parse_group
 
 Manifest = dict[str, Any]
 
@@ -285,49 +286,70 @@ def rebalances_within(rebalances: Sequence[Rebalance], now_ms: int, window_ms: i
 # -- members beside pods ------------------------------------------------------------------------------------
 
 
+def fleet_ids(body: Mapping[str, Any]) -> InstanceIds:
+    """How the fleet names its members; a resource the operator cannot read is taken at the defaults."""
+    meta = body.get("metadata") or {}
+    try:
+        return parse_group(body).ids
+    except (SpecError, KeyError, ValueError, TypeError):
+        return InstanceIds(str(meta.get("name", "")), str(meta.get("namespace", "")))
+
+
 def members_beside_pods(
-    fleet: str, pods: Sequence[Manifest], group: GroupDescription | None
+    fleet: str, pods: Sequence[Manifest], group: GroupDescription | None, ids: InstanceIds | None = None
 ) -> list[dict[str, Any]]:
-    """One row per pod with its group member (matched by instance id = pod name, the operator's default
-    template, or by the pod's KAFKA_GROUP_INSTANCE_ID), then members no pod of this fleet accounts for."""
+    """One row per member a pod should run (one per pod, or `membersPerPod` of them, by the fleet's
+    naming rule `ids`; the pod's first row says how many rows it has, `podRows`), beside the group member
+    with that instance id; then members no pod of this fleet accounts for, each with the pod its instance
+    id names, if any (`namedPod`)."""
+    ids = ids or InstanceIds(fleet, "")
     members = {m.instance_id: m for m in (group.members if group else ()) if m.instance_id}
     rows: list[dict[str, Any]] = []
     seen: set[str] = set()
     for pod in sorted(pods, key=lambda p: pod_ordinal(p, fleet) or 0):
         meta, status = pod.get("metadata") or {}, pod.get("status") or {}
         name = str(meta.get("name"))
-        member = members.get(name)
-        if member is not None:
-            seen.add(name)
+        ordinal = pod_ordinal(pod, fleet)
+        expected = ids.of_pod(ordinal) if ordinal is not None else (name,)
         phase = "Terminating" if meta.get("deletionTimestamp") else status.get("phase") or "Pending"
-        rows.append(
-            {
-                "pod": name,
-                "ordinal": pod_ordinal(pod, fleet),
-                "phase": phase,
-                "ready": pod_ready(pod),
-                "restarts": pod_restarts(pod),
-                "podIP": status.get("podIP"),
-                "fenced": pod_fenced(pod),
-                "instanceId": member.instance_id if member else None,
-                "memberId": member.member_id if member else None,
-                "host": _host(member.client_host) if member else None,
-                "partitions": partition_labels(member.partitions) if member else [],
-            }
-        )
+        for position, instance_id in enumerate(expected):
+            member = members.get(instance_id)
+            if member is not None:
+                seen.add(instance_id)
+            rows.append(
+                {
+                    "pod": name,
+                    "ordinal": ordinal,
+                    "podRows": len(expected) if position == 0 else 0,
+                    "phase": phase,
+                    "ready": pod_ready(pod),
+                    "restarts": pod_restarts(pod),
+                    "podIP": status.get("podIP"),
+                    "fenced": pod_fenced(pod),
+                    "expectedInstanceId": instance_id,
+                    "instanceId": member.instance_id if member else None,
+                    "memberId": member.member_id if member else None,
+                    "host": _host(member.client_host) if member else None,
+                    "partitions": partition_labels(member.partitions) if member else [],
+                }
+            )
     for member in group.members if group else ():
         key = member.instance_id
         if key is not None and key in seen:
             continue
+        place = ids.locate(key) if key else None
         rows.append(
             {
                 "pod": None,
                 "ordinal": None,
+                "podRows": 1,
                 "phase": None,
                 "ready": False,
                 "restarts": None,
                 "podIP": None,
                 "fenced": False,
+                "expectedInstanceId": None,
+                "namedPod": f"{ids.name}-{place.ordinal}" if place is not None else None,
                 "instanceId": member.instance_id,
                 "memberId": member.member_id,
                 "host": _host(member.client_host),
@@ -349,15 +371,21 @@ def alerts(rows: Sequence[Mapping[str, Any]], body: Mapping[str, Any]) -> list[d
                 "the same group.instance.id",
             }
         )
+    pods = {str(r["pod"]) for r in rows if r.get("pod")}
     for row in rows:
         if row.get("pod") is None and row.get("instanceId"):
-            found.append(
-                {
-                    "kind": "unknown-member",
-                    "message": f"member {row['instanceId']} ({row['memberId']}, host {row['host']}) has "
-                    "no pod in this fleet: another process may be using the instance id",
-                }
-            )
+            member = f"member {row['instanceId']} ({row['memberId']}, host {row['host']})"
+            named = row.get("namedPod")
+            if named in pods:
+                why = (
+                    f"is named after pod {named} but is not one of the members it runs (left from an "
+                    "earlier membersPerPod?)"
+                )
+            elif named:
+                why = f"is named after pod {named}, which this fleet does not run (a departed pod's member)"
+            else:
+                why = "has no pod in this fleet: another process may be using the instance id"
+            found.append({"kind": "unknown-member", "message": f"{member} {why}"})
         elif (
             row.get("pod")
             and row.get("host")
@@ -476,7 +504,7 @@ def fleet_detail(inputs: FleetInputs) -> dict[str, Any]:
     body = inputs.body
     _, name, _ = _identity(body)
     summary = fleet_summary(inputs)
-    rows = members_beside_pods(name, inputs.pods, inputs.group)
+    rows = members_beside_pods(name, inputs.pods, inputs.group, fleet_ids(body))
     owners = assignment_owners(inputs.group) if inputs.group else {}
     rebalances = rebalances_of(inputs)
     ops = operations(body, inputs.events, inputs.revisions)

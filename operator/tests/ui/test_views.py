@@ -11,6 +11,7 @@ from staticfleet.ui.views import (
     Rebalance,
     alerts,
     fleet_detail,
+    fleet_ids,
     fleet_summary,
     members_beside_pods,
     operations,
@@ -261,3 +262,53 @@ def test_the_live_group_and_the_status_are_both_given_and_whether_they_agree() -
     # Without a generation from the coordinator (Apache Kafka), the states alone are compared.
     summary = fleet_summary(FleetInputs(body=caught_up, now_ms=T0, group=group(state="CompletingRebalance")))
     assert summary["group"]["statusAgrees"] is False
+
+
+def two_per_pod(replicas: int = 2) -> dict[str, Any]:
+    body = fleet(replicas=replicas)
+    body["spec"]["membersPerPod"] = 2
+    return body
+
+
+def test_a_pod_of_two_members_sits_beside_both_and_names_the_one_missing() -> None:
+    described = group(
+        member("orders-0-2", "10.0.0.1", {"orders": [1]}),
+        member("orders-0-1", "10.0.0.1", {"orders": [0]}),
+        member("orders-1-1", "10.0.0.2", {"orders": [2]}),
+    )
+    pods = [pod("orders", 1, ip="10.0.0.2"), pod("orders", 0)]
+    rows = members_beside_pods("orders", pods, described, fleet_ids(two_per_pod()))
+    assert [(r["pod"], r["podRows"], r["expectedInstanceId"], r["instanceId"]) for r in rows] == [
+        ("orders-0", 2, "orders-0-1", "orders-0-1"),
+        ("orders-0", 0, "orders-0-2", "orders-0-2"),
+        ("orders-1", 2, "orders-1-1", "orders-1-1"),
+        ("orders-1", 0, "orders-1-2", None),
+    ]
+    assert rows[1]["partitions"] == ["orders-1"]
+    assert alerts(rows, two_per_pod()) == []
+
+
+def test_members_of_a_two_member_fleet_that_no_pod_runs_say_which_pod_they_are_named_after() -> None:
+    described = group(
+        member("orders-0-1", "10.0.0.1", {}),
+        member("orders-0-2", "10.0.0.1", {}),
+        member("orders-0", "10.0.0.1", {}),  # the pod's own id: left from one member per pod
+        member("orders-5-1", "10.0.0.9", {}),  # a departed pod's
+        member("billing-0", "10.0.0.9", {}),
+    )
+    body = two_per_pod(replicas=1)
+    rows = members_beside_pods("orders", [pod("orders", 0)], described, fleet_ids(body))
+    strays = [(r["instanceId"], r["namedPod"]) for r in rows if r["pod"] is None]
+    assert strays == [("orders-0", "orders-0"), ("orders-5-1", "orders-5"), ("billing-0", None)]
+    messages = [a["message"] for a in alerts(rows, body) if a["kind"] == "unknown-member"]
+    assert "named after pod orders-0 but is not one of the members it runs" in messages[0]
+    assert "named after pod orders-5, which this fleet does not run" in messages[1]
+    assert "has no pod in this fleet" in messages[2]
+
+
+def test_the_fleet_page_pairs_pods_and_members_by_the_resources_own_naming_rule() -> None:
+    body = fleet(replicas=1)
+    body["spec"]["instanceIdTemplate"] = "{namespace}-{pod}"
+    described = group(member("shop-orders-0", "10.0.0.1", {"orders": [0]}))
+    detail = fleet_detail(FleetInputs(body=body, now_ms=T0, pods=[pod("orders", 0)], group=described))
+    assert [(m["pod"], m["instanceId"]) for m in detail["members"]] == [("orders-0", "shop-orders-0")]

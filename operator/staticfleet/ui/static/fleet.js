@@ -64,19 +64,29 @@ function renderAlerts(f) {
   section.hidden = items.length === 0;
 }
 
+// A pod of several members (membersPerPod) spans one row per member: its cells come once, on its first row.
 function renderMembers(f) {
-  const rows = (f.members || []).map((m) => el("tr", { "data-pod": m.pod || "", "data-instance": m.instanceId || "" },
-    el("td", { class: "num", text: m.ordinal ?? "—" }),
-    el("th", { scope: "row", class: "pod" }, m.pod || stateNode("no pod", "bad")),
-    el("td", { class: "phase" }, m.phase
-      ? stateNode(`${m.phase}${m.ready ? ", ready" : ", not ready"}`, m.ready ? "ok" : "warn")
-      : "—"),
-    el("td", { class: "num restarts", text: m.restarts ?? "—" }),
-    el("td", { class: "instance mono" }, m.instanceId || stateNode("not in the group", "warn")),
-    el("td", { class: "member mono", text: m.memberId || "—" }),
-    el("td", { class: "host mono", text: m.host || "—" }),
-    el("td", { class: "partitions" },
-      m.partitions.length ? el("span", { class: "partitions" }, m.partitions.map((p) => el("code", { text: p }))) : "none")));
+  const rows = (f.members || []).map((m) => {
+    const span = { rowspan: m.podRows > 1 ? m.podRows : null };
+    const podCells = m.podRows === 0 ? [] : [
+      el("td", { class: "num", text: m.ordinal ?? "—", ...span }),
+      el("th", { scope: "row", class: "pod", ...span }, m.pod || stateNode("no pod", "bad")),
+      el("td", { class: "phase", ...span }, m.phase
+        ? stateNode(`${m.phase}${m.ready ? ", ready" : ", not ready"}`, m.ready ? "ok" : "warn")
+        : "—"),
+      el("td", { class: "num restarts", text: m.restarts ?? "—", ...span }),
+    ];
+    const missing = m.podRows === 1 || !m.expectedInstanceId
+      ? stateNode("not in the group", "warn")
+      : el("span", {}, el("code", { text: m.expectedInstanceId }), " ", stateNode("not in the group", "warn"));
+    return el("tr", { "data-pod": m.pod || "", "data-instance": m.instanceId || m.expectedInstanceId || "" },
+      ...podCells,
+      el("td", { class: "instance mono" }, m.instanceId || missing),
+      el("td", { class: "member mono", text: m.memberId || "—" }),
+      el("td", { class: "host mono", text: m.host || "—" }),
+      el("td", { class: "partitions" },
+        m.partitions.length ? el("span", { class: "partitions" }, m.partitions.map((p) => el("code", { text: p }))) : "none"));
+  });
   document.querySelector("#members tbody").replaceChildren(...rows);
 }
 
