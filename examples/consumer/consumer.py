@@ -5,8 +5,13 @@ KAFKA_GROUP_INSTANCE_ID, KAFKA_TOPICS, KAFKA_SESSION_TIMEOUT_MS, ...), keeps a s
 partition in STATE_DIR (a volume that survives restarts), commits offsets after the state is on disk,
 and logs every assignment and revocation as a JSON line.
 
+Several members per pod: KAFKA_MEMBERS_PER_POD=n (the operator sets it from spec.membersPerPod when n > 1)
+runs n consumers in this process, one thread each, as Kafka Streams runs one consumer per stream thread,
+and names them as Kafka Streams does: KAFKA_GROUP_INSTANCE_ID + "-" + k for k in 1..n.
+
 Lifecycle, as Kubernetes and static membership want it:
-- READY_FILE is created once the consumer is in the group (first assignment), for an exec readiness probe.
+- READY_FILE is created once every consumer of the process is in the group (its first assignment), for an
+  exec readiness probe.
 - SIGTERM: close without LeaveGroup (librdkafka skips it for static members), exit 0; the pod comes back
   with the same instance id and the group does not rebalance.
 - KAFKA_MEMBERSHIP=dynamic runs the same consumer with dynamic membership (no group.instance.id, even
@@ -22,7 +27,9 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +38,7 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 FENCED_EXIT_CODE = 82
 POLL_S = 0.1
 STATIC, DYNAMIC = "static", "dynamic"
+MAX_MEMBERS = 64
 
 
 def log(event: str, **fields: Any) -> None:
@@ -52,6 +60,20 @@ def membership() -> str:
         log("config_error", message=f"KAFKA_MEMBERSHIP must be {STATIC} or {DYNAMIC}, not {value!r}")
         sys.exit(2)
     return value
+
+
+def members_per_pod() -> int:
+    text = os.environ.get("KAFKA_MEMBERS_PER_POD", "").strip() or "1"
+    if not text.isdigit() or not 1 <= int(text) <= MAX_MEMBERS:
+        log("config_error", message=f"KAFKA_MEMBERS_PER_POD must be 1 to {MAX_MEMBERS}, not {text!r}")
+        sys.exit(2)
+    return int(text)
+
+
+def member_names(base: str, members: int) -> list[str]:
+    """Kafka Streams' names for its threads' consumers (StreamsConfig.getMainConsumerConfigs), the rule
+    the operator expects: the process's own id for one member, else `<id>-1` .. `<id>-<n>`."""
+    return [base] if members == 1 else [f"{base}-{k}" for k in range(1, members + 1)]
 
 
 def consumer_config() -> dict[str, Any]:
@@ -113,35 +135,28 @@ def is_fenced(error: KafkaError) -> bool:
     return error.code() == KafkaError.FENCED_INSTANCE_ID or "fenced" in text or "fenced_instance_id" in text
 
 
-def main() -> int:
-    config = consumer_config()
-    topics = [t.strip() for t in required("KAFKA_TOPICS").split(",") if t.strip()]
-    state = PartitionState(Path(os.environ.get("STATE_DIR", "./state")))
-    ready_file = Path(os.environ.get("READY_FILE", "./ready"))
-    ready_file.unlink(missing_ok=True)
-    instance = config.get("group.instance.id") or config["client.id"]
-    stopping = False
+def run_member(
+    config: dict[str, Any],
+    topics: list[str],
+    state: PartitionState,
+    instance: str,
+    assigned: Callable[[str], None],
+    stop: threading.Event,
+) -> int:
+    """One consumer until `stop` is set or it fails for good; returns its exit code."""
     fatal: list[KafkaError] = []
-
-    def stop(signum: int, frame: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
 
     def on_error(error: KafkaError) -> None:
         if error.fatal() or error.code() == KafkaError._FATAL:
             fatal.append(error)
-        log("client_error", code=error.name(), message=error.str(), fatal=error.fatal())
+            stop.set()  # the whole process exits, so that Kubernetes restarts it
+        log("client_error", instance=instance, code=error.name(), message=error.str(), fatal=error.fatal())
 
-    config["error_cb"] = on_error
-    consumer = Consumer(config)
+    consumer = Consumer({**config, "error_cb": on_error})
 
     def on_assign(c: Consumer, partitions: list[TopicPartition]) -> None:
         log("assigned", instance=instance, partitions=[f"{p.topic}-{p.partition}" for p in partitions])
-        ready_file.parent.mkdir(parents=True, exist_ok=True)
-        ready_file.touch()
+        assigned(instance)
 
     def on_revoke(c: Consumer, partitions: list[TopicPartition]) -> None:
         log("revoked", instance=instance, partitions=[f"{p.topic}-{p.partition}" for p in partitions])
@@ -150,7 +165,7 @@ def main() -> int:
     log("started", instance=instance, group=config["group.id"], topics=topics, membership=membership())
     exit_code = 0
     try:
-        while not stopping and not fatal:
+        while not stop.is_set() and not fatal:
             # A short poll: the stop flag set by SIGTERM is seen within POLL_S, so a departing pod
             # closes (and, dynamic, leaves) at once instead of up to half a second later.
             message: Message | None = consumer.poll(POLL_S)
@@ -160,8 +175,9 @@ def main() -> int:
             if error is not None:
                 if error.fatal() or error.code() == KafkaError._FATAL:
                     fatal.append(error)
+                    stop.set()
                 elif error.code() != KafkaError._PARTITION_EOF:
-                    log("consume_error", code=error.name(), message=error.str())
+                    log("consume_error", instance=instance, code=error.name(), message=error.str())
                 continue
             topic, partition, offset = message.topic(), message.partition(), message.offset()
             assert topic is not None and partition is not None and offset is not None
@@ -173,7 +189,7 @@ def main() -> int:
         if fatal:
             error = fatal[0]
             exit_code = FENCED_EXIT_CODE if is_fenced(error) else 1
-            log("fatal", code=error.name(), message=error.str(), exit_code=exit_code)
+            log("fatal", instance=instance, code=error.name(), message=error.str(), exit_code=exit_code)
             termination_log = Path("/dev/termination-log")
             if termination_log.exists():  # Kubernetes shows it as the container's termination message
                 with termination_log.open("a") as out:
@@ -182,12 +198,61 @@ def main() -> int:
                         f"{error.str()}\n"
                     )
     finally:
-        ready_file.unlink(missing_ok=True)
         # A static member's close sends no LeaveGroup: the coordinator keeps its partitions for it.
         # A dynamic member's close sends one: the group rebalances without it right away.
         consumer.close()
         log("stopped", instance=instance, exit_code=exit_code)
     return exit_code
+
+
+def main() -> int:
+    config = consumer_config()
+    topics = [t.strip() for t in required("KAFKA_TOPICS").split(",") if t.strip()]
+    state = PartitionState(Path(os.environ.get("STATE_DIR", "./state")))
+    ready_file = Path(os.environ.get("READY_FILE", "./ready"))
+    ready_file.unlink(missing_ok=True)
+    base = config.get("group.instance.id") or config["client.id"]
+    names = member_names(base, members_per_pod())
+    stop = threading.Event()
+    joined: set[str] = set()
+    guard = threading.Lock()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    def assigned(instance: str) -> None:
+        with guard:
+            joined.add(instance)
+            if len(joined) == len(names):  # ready once every member of the process is in the group
+                ready_file.parent.mkdir(parents=True, exist_ok=True)
+                ready_file.touch()
+
+    codes: dict[str, int] = {}
+
+    def run(instance: str) -> None:
+        member = {**config, "client.id": instance}
+        if "group.instance.id" in config:
+            member["group.instance.id"] = instance
+        try:
+            codes[instance] = run_member(member, topics, state, instance, assigned, stop)
+        except Exception as exc:  # one consumer's failure stops the process, so Kubernetes restarts it
+            log("fatal", instance=instance, message=repr(exc), exit_code=1)
+            codes[instance] = 1
+            stop.set()
+
+    threads = [threading.Thread(target=run, args=(n,), name=n) for n in names]
+    for thread in threads:
+        thread.start()
+    try:
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(timeout=POLL_S)  # the main thread stays free for the signal handlers
+    finally:
+        ready_file.unlink(missing_ok=True)
+    return next((codes[n] for n in names if codes.get(n, 1) != 0), 0)
 
 
 if __name__ == "__main__":
