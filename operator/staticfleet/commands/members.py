@@ -10,6 +10,7 @@ from pathlib import Path
 
 from staticfleet.admin import AdminError, GroupAdmin, KafkaConnection
 from staticfleet.admin.client_properties import load_client_properties, with_options
+from staticfleet.admin.instance_ids import MAX_MEMBERS_PER_POD, member_instance_ids
 from staticfleet.commands.arguments import bootstrap_servers, seconds
 
 
@@ -78,14 +79,29 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     remove.add_argument(
         "--instance-id", action="append", required=True, metavar="ID", help="a group.instance.id (repeatable)"
     )
+    remove.add_argument(
+        "--members-per-pod",
+        type=_members_per_pod,
+        default=1,
+        metavar="N",
+        help="each --instance-id is a process running N members (a Kafka Streams instance with N stream "
+        "threads): remove <ID>-1 .. <ID>-N instead, as Kafka Streams names its threads' consumers",
+    )
     remove.add_argument("--reason", default="removed with staticfleet members remove")
     remove.set_defaults(run=run_remove)
+
+
+def _members_per_pod(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= MAX_MEMBERS_PER_POD:
+        raise argparse.ArgumentTypeError(f"must be a number from 1 to {MAX_MEMBERS_PER_POD}")
+    return int(text)
 
 
 def run_remove(args: argparse.Namespace) -> int:
     try:
         with GroupAdmin(connection_from(args), timeout_s=args.timeout) as admin:
-            report = admin.remove_members(args.group, args.instance_id, reason=args.reason)
+            ids = [m for i in args.instance_id for m in member_instance_ids(i, args.members_per_pod)]
+            report = admin.remove_members(args.group, ids, reason=args.reason)
     except AdminError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

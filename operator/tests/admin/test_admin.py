@@ -308,3 +308,31 @@ def test_partition_offsets_report_committed_and_log_end_offsets_and_the_lag(clus
     summary = lag_summary(rows)
     assert (summary.total, summary.uncommitted) == (6, 2)
     assert summary.worst is not None and summary.worst.partition == 2
+
+
+def test_members_remove_with_members_per_pod_removes_every_thread_member_of_each_process_in_one_batch(
+    cluster: Backend, consumers: list[StaticConsumer]
+) -> None:
+    group, topic = unique("streams-group"), unique("streams-topic")
+    create_topic(cluster.bootstrap, topic)
+    for instance in ("pod-0-1", "pod-0-2", "pod-1-1", "pod-1-2"):  # two processes of two threads each
+        consumers.append(StaticConsumer(cluster.bootstrap, group, instance, topic))
+    with GroupAdmin(KafkaConnection(cluster.bootstrap)) as admin:
+        stable_group(admin, group, 4)
+        for consumer in consumers[2:]:
+            consumer.close()
+        done = cli(
+            "members", "remove", "--bootstrap-server", cluster.bootstrap, "--group", group,
+            "--instance-id", "pod-1", "--members-per-pod", "2",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert [line.split() for line in done.stdout.splitlines()[1:]] == [
+            ["pod-1-1", "removed"],
+            ["pod-1-2", "removed"],
+        ]
+        assert [m.instance_id for m in stable_group(admin, group, 2).members] == ["pod-0-1", "pod-0-2"]
+    refused = cli(
+        "members", "remove", "--bootstrap-server", cluster.bootstrap, "--group", group,
+        "--instance-id", "pod-1", "--members-per-pod", "0",
+    )  # fmt: skip
+    assert refused.returncode == 2 and "must be a number from 1 to 64" in refused.stderr
