@@ -1,0 +1,179 @@
+"""Fleets whose pods each run two static members, as a Kafka Streams instance with two stream threads
+does: the example consumer runs two consumers per pod (KAFKA_MEMBERS_PER_POD), named `<pod>-1` and
+`<pod>-2`. The operator creates, rolls and scales them with the rebalances a fleet of one member per pod
+costs. Rebalances are counted by the embedded coordinator itself (its HTTP API and event log)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from e2e.helpers import Cluster, Kubectl, Manifest, wait_until
+
+from .harness import (
+    Coordinator,
+    OperatorRunner,
+    condition,
+    events,
+    fleet_manifest,
+    get_fleet,
+    pod_uids,
+    stopwatch,
+    timing,
+    wait_fleet,
+)
+
+pytestmark = pytest.mark.localcluster
+
+NAME = "orders"
+PER_POD = 2
+PARTITIONS = 8
+
+
+def members_of(*ordinals: int) -> set[str]:
+    return {f"{NAME}-{o}-{k}" for o in ordinals for k in range(1, PER_POD + 1)}
+
+
+def ready_with(replicas: int) -> Callable[[Manifest], bool]:
+    def check(body: Manifest) -> bool:
+        status = body.get("status", {})
+        return (
+            condition(body, "Ready").get("status") == "True"
+            and status.get("group", {}).get("members") == replicas * PER_POD
+            and status.get("readyReplicas") == replicas
+            and body["spec"]["replicas"] == replicas
+        )
+
+    return check
+
+
+def start_fleet(
+    kubectl: Kubectl, namespace: str, coordinator: Coordinator, operator: OperatorRunner, replicas: int
+) -> Manifest:
+    topic = f"{namespace}-orders"
+    coordinator.create_topic(topic, PARTITIONS)
+    operator.start()
+    elapsed = stopwatch()
+    manifest = fleet_manifest(NAME, replicas, coordinator, topic, membersPerPod=PER_POD)
+    kubectl.apply(manifest, namespace)
+    body = wait_fleet(
+        kubectl, namespace, NAME, ready_with(replicas), timeout=150, what=f"Ready with {replicas}"
+    )
+    timing(f"{replicas} pods x {PER_POD} members: create -> Ready", elapsed())
+    return body
+
+
+def group_id(namespace: str) -> str:
+    return f"{namespace}.{NAME}"
+
+
+def test_two_member_pods_are_one_stable_group_grouped_by_pod_and_roll_without_a_rebalance(
+    cluster: Cluster, namespace: str, coordinator: Coordinator, operator: OperatorRunner
+) -> None:
+    kubectl = cluster.kubectl
+    body = start_fleet(kubectl, namespace, coordinator, operator, 3)
+    gid = group_id(namespace)
+
+    group = coordinator.group(gid)
+    assert group is not None and group["state"] == "Stable"
+    assert coordinator.members(gid) == members_of(0, 1, 2)
+    assert group["rebalances"] == 1, "created with every member pre-registered: one join phase"
+
+    status = body["status"]
+    assert [(m["pod"], m["instanceId"]) for m in status["members"]] == [
+        (f"{NAME}-{o}", f"{NAME}-{o}-{k}") for o in range(3) for k in range(1, PER_POD + 1)
+    ]
+    partitions = sorted(p for m in status["members"] for parts in m["partitions"].values() for p in parts)
+    assert partitions == list(range(PARTITIONS))
+    assert status["podsMissingMembers"] == []
+    assert condition(body, "PodsOutsideGroup")["status"] == "False"
+    assert condition(body, "MembersOutsideFleet")["status"] == "False"
+    assert condition(body, "Ready")["message"] == f"3 pods of {PER_POD} consumers in group {gid}, Stable"
+    # The pod keeps its own instance id in the environment and learns how many members to run.
+    sts = kubectl.get("statefulset", NAME, namespace)
+    env = {e["name"]: e for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["KAFKA_MEMBERS_PER_POD"]["value"] == str(PER_POD)
+    assert env["KAFKA_GROUP_INSTANCE_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+
+    # A rolling restart: every pod comes back with the same two members, and the group does not rebalance.
+    old_uids = pod_uids(kubectl, namespace, NAME)
+    elapsed = stopwatch()
+    patch = '[{"op": "add", "path": "/spec/template/metadata", "value": {"annotations": {"rollout": "2"}}}]'
+    kubectl.run("patch", "scg", NAME, "-n", namespace, "--type", "json", "-p", patch)
+
+    def rolled() -> bool:
+        uids = pod_uids(kubectl, namespace, NAME)
+        sts = kubectl.get("statefulset", NAME, namespace)["status"]
+        return (
+            len(uids) == 3
+            and not set(uids.values()) & set(old_uids.values())
+            and sts.get("updatedReplicas") == 3
+            and sts.get("readyReplicas") == 3
+            and sts.get("currentRevision") == sts.get("updateRevision")
+        )
+
+    wait_until(rolled, timeout=240, what="every pod to be replaced")
+    body = wait_fleet(kubectl, namespace, NAME, ready_with(3), timeout=60, what="Ready after the rollout")
+    timing(f"rolling restart of 3 pods x {PER_POD} members", elapsed())
+    after = coordinator.group(gid)
+    assert after is not None and after["state"] == "Stable"
+    assert (after["generation"], after["rebalances"]) == (group["generation"], group["rebalances"])
+    replaced = [e for e in coordinator.events(gid) if e["type"] == "static_member_replaced"]
+    assert sorted(e["instance_id"] for e in replaced) == sorted(members_of(0, 1, 2))
+    assert not any(e["rebalance"] for e in replaced)
+    assert body["status"]["group"]["rebalances"] == group["rebalances"]
+
+
+def test_scaling_two_member_pods_down_removes_every_departed_member_in_one_batch_and_up_costs_one_rebalance(
+    cluster: Cluster, namespace: str, coordinator: Coordinator, operator: OperatorRunner
+) -> None:
+    kubectl = cluster.kubectl
+    start_fleet(kubectl, namespace, coordinator, operator, 4)
+    gid = group_id(namespace)
+    before = coordinator.group(gid)
+    assert before is not None
+
+    elapsed = stopwatch()
+    kubectl.run("scale", f"scg/{NAME}", "-n", namespace, "--replicas=2")
+    wait_until(
+        lambda: coordinator.members(gid) == members_of(0, 1), timeout=60, what="pods 2 and 3's members to go"
+    )
+    removed_after = elapsed()
+    body = wait_fleet(kubectl, namespace, NAME, ready_with(2), timeout=60, what="Ready with 2")
+    timing(f"scale 4->2 pods x {PER_POD}: members removed after", removed_after)
+    timing(f"scale 4->2 pods x {PER_POD}: Ready after", elapsed())
+
+    down = coordinator.group(gid)
+    assert down is not None and down["state"] == "Stable"
+    assert coordinator.members(gid) == members_of(0, 1), "exactly the remaining pods' members"
+    assert down["rebalances"] == before["rebalances"] + 1, "exactly one rebalance"
+    assert down["lastRebalance"]["reason"] == "member-removed"
+    log = coordinator.events(gid)
+    removed = [e for e in log if e["type"] == "member_removed"]
+    assert sorted(e["instance_id"] for e in removed) == sorted(members_of(2, 3))
+    assert not [e for e in log if e["type"] == "member_expired"]
+    (event,) = events(kubectl, namespace, NAME, "MembersRemoved")
+    assert "removed orders-2-1, orders-2-2, orders-3-1, orders-3-2" in event["message"]
+    metrics = operator.metrics()
+    assert 'staticfleet_operator_removal_batches_total{result="ok"} 1.0' in metrics, "one LeaveGroup batch"
+    assert "staticfleet_operator_members_removed_total 4.0" in metrics
+    assert "scaleDown" not in body["status"]
+    assert condition(body, "MembersOutsideFleet")["status"] == "False"
+
+    elapsed = stopwatch()
+    kubectl.run("scale", f"scg/{NAME}", "-n", namespace, "--replicas=4")
+    body = wait_fleet(kubectl, namespace, NAME, ready_with(4), timeout=150, what="Ready with 4 again")
+    timing(f"scale 2->4 pods x {PER_POD}: Ready after", elapsed())
+    up = coordinator.group(gid)
+    assert up is not None and up["state"] == "Stable"
+    assert coordinator.members(gid) == members_of(0, 1, 2, 3)
+    assert up["rebalances"] == down["rebalances"] + 1, "one rebalance: every new member was pre-registered"
+    configs = [e for e in coordinator.events(gid) if e["type"] == "group_config_changed"]
+    pre_registered = [c for c in configs if c["configs"].get("staticfleet.expected.instance.ids")]
+    assert pre_registered[-1]["configs"]["staticfleet.expected.instance.ids"] == ",".join(
+        f"{NAME}-{o}-{k}" for o in range(4) for k in range(1, PER_POD + 1)
+    )
+    scaled = events(kubectl, namespace, NAME, "Scaled")[-1]["message"]
+    assert scaled == "scaling up from 2 to 4; new instances pre-registered with the coordinator"
+    assert get_fleet(kubectl, namespace, NAME)["status"]["group"]["rebalances"] == up["rebalances"]
