@@ -263,12 +263,12 @@ def wait_fleet(
     return found
 
 
-def ready_with(replicas: int) -> Callable[[Manifest], bool]:
+def ready_with(replicas: int, members_per_pod: int = 1) -> Callable[[Manifest], bool]:
     def check(body: Manifest) -> bool:
         status = body.get("status", {})
         return (
             condition(body, "Ready").get("status") == "True"
-            and status.get("group", {}).get("members") == replicas
+            and status.get("group", {}).get("members") == replicas * members_per_pod
             and status.get("readyReplicas") == replicas
             and body["spec"]["replicas"] == replicas
         )

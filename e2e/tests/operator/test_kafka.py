@@ -101,3 +101,53 @@ def test_a_fleet_on_apache_kafka_scales_down_with_a_prompt_removal(
     body = wait_fleet(kubectl, namespace, NAME, ready_with(3), timeout=60, what="Ready with 3")
     assert "preRegistration" not in body["status"]
     assert [m["instanceId"] for m in body["status"]["members"]] == ["orders-0", "orders-1", "orders-2"]
+
+
+def test_a_fleet_of_two_member_pods_on_apache_kafka_removes_every_departed_member_in_one_batch(
+    cluster: Cluster, namespace: str, kafka: KafkaBroker, operator: OperatorRunner
+) -> None:
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    kubectl = cluster.kubectl
+    topic = f"{namespace}-orders"
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, 8, 1)])
+    finally:
+        admin.close()
+    gid = f"{namespace}.{NAME}"
+    pods = {0: {"orders-0-1", "orders-0-2"}, 1: {"orders-1-1", "orders-1-2"}, 2: {"orders-2-1", "orders-2-2"}}
+
+    operator.start()
+    manifest = fleet_manifest(NAME, 3, kafka.bootstrap, topic, sessionTimeoutMs=60_000, membersPerPod=2)
+    kubectl.apply(manifest, namespace)
+    body = wait_fleet(kubectl, namespace, NAME, ready_with(3, 2), timeout=150, what="Ready with 3 x 2")
+    assert members(kafka.bootstrap, gid) == pods[0] | pods[1] | pods[2]
+    assert [m["pod"] for m in body["status"]["members"]] == ["orders-0"] * 2 + ["orders-1"] * 2 + [
+        "orders-2"
+    ] * 2
+    scaled = events(kubectl, namespace, NAME, "Scaled")[0]["message"]
+    assert "the join phase is held until the new instances have joined" in scaled
+
+    elapsed = stopwatch()
+    kubectl.run("scale", f"scg/{NAME}", "-n", namespace, "--replicas=1")
+    wait_until(
+        lambda: members(kafka.bootstrap, gid) == pods[0], timeout=40, what="pods 1 and 2's members removed"
+    )
+    timing("Kafka: scale 3->1 pods x 2, departed members removed after", elapsed())
+    body = wait_fleet(kubectl, namespace, NAME, ready_with(1, 2), timeout=60, what="Ready with 1 x 2")
+    assert elapsed() < 40, "well before the 60 s session timeout"
+    (removed,) = events(kubectl, namespace, NAME, "MembersRemoved")
+    assert "removed orders-1-1, orders-1-2, orders-2-1, orders-2-2" in removed["message"]
+    assert 'staticfleet_operator_removal_batches_total{result="ok"} 1.0' in operator.metrics()
+    assert condition(body, "MembersOutsideFleet")["status"] == "False"
+
+    kubectl.run("scale", f"scg/{NAME}", "-n", namespace, "--replicas=2")
+    wait_until(
+        lambda: members(kafka.bootstrap, gid) == pods[0] | pods[1], timeout=60, what="pod 1's members joined"
+    )
+    body = wait_fleet(kubectl, namespace, NAME, ready_with(2, 2), timeout=60, what="Ready with 2 x 2")
+    assert "preRegistration" not in body["status"]  # the hold was released once all four had joined
+    scaled = events(kubectl, namespace, NAME, "Scaled")[-1]["message"]
+    assert scaled.startswith("scaling up from 1 to 2; the join phase is held")

@@ -5,8 +5,6 @@ costs. Rebalances are counted by the embedded coordinator itself (its HTTP API a
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
 from e2e.helpers import Cluster, Kubectl, Manifest, wait_until
@@ -19,6 +17,7 @@ from .harness import (
     fleet_manifest,
     get_fleet,
     pod_uids,
+    ready_with,
     stopwatch,
     timing,
     wait_fleet,
@@ -35,19 +34,6 @@ def members_of(*ordinals: int) -> set[str]:
     return {f"{NAME}-{o}-{k}" for o in ordinals for k in range(1, PER_POD + 1)}
 
 
-def ready_with(replicas: int) -> Callable[[Manifest], bool]:
-    def check(body: Manifest) -> bool:
-        status = body.get("status", {})
-        return (
-            condition(body, "Ready").get("status") == "True"
-            and status.get("group", {}).get("members") == replicas * PER_POD
-            and status.get("readyReplicas") == replicas
-            and body["spec"]["replicas"] == replicas
-        )
-
-    return check
-
-
 def start_fleet(
     kubectl: Kubectl, namespace: str, coordinator: Coordinator, operator: OperatorRunner, replicas: int
 ) -> Manifest:
@@ -58,7 +44,7 @@ def start_fleet(
     manifest = fleet_manifest(NAME, replicas, coordinator, topic, membersPerPod=PER_POD)
     kubectl.apply(manifest, namespace)
     body = wait_fleet(
-        kubectl, namespace, NAME, ready_with(replicas), timeout=150, what=f"Ready with {replicas}"
+        kubectl, namespace, NAME, ready_with(replicas, PER_POD), timeout=150, what=f"Ready with {replicas}"
     )
     timing(f"{replicas} pods x {PER_POD} members: create -> Ready", elapsed())
     return body
@@ -114,7 +100,9 @@ def test_two_member_pods_are_one_stable_group_grouped_by_pod_and_roll_without_a_
         )
 
     wait_until(rolled, timeout=240, what="every pod to be replaced")
-    body = wait_fleet(kubectl, namespace, NAME, ready_with(3), timeout=60, what="Ready after the rollout")
+    body = wait_fleet(
+        kubectl, namespace, NAME, ready_with(3, PER_POD), timeout=60, what="Ready after the rollout"
+    )
     timing(f"rolling restart of 3 pods x {PER_POD} members", elapsed())
     after = coordinator.group(gid)
     assert after is not None and after["state"] == "Stable"
@@ -140,7 +128,7 @@ def test_scaling_two_member_pods_down_removes_every_departed_member_in_one_batch
         lambda: coordinator.members(gid) == members_of(0, 1), timeout=60, what="pods 2 and 3's members to go"
     )
     removed_after = elapsed()
-    body = wait_fleet(kubectl, namespace, NAME, ready_with(2), timeout=60, what="Ready with 2")
+    body = wait_fleet(kubectl, namespace, NAME, ready_with(2, PER_POD), timeout=60, what="Ready with 2")
     timing(f"scale 4->2 pods x {PER_POD}: members removed after", removed_after)
     timing(f"scale 4->2 pods x {PER_POD}: Ready after", elapsed())
 
@@ -163,7 +151,9 @@ def test_scaling_two_member_pods_down_removes_every_departed_member_in_one_batch
 
     elapsed = stopwatch()
     kubectl.run("scale", f"scg/{NAME}", "-n", namespace, "--replicas=4")
-    body = wait_fleet(kubectl, namespace, NAME, ready_with(4), timeout=150, what="Ready with 4 again")
+    body = wait_fleet(
+        kubectl, namespace, NAME, ready_with(4, PER_POD), timeout=150, what="Ready with 4 again"
+    )
     timing(f"scale 2->4 pods x {PER_POD}: Ready after", elapsed())
     up = coordinator.group(gid)
     assert up is not None and up["state"] == "Stable"
