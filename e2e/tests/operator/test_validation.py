@@ -26,6 +26,8 @@ def manifest(name: str = "fleet", **spec: Any) -> dict[str, Any]:
 
 INVALID = [
     ({"replicas": -1}, "replicas must be 0 or more"),
+    ({"membersPerPod": 0}, "membersPerPod must be between 1 and 64"),
+    ({"membersPerPod": 65}, "should be less than or equal to 64"),
     ({"sessionTimeoutMs": 5000}, "sessionTimeoutMs must be between 6000 and 1800000"),
     ({"sessionTimeoutMs": 1_800_001}, "sessionTimeoutMs must be between 6000 and 1800000"),
     ({"topics": []}, "topics must list at least one topic"),
