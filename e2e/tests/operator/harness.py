@@ -235,6 +235,32 @@ def fleet_manifest(
     return body
 
 
+def start_fleet(
+    kubectl: Kubectl,
+    namespace: str,
+    coordinator: Coordinator,
+    operator: OperatorRunner,
+    replicas: int,
+    *,
+    name: str = "orders",
+    partitions: int = PARTITIONS,
+    **spec: Any,
+) -> Manifest:
+    """The topic `<namespace>-orders`, the operator, and a fleet of example consumers, Ready."""
+    topic = f"{namespace}-orders"
+    coordinator.create_topic(topic, partitions)
+    operator.start()
+    elapsed = stopwatch()
+    kubectl.apply(fleet_manifest(name, replicas, coordinator, topic, **spec), namespace)
+    per_pod = int(spec.get("membersPerPod", 1))
+    body = wait_fleet(
+        kubectl, namespace, name, ready_with(replicas, per_pod), timeout=150, what=f"Ready with {replicas}"
+    )
+    members = f" x {per_pod} members" if per_pod > 1 else ""
+    timing(f"create {replicas} replicas{members} -> Ready", elapsed())
+    return body
+
+
 def get_fleet(kubectl: Kubectl, namespace: str, name: str) -> Manifest:
     return kubectl.get("staticconsumergroup", name, namespace)
 
@@ -290,6 +316,19 @@ def events(kubectl: Kubectl, namespace: str, name: str, reason: str | None = Non
 def pod_uids(kubectl: Kubectl, namespace: str, name: str) -> dict[str, str]:
     pods = kubectl.items("pods", namespace, "-l", f"staticfleet.io/group={name}")
     return {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}
+
+
+def rolled_out(kubectl: Kubectl, namespace: str, name: str, replicas: int, old_uids: dict[str, str]) -> bool:
+    """Every pod was replaced (none of `old_uids` is left) and the StatefulSet's rollout is done."""
+    uids = pod_uids(kubectl, namespace, name)
+    sts = kubectl.get("statefulset", name, namespace)["status"]
+    return (
+        len(uids) == replicas
+        and not set(uids.values()) & set(old_uids.values())
+        and sts.get("updatedReplicas") == replicas
+        and sts.get("readyReplicas") == replicas
+        and sts.get("currentRevision") == sts.get("updateRevision")
+    )
 
 
 def stopwatch() -> Callable[[], float]:

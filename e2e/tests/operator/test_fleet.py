@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from e2e.helpers import Cluster, Kubectl, Manifest, wait_until
+from e2e.helpers import Cluster, wait_until
 
 from .harness import (
     PARTITIONS,
@@ -15,10 +15,11 @@ from .harness import (
     OperatorRunner,
     condition,
     events,
-    fleet_manifest,
     get_fleet,
     pod_uids,
     ready_with,
+    rolled_out,
+    start_fleet,
     stopwatch,
     timing,
     wait_fleet,
@@ -27,26 +28,6 @@ from .harness import (
 pytestmark = pytest.mark.localcluster
 
 NAME = "orders"
-
-
-def start_fleet(
-    kubectl: Kubectl,
-    namespace: str,
-    coordinator: Coordinator,
-    operator: OperatorRunner,
-    replicas: int,
-    **spec: object,
-) -> Manifest:
-    topic = f"{namespace}-orders"
-    coordinator.create_topic(topic)
-    operator.start()
-    elapsed = stopwatch()
-    kubectl.apply(fleet_manifest(NAME, replicas, coordinator, topic, **spec), namespace)
-    body = wait_fleet(
-        kubectl, namespace, NAME, ready_with(replicas), timeout=120, what=f"Ready with {replicas}"
-    )
-    timing(f"create {replicas} replicas -> Ready", elapsed())
-    return body
 
 
 def group_id(namespace: str) -> str:
@@ -113,18 +94,11 @@ def test_a_rolling_update_restarts_every_pod_once_without_a_rebalance(
     patch = '[{"op": "add", "path": "/spec/template/metadata", "value": {"annotations": {"rollout": "2"}}}]'
     kubectl.run("patch", "scg", NAME, "-n", namespace, "--type", "json", "-p", patch)
 
-    def rolled() -> bool:
-        uids = pod_uids(kubectl, namespace, NAME)
-        sts = kubectl.get("statefulset", NAME, namespace)["status"]
-        return (
-            len(uids) == 3
-            and not set(uids.values()) & set(old_uids.values())
-            and sts.get("updatedReplicas") == 3
-            and sts.get("readyReplicas") == 3
-            and sts.get("currentRevision") == sts.get("updateRevision")
-        )
-
-    wait_until(rolled, timeout=180, what="every pod to be replaced")
+    wait_until(
+        lambda: rolled_out(kubectl, namespace, NAME, 3, old_uids),
+        timeout=180,
+        what="every pod to be replaced",
+    )
     body = wait_fleet(kubectl, namespace, NAME, ready_with(3), timeout=60, what="Ready after the rollout")
     timing("rolling update of 3 pods", elapsed())
 

@@ -53,19 +53,23 @@ def members(bootstrap: str, group: str) -> set[str]:
         return set(described.instance_ids) if described.state == "Stable" else set()
 
 
-def test_a_fleet_on_apache_kafka_scales_down_with_a_prompt_removal(
-    cluster: Cluster, namespace: str, kafka: KafkaBroker, operator: OperatorRunner
-) -> None:
+def create_topic(kafka: KafkaBroker, topic: str, partitions: int) -> str:
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
 
-    kubectl = cluster.kubectl
-    topic = f"{namespace}-orders"
     admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
     try:
-        admin.create_topics([NewTopic(topic, 6, 1)])
+        admin.create_topics([NewTopic(topic, partitions, 1)])
     finally:
         admin.close()
+    return topic
+
+
+def test_a_fleet_on_apache_kafka_scales_down_with_a_prompt_removal(
+    cluster: Cluster, namespace: str, kafka: KafkaBroker, operator: OperatorRunner
+) -> None:
+    kubectl = cluster.kubectl
+    topic = create_topic(kafka, f"{namespace}-orders", 6)
     gid = f"{namespace}.{NAME}"
     operator.start()
     kubectl.apply(fleet_manifest(NAME, 2, kafka.bootstrap, topic, sessionTimeoutMs=60_000), namespace)
@@ -106,16 +110,8 @@ def test_a_fleet_on_apache_kafka_scales_down_with_a_prompt_removal(
 def test_a_fleet_of_two_member_pods_on_apache_kafka_removes_every_departed_member_in_one_batch(
     cluster: Cluster, namespace: str, kafka: KafkaBroker, operator: OperatorRunner
 ) -> None:
-    from kafka import KafkaAdminClient
-    from kafka.admin import NewTopic
-
     kubectl = cluster.kubectl
-    topic = f"{namespace}-orders"
-    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
-    try:
-        admin.create_topics([NewTopic(topic, 8, 1)])
-    finally:
-        admin.close()
+    topic = create_topic(kafka, f"{namespace}-orders", 8)
     gid = f"{namespace}.{NAME}"
     pods = {0: {"orders-0-1", "orders-0-2"}, 1: {"orders-1-1", "orders-1-2"}, 2: {"orders-2-1", "orders-2-2"}}
 

@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import pytest
 
-from e2e.helpers import Cluster, Kubectl, Manifest, wait_until
+from e2e.helpers import Cluster, wait_until
 
 from .harness import (
     Coordinator,
     OperatorRunner,
     condition,
     events,
-    fleet_manifest,
     get_fleet,
     pod_uids,
     ready_with,
+    rolled_out,
+    start_fleet,
     stopwatch,
     timing,
     wait_fleet,
@@ -34,22 +35,6 @@ def members_of(*ordinals: int) -> set[str]:
     return {f"{NAME}-{o}-{k}" for o in ordinals for k in range(1, PER_POD + 1)}
 
 
-def start_fleet(
-    kubectl: Kubectl, namespace: str, coordinator: Coordinator, operator: OperatorRunner, replicas: int
-) -> Manifest:
-    topic = f"{namespace}-orders"
-    coordinator.create_topic(topic, PARTITIONS)
-    operator.start()
-    elapsed = stopwatch()
-    manifest = fleet_manifest(NAME, replicas, coordinator, topic, membersPerPod=PER_POD)
-    kubectl.apply(manifest, namespace)
-    body = wait_fleet(
-        kubectl, namespace, NAME, ready_with(replicas, PER_POD), timeout=150, what=f"Ready with {replicas}"
-    )
-    timing(f"{replicas} pods x {PER_POD} members: create -> Ready", elapsed())
-    return body
-
-
 def group_id(namespace: str) -> str:
     return f"{namespace}.{NAME}"
 
@@ -58,7 +43,9 @@ def test_two_member_pods_are_one_stable_group_grouped_by_pod_and_roll_without_a_
     cluster: Cluster, namespace: str, coordinator: Coordinator, operator: OperatorRunner
 ) -> None:
     kubectl = cluster.kubectl
-    body = start_fleet(kubectl, namespace, coordinator, operator, 3)
+    body = start_fleet(
+        kubectl, namespace, coordinator, operator, 3, partitions=PARTITIONS, membersPerPod=PER_POD
+    )
     gid = group_id(namespace)
 
     group = coordinator.group(gid)
@@ -88,18 +75,11 @@ def test_two_member_pods_are_one_stable_group_grouped_by_pod_and_roll_without_a_
     patch = '[{"op": "add", "path": "/spec/template/metadata", "value": {"annotations": {"rollout": "2"}}}]'
     kubectl.run("patch", "scg", NAME, "-n", namespace, "--type", "json", "-p", patch)
 
-    def rolled() -> bool:
-        uids = pod_uids(kubectl, namespace, NAME)
-        sts = kubectl.get("statefulset", NAME, namespace)["status"]
-        return (
-            len(uids) == 3
-            and not set(uids.values()) & set(old_uids.values())
-            and sts.get("updatedReplicas") == 3
-            and sts.get("readyReplicas") == 3
-            and sts.get("currentRevision") == sts.get("updateRevision")
-        )
-
-    wait_until(rolled, timeout=240, what="every pod to be replaced")
+    wait_until(
+        lambda: rolled_out(kubectl, namespace, NAME, 3, old_uids),
+        timeout=240,
+        what="every pod to be replaced",
+    )
     body = wait_fleet(
         kubectl, namespace, NAME, ready_with(3, PER_POD), timeout=60, what="Ready after the rollout"
     )
@@ -117,7 +97,7 @@ def test_scaling_two_member_pods_down_removes_every_departed_member_in_one_batch
     cluster: Cluster, namespace: str, coordinator: Coordinator, operator: OperatorRunner
 ) -> None:
     kubectl = cluster.kubectl
-    start_fleet(kubectl, namespace, coordinator, operator, 4)
+    start_fleet(kubectl, namespace, coordinator, operator, 4, partitions=PARTITIONS, membersPerPod=PER_POD)
     gid = group_id(namespace)
     before = coordinator.group(gid)
     assert before is not None
