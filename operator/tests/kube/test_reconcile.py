@@ -310,6 +310,40 @@ def test_scale_down_records_first_shrinks_then_removes_only_after_the_pods_are_g
     assert [m["instanceId"] for m in kube.group["status"]["members"]] == ["orders-0"]
 
 
+def steady_pods_of_two(replicas: int) -> tuple[FakeKube, FakeAdmin, Context]:
+    kube = FakeKube(resource(replicas=replicas, membersPerPod=2))
+    admin = FakeAdmin({f"orders-{i}-{k}" for i in range(replicas) for k in (1, 2)})
+    ctx = context(kube, admin)
+    kube.set_pods(*range(replicas))
+    reconcile(ctx, "shop", "orders", {})
+    reconcile(ctx, "shop", "orders", {})
+    kube.events.clear()
+    return kube, admin, ctx
+
+
+def test_a_scale_down_of_two_member_pods_removes_both_members_of_each_departed_pod_in_one_batch() -> None:
+    kube, admin, ctx = steady_pods_of_two(3)
+    kube.group["spec"]["replicas"] = 1
+    reconcile(ctx, "shop", "orders", {})
+    assert kube.group["status"]["scaleDown"]["pendingInstanceIds"] == [
+        "orders-1-1", "orders-1-2", "orders-2-1", "orders-2-2",
+    ]  # fmt: skip
+    kube.set_pods(0)
+    reconcile(ctx, "shop", "orders", {})
+    assert admin.removals == [["orders-1-1", "orders-1-2", "orders-2-1", "orders-2-2"]]
+    assert "scaleDown" not in kube.group["status"]
+    assert [(m["pod"], m["instanceId"]) for m in kube.group["status"]["members"]] == [
+        ("orders-0", "orders-0-1"), ("orders-0", "orders-0-2"),
+    ]  # fmt: skip
+
+
+def test_deleting_a_fleet_of_two_member_pods_removes_every_member_of_every_pod() -> None:
+    kube, admin, ctx = steady_pods_of_two(2)
+    kube.set_pods()
+    finalize(ctx, kube.group, {})
+    assert admin.removals == [["orders-0-1", "orders-0-2", "orders-1-1", "orders-1-2"]]
+
+
 def test_members_of_pods_in_a_terminal_phase_are_removed_before_the_pod_objects_go() -> None:
     kube, admin, ctx = steady(3)
     kube.group["spec"]["replicas"] = 1
