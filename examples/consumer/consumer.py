@@ -243,13 +243,16 @@ def main() -> int:
             codes[instance] = 1
             stop.set()
 
-    threads = [threading.Thread(target=run, args=(n,), name=n) for n in names]
-    for thread in threads:
-        thread.start()
     try:
-        for thread in threads:
-            while thread.is_alive():
-                thread.join(timeout=POLL_S)  # the main thread stays free for the signal handlers
+        if len(names) == 1:  # one member: the main thread polls, as a single consumer always has
+            run(names[0])
+        else:
+            threads = [threading.Thread(target=run, args=(n,), name=n) for n in names]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(timeout=POLL_S)  # the main thread stays free for the signal handlers
     finally:
         ready_file.unlink(missing_ok=True)
     return next((codes[n] for n in names if codes.get(n, 1) != 0), 0)
