@@ -8,7 +8,7 @@ transitions seen between two observations (`group.rebalancesSource: observed`, a
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -240,7 +240,7 @@ def pods_missing_members(
     spec: GroupSpec,
     pods: Sequence[Manifest],
     member_ids: frozenset[str],
-    departing: Sequence[str] = (),
+    departing: Collection[str] = (),
 ) -> list[PodMissingMembers]:
     """Each pod of the fleet (an ordinal below replicas, not being deleted) whose members are not all in
     the group, with the missing ones, in pod order; members a scale-down is removing are not missing."""
@@ -267,7 +267,7 @@ def pods_outside_group(
     spec: GroupSpec,
     pods: Sequence[Manifest],
     member_ids: frozenset[str] | None,
-    departing: Sequence[str] = (),
+    departing: Collection[str] = (),
 ) -> list[PodMissingMembers]:
     """Pods that are Running and Ready, but whose members are not all in the group: the consumer runs,
     yet the coordinator expired it (it cannot reach the coordinator, or is stuck; with several members
@@ -285,7 +285,7 @@ def _pods_outside_message(spec: GroupSpec, outside: Sequence[PodMissingMembers])
             f"{', '.join(p.name for p in outside)}: Running but not in group {spec.group_id}; the "
             "coordinator expired the member (cut off from the coordinator, or stuck?)"
         )
-    named = ", ".join(f"{p.name} ({', '.join(p.missing)})" for p in outside)
+    named = _first([f"{p.name} ({', '.join(p.missing)})" for p in outside])
     return (
         f"{named}: Running, but these members of theirs are not in group {spec.group_id}; the coordinator "
         "expired them (cut off from the coordinator, a consumer of the pod stopped, or stuck?)"
@@ -293,7 +293,7 @@ def _pods_outside_message(spec: GroupSpec, outside: Sequence[PodMissingMembers])
 
 
 def members_outside_fleet(
-    spec: GroupSpec, entries: Sequence[Mapping[str, Any]], departing: Sequence[str] = ()
+    spec: GroupSpec, entries: Sequence[Mapping[str, Any]], departing: Collection[str] = ()
 ) -> list[str]:
     """Members of the group that no pod of the fleet runs, each with why: an id of a pod beyond the
     replicas, an id of a pod that is not one of its members (left from another membersPerPod), an id that
@@ -324,6 +324,15 @@ def members_outside_fleet(
     return found
 
 
+NAMED_IN_A_MESSAGE = 20
+"""A condition's message names at most this many members; the count says how many more there are."""
+
+
+def _first(items: Sequence[str], separator: str = ", ") -> str:
+    more = len(items) - NAMED_IN_A_MESSAGE
+    return separator.join(items[:NAMED_IN_A_MESSAGE]) + (f"{separator}and {more} more" if more > 0 else "")
+
+
 def missing_by_pod(spec: GroupSpec, missing: Sequence[str]) -> str:
     """Missing instance ids as a person reads them: by pod when each pod has several members."""
     if spec.members_per_pod == 1:
@@ -333,7 +342,7 @@ def missing_by_pod(spec: GroupSpec, missing: Sequence[str]) -> str:
     for instance_id in missing:
         place = ids.locate(instance_id)
         by_pod.setdefault(spec.pod_name(place.ordinal) if place else "?", []).append(instance_id)
-    return ", ".join(f"{pod} ({', '.join(members)})" for pod, members in by_pod.items())
+    return _first([f"{pod} ({', '.join(members)})" for pod, members in by_pod.items()])
 
 
 def _parse_k8s_time(text: Any) -> datetime | None:
@@ -599,7 +608,7 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
         degraded = (False, "AsExpected", "")
 
     # PodsOutsideGroup, MembersOutsideFleet: the pods and the group compared, both ways
-    departing = inputs.scale_down.pending_instance_ids if inputs.scale_down else ()
+    departing = frozenset(inputs.scale_down.pending_instance_ids if inputs.scale_down else ())
     compared = inputs.group.reachable and state_text != NOT_FOUND and member_ids is not None
     outside = pods_outside_group(spec, inputs.pods, member_ids, departing) if compared else []
     pods_outside = (
@@ -612,7 +621,7 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
         (
             True,
             "UnexpectedMembers",
-            f"{'; '.join(strays)}: members of group {spec.group_id} that no pod of this fleet runs. They "
+            f"{_first(strays, '; ')}: members of group {spec.group_id} that no pod of this fleet runs. They "
             "hold their partitions until the coordinator expires them after their session timeout; "
             "remove them sooner with `staticfleet members remove` once their processes are gone",
         )

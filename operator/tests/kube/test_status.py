@@ -540,3 +540,10 @@ def test_a_one_member_fleet_names_a_streams_style_member_of_its_pod_as_outside_i
     assert found["MembersOutsideFleet"]["message"].startswith(
         "orders-0-1 (pod orders-0 runs one member: orders-0)"
     )
+
+
+def test_a_message_names_at_most_twenty_members_outside_the_fleet_and_counts_the_rest() -> None:
+    strays = [f"billing-{i}" for i in range(25)]
+    message = conditions(compute_status(two_per_pod(*FULL, *strays)).status)["MembersOutsideFleet"]["message"]
+    assert "billing-19 (not an instance id of this fleet); and 5 more: members of group" in message
+    assert "billing-20" not in message
