@@ -4,6 +4,7 @@ generation, the rebalance count and the last rebalance with its reason and durat
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -26,14 +27,20 @@ class CoordinatorApiUnavailable(AdminError):
 
 
 def fetch_group_json(
-    base_url: str, group_id: str, timeout_s: float = 3.0, token: str | None = None
+    base_url: str,
+    group_id: str,
+    timeout_s: float = 3.0,
+    token: str | None = None,
+    cafile: str | None = None,
 ) -> dict[str, Any] | None:
     """`/api/groups/{id}` as the coordinator wrote it; None when it does not know the group. `token` is
-    the coordinator's HTTP bearer token (--http-token-file), when it requires one."""
+    the coordinator's HTTP bearer token (--http-token-file), when it requires one; `cafile` the CA that
+    signed its HTTPS certificate (default: the system's trust store)."""
     url = f"{base_url.rstrip('/')}/api/groups/{urllib.parse.quote(group_id, safe='')}"
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    context = ssl.create_default_context(cafile=cafile) if cafile and url.startswith("https:") else None
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        with urllib.request.urlopen(request, timeout=timeout_s, context=context) as response:
             data: dict[str, Any] = json.loads(response.read())
             return data
     except urllib.error.HTTPError as exc:
@@ -45,8 +52,12 @@ def fetch_group_json(
 
 
 def fetch_group_view(
-    base_url: str, group_id: str, timeout_s: float = 3.0, token: str | None = None
+    base_url: str,
+    group_id: str,
+    timeout_s: float = 3.0,
+    token: str | None = None,
+    cafile: str | None = None,
 ) -> CoordinatorGroupView | None:
     """The group as the coordinator sees it; None when it does not know the group."""
-    data = fetch_group_json(base_url, group_id, timeout_s, token)
+    data = fetch_group_json(base_url, group_id, timeout_s, token, cafile)
     return None if data is None else CoordinatorGroupView.from_json(data)

@@ -82,6 +82,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--default-coordinator-api only (env STATICFLEET_COORDINATOR_API_TOKEN_FILE)",
     )
     p.add_argument(
+        "--coordinator-api-ca-file",
+        type=Path,
+        default=os.environ.get("STATICFLEET_COORDINATOR_API_CA_FILE"),
+        metavar="PEM",
+        help="the CA of the default coordinator's HTTPS certificate (its --http-tls-cert); default: the "
+        "system's trust store (env STATICFLEET_COORDINATOR_API_CA_FILE)",
+    )
+    p.add_argument(
+        "--tenancy",
+        choices=[TENANCY_POLICIES, TENANCY_OFF],
+        default=os.environ.get("STATICFLEET_TENANCY", TENANCY_POLICIES),
+        help="policies (default): a fleet may claim only the topics and group ids that start with "
+        "'<namespace>.' or that a StaticFleetTenancyPolicy selecting its namespace allows; any other gets "
+        "no Kafka user, no ACL and no action on its group. off: every fleet may claim any name "
+        "(env STATICFLEET_TENANCY)",
+    )
+    p.add_argument(
         "--max-replicas",
         type=positive_int,
         default=os.environ.get("STATICFLEET_MAX_REPLICAS", str(DEFAULT_MAX_REPLICAS)),
@@ -147,6 +164,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=Path,
         help="require the bearer token in this file for the dashboard (default: no token)",
     )
+    p.add_argument("--ui-tls-cert", type=Path, metavar="PEM", help="serve the dashboard over HTTPS")
+    p.add_argument("--ui-tls-key", type=Path, metavar="PEM", help="the key of --ui-tls-cert")
     p.add_argument("--admin-timeout", type=seconds, default=5.0, help="seconds for each Kafka admin request")
     p.add_argument(
         "--leader-election",
@@ -168,6 +187,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_logging_arguments(p)
     p.set_defaults(run=run)
+
+
+TENANCY_POLICIES = "policies"
+TENANCY_OFF = "off"
 
 
 def _env_list(name: str) -> list[str]:
@@ -226,6 +249,29 @@ def run(args: argparse.Namespace) -> int:
             args.kafka_config,
             f"yes ({security.mechanism} over {security.security_protocol})" if security else "no (no SASL)",
         )
+    tenancy = args.tenancy == TENANCY_POLICIES
+    if tenancy:
+        from staticfleet.kube.tenancy import TENANCY_CRD
+
+        probe = KubeApi(args.kubeconfig, args.field_manager)
+        try:
+            served = probe.served(TENANCY_CRD)
+        finally:
+            probe.close()
+        if not served:
+            # Without the policies every fleet would be held to its own prefix, and lose its access.
+            logging.error(
+                "--tenancy policies needs the CRD %s: apply crds/ first (kubectl apply --server-side "
+                "-f crds/), or start with --tenancy off",
+                TENANCY_CRD,
+            )
+            return 2
+        handlers.enable_tenancy()
+    else:
+        logging.warning(
+            "TENANCY IS OFF: a fleet in any namespace may claim any topic and group id, and gets READ "
+            "on them with its own Kafka user"
+        )
     metrics = OperatorMetrics()
     if args.metrics_port:
         start_http_server(args.metrics_port, addr=args.metrics_host, registry=metrics.registry)
@@ -237,6 +283,8 @@ def run(args: argparse.Namespace) -> int:
         step_timeout=timedelta(seconds=args.scale_down_step_timeout),
         kafka=kafka,
         api_token_file=args.coordinator_api_token_file,
+        api_ca_file=args.coordinator_api_ca_file,
+        tenancy_enforced=tenancy,
         limits=Limits.from_flags(
             args.max_replicas,
             args.allowed_bootstrap_servers,
@@ -294,6 +342,7 @@ def _dashboard(args: argparse.Namespace, namespaces: list[str], ctx: OperatorCon
         lambda spec: connection(ctx.api, ctx.secret_files, spec, ctx.own_options()),
         refusal,
         ctx.api_token,
+        ctx.api_ca,
     )
 
 

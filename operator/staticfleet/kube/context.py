@@ -112,6 +112,10 @@ class OperatorContext:
     """The operator's own Kafka login (--kafka-config); with SASL in it, fleets get their own users."""
     api_token_file: Path | None = None
     """The default coordinator's HTTP bearer token (--coordinator-api-token-file)."""
+    tenancy_enforced: bool = False
+    """Fleets may claim only the topics and group ids their namespace's tenancy allows (tenancy.py)."""
+    api_ca_file: Path | None = None
+    """The CA that signed the default coordinator's HTTPS certificate (--coordinator-api-ca-file)."""
     hold_watcher: HoldWatcher = watch_in_thread
     """Releases a held join phase once every new instance has joined (join_hold.py)."""
     admins: AdminCache = field(init=False)
@@ -135,6 +139,14 @@ class OperatorContext:
         if self.api_token_file is None or not default or spec.coordinator_api != default:
             return None
         return self.api_token_file.read_text().strip() or None
+
+    def api_ca(self, spec: GroupSpec) -> str | None:
+        """The CA file to verify the resource's coordinator API with: the operator's own for its default
+        coordinator, else the system's trust store (None)."""
+        default = (self.defaults.coordinator_api or "").rstrip("/")
+        if self.api_ca_file is None or not default or spec.coordinator_api != default:
+            return None
+        return str(self.api_ca_file)
 
     def forget(self, namespace: str, name: str) -> None:
         """The resource is gone: drop what was kept for it."""

@@ -2,7 +2,10 @@
 
 One daemon per StaticConsumerGroup runs a reconcile pass every `interval` seconds, and at once when a
 pod, the StatefulSet or the resource itself changes (watch events poke it), so that members leave the
-group right after their pods have stopped. Claims on consumer groups are a kopf index.
+group right after their pods have stopped. Claims on consumer groups are a kopf index. With tenancy
+enforced (enable_tenancy), the StaticFleetTenancyPolicies and the namespaces' labels are indexes too, and a
+change to either pokes the fleets it may concern, so a narrowed policy revokes access within one pass;
+kopf starts no handler before every index holds its first full listing.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from staticfleet.kube.context import OperatorContext
 from staticfleet.kube.reconcile import Retry, claim_of, finalize, reconcile
 from staticfleet.kube.secrets import COMPONENT
 from staticfleet.kube.spec import GROUP, PLURAL, VERSION
+from staticfleet.kube.tenancy import TENANCY_PLURAL, PolicyError, Tenancy, TenancyPolicy, parse_policy
 
 log = logging.getLogger(__name__)
 Logger = logging.Logger | logging.LoggerAdapter[Any]
@@ -40,6 +44,12 @@ class OperatorMemo:
         if trigger is not None:
             trigger.set()
 
+    def poke_namespace(self, namespace: str | None) -> None:
+        """Every fleet of one namespace (None: of every namespace)."""
+        for (ns, _), trigger in list(self.triggers.items()):
+            if namespace is None or ns == namespace:
+                trigger.set()
+
 
 def settings() -> kopf.OperatorSettings:
     s = kopf.OperatorSettings()
@@ -58,6 +68,28 @@ def settings() -> kopf.OperatorSettings:
 
 def _claims_snapshot(index: Any) -> dict[str, list[Claim]]:
     return {key: list(store) for key, store in index.items()}
+
+
+TENANCY_INDEX_KEY = "policies"
+
+
+def _tenancy_snapshot(memo: OperatorMemo, indexes: dict[str, Any], namespaces: set[str]) -> Tenancy | None:
+    """The policies and the labels of `namespaces`, copied in the event loop (kopf changes the indexes
+    there) for a pass that runs in a thread; None when tenancy is not enforced."""
+    if not memo.ctx.tenancy_enforced:
+        return None
+    policies: list[TenancyPolicy] = list(indexes["tenancy_policies"].get(TENANCY_INDEX_KEY, ()))
+    labels = indexes["namespace_labels"]
+    found = {ns: next(iter(labels[ns])) for ns in namespaces if ns in labels}
+    return Tenancy.of(policies, found)
+
+
+def _pass_inputs(
+    memo: OperatorMemo, namespace: str, indexes: dict[str, Any]
+) -> tuple[dict[str, list[Claim]], Tenancy | None]:
+    claims = _claims_snapshot(indexes["group_claims"])
+    concerned = {namespace} | {c.namespace for found in claims.values() for c in found}
+    return claims, _tenancy_snapshot(memo, indexes, concerned)
 
 
 @kopf.on.login(registry=registry)
@@ -87,9 +119,8 @@ async def fleet(
         while not stopped:
             trigger.clear()
             try:
-                await asyncio.to_thread(
-                    reconcile, memo.ctx, namespace or "", name, _claims_snapshot(kwargs["group_claims"])
-                )
+                claims, tenancy = _pass_inputs(memo, namespace or "", kwargs)
+                await asyncio.to_thread(reconcile, memo.ctx, namespace or "", name, claims, tenancy)
             except Exception as exc:
                 logger.warning(
                     "reconcile failed (retrying in %.0fs): %s", memo.interval_s, exc, exc_info=True
@@ -132,8 +163,41 @@ async def deleted(namespace: str | None, name: str, memo: Any, logger: Logger, *
     if body is None:
         return
     logs.set_fleet(namespace or "", name, str(body["spec"].get("groupId") or f"{namespace}.{name}"))
+    claims, tenancy = _pass_inputs(memo, namespace or "", kwargs)
     try:
-        message = await asyncio.to_thread(finalize, memo.ctx, body, _claims_snapshot(kwargs["group_claims"]))
+        message = await asyncio.to_thread(finalize, memo.ctx, body, claims, tenancy)
     except Retry as exc:
         raise kopf.TemporaryError(str(exc), delay=2) from exc
     logger.info("%s", message)
+
+
+# -- tenancy ------------------------------------------------------------------------------------------------
+
+
+async def _policy_changed(memo: Any, **_: Any) -> None:
+    memo.poke_namespace(None)  # a policy's selector may concern any namespace
+
+
+async def _namespace_changed(name: str, memo: Any, **_: Any) -> None:
+    memo.poke_namespace(name)
+
+
+def _policy_entry(body: kopf.Body, name: str, logger: Logger, **_: Any) -> dict[str, TenancyPolicy] | None:
+    try:
+        return {TENANCY_INDEX_KEY: parse_policy(body)}
+    except PolicyError as exc:  # the CRD's schema keeps these out; one that slips in allows nothing
+        logger.warning("ignoring %s: %s", name, exc)
+        return None
+
+
+def _namespace_entry(name: str, labels: kopf.Labels, **_: Any) -> dict[str, dict[str, str]]:
+    return {name: dict(labels)}
+
+
+def enable_tenancy() -> None:
+    """Watches the policies and the namespaces' labels (the operator then needs list and watch on both,
+    cluster-wide). Called once, before kopf runs."""
+    kopf.index(GROUP, VERSION, TENANCY_PLURAL, registry=registry, id="tenancy_policies")(_policy_entry)
+    kopf.index("", "v1", "namespaces", registry=registry, id="namespace_labels")(_namespace_entry)
+    kopf.on.event(GROUP, VERSION, TENANCY_PLURAL, registry=registry)(_policy_changed)
+    kopf.on.event("", "v1", "namespaces", registry=registry)(_namespace_changed)

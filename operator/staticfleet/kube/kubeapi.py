@@ -144,6 +144,13 @@ class KubeApi:
                 return None
             raise
 
+    def served(self, crd: str, version: str = VERSION) -> bool:
+        """Whether the API server serves the resource of this CRD name (`<plural>.<group>`), by
+        discovery (which every authenticated client may read)."""
+        plural, _, group = crd.partition(".")
+        found = self.get(f"/apis/{group}/{version}")
+        return found is not None and any(r.get("name") == plural for r in found.get("resources") or [])
+
     def list_items(self, path: str, label_selector: str | None = None) -> list[Manifest]:
         query = {"labelSelector": label_selector} if label_selector else None
         return list(self.request("GET", path, query=query).get("items", []))

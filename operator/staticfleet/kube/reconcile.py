@@ -33,7 +33,6 @@ from staticfleet.admin.coordinator_api import CoordinatorApiUnavailable, fetch_g
 from staticfleet.coordinator import EXPECTED_INSTANCE_IDS as PRE_REGISTRATION_CONFIG
 from staticfleet.kube import builders, secrets
 from staticfleet.kube.access import (
-    SCRAM_MECHANISMS,
     AccessObservation,
     FleetAccess,
     RetiredUser,
@@ -69,6 +68,7 @@ from staticfleet.kube.steps import (
     removal_message,
     scale_duration,
 )
+from staticfleet.kube.tenancy import TENANCY_DENIED, Tenancy
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,9 @@ class Retry(Exception):
 # -- observation -------------------------------------------------------------------------------------------
 
 
-def observe_group(admin: GroupAdmin, spec: GroupSpec, token: str | None = None) -> GroupObservation:
+def observe_group(
+    admin: GroupAdmin, spec: GroupSpec, token: str | None = None, cafile: str | None = None
+) -> GroupObservation:
     try:
         description = admin.describe_group(spec.group_id)
         not_found = False
@@ -98,7 +100,7 @@ def observe_group(admin: GroupAdmin, spec: GroupSpec, token: str | None = None) 
     view = None
     if spec.coordinator_api:
         try:
-            view = fetch_group_view(spec.coordinator_api, spec.group_id, token=token)
+            view = fetch_group_view(spec.coordinator_api, spec.group_id, token=token, cafile=cafile)
         except CoordinatorApiUnavailable as exc:
             log.info("%s/%s: %s; rebalances are inferred instead", spec.namespace, spec.name, exc)
     missing: list[str] = []
@@ -203,9 +205,19 @@ def claim_of(body: Mapping[str, Any], defaults: OperatorDefaults) -> tuple[str, 
     return spec.group_id, claim
 
 
-def _winner(spec: GroupSpec, cluster_id: str | None, claims: Mapping[str, Sequence[Claim]]) -> Claim | None:
+def _winner(
+    spec: GroupSpec,
+    cluster_id: str | None,
+    claims: Mapping[str, Sequence[Claim]],
+    tenancy: Tenancy | None = None,
+) -> Claim | None:
+    """The claim that owns the resource's group, when it is another's. A claim from a namespace that may
+    not claim the group counts for nothing: no namespace squats another's group ids."""
+    found = claims.get(spec.group_id, ())
+    if tenancy is not None:
+        found = [c for c in found if tenancy.allows_group(c.namespace, spec.group_id)]
     return conflicting_owner(
-        claims.get(spec.group_id, ()),
+        found,
         spec.namespace,
         spec.name,
         cluster_id,
@@ -224,9 +236,14 @@ def _ordinals(spec: GroupSpec, pods: Sequence[Manifest]) -> frozenset[int]:
 
 
 def observe(
-    ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequence[Claim]]
+    ctx: OperatorContext,
+    body: Manifest,
+    claims: Mapping[str, Sequence[Claim]],
+    tenancy: Tenancy | None = None,
 ) -> tuple[Observation, GroupAdmin | None]:
-    """Every read of a pass, and the admin client for its cluster (None when there is nothing to ask)."""
+    """Every read of a pass, and the admin client for its cluster (None when there is nothing to ask).
+    With `tenancy` (the policies, when enforced), a resource naming what its namespace may not claim is
+    Invalid with reason TenancyDenied."""
     meta, now = body["metadata"], now_utc()
     previous: dict[str, Any] = dict(body.get("status") or {})
     generation = int(meta.get("generation", 0))
@@ -237,7 +254,7 @@ def observe(
                 "no bootstrap servers: set spec.kafka.bootstrapServers or start the operator with "
                 "--default-bootstrap-servers"
             )
-        refusal = ctx.limits.refusal(spec)
+        refusal = ctx.limits.refusal(spec) or (tenancy.refusal(spec) if tenancy is not None else None)
         if refusal is not None:
             return Invalid(body, generation, previous, refusal.message, now, refusal.reason), None
         connection = secrets.connection(ctx.api, ctx.secret_files, spec, ctx.own_options())
@@ -250,7 +267,7 @@ def observe(
     except AdminError as exc:  # the group cannot be described either: no second wait for it
         cluster_id, unreachable = None, str(exc)
     cluster_id = cluster_id or previous.get("clusterId")
-    winner = _winner(spec, cluster_id, claims)
+    winner = _winner(spec, cluster_id, claims, tenancy)
     if winner is not None:
         return Conflicting(body, spec, generation, previous, winner, now, cluster_id), None
     try:
@@ -260,8 +277,8 @@ def observe(
     retired = observe_retired(ctx, admin, previous) if access is None and unreachable is None else None
     statefulset = ctx.api.get_statefulset(spec.namespace, spec.name)
     pods = _pods(ctx.api, spec)
-    token = ctx.api_token(spec)
-    group = GroupObservation(error=unreachable) if unreachable else observe_group(admin, spec, token)
+    token, cafile = ctx.api_token(spec), ctx.api_ca(spec)
+    group = GroupObservation(error=unreachable) if unreachable else observe_group(admin, spec, token, cafile)
     return (
         Observed(
             body,
@@ -364,14 +381,20 @@ def _write_only(ctx: OperatorContext, body: Manifest, step: WriteStatus) -> None
         post_event(ctx, body, event)
 
 
-def reconcile(ctx: OperatorContext, namespace: str, name: str, claims: Mapping[str, Sequence[Claim]]) -> None:
+def reconcile(
+    ctx: OperatorContext,
+    namespace: str,
+    name: str,
+    claims: Mapping[str, Sequence[Claim]],
+    tenancy: Tenancy | None = None,
+) -> None:
     with ctx.locks(namespace, name):
         for attempt in range(1, CONFLICT_ATTEMPTS + 1):
             body = ctx.api.get_group(namespace, name)
             if body is None or body["metadata"].get("deletionTimestamp"):
                 return
             try:
-                _reconcile(ctx, body, claims)
+                _reconcile(ctx, body, claims, tenancy)
                 return
             except KubeError as exc:
                 if exc.status == 409 and attempt < CONFLICT_ATTEMPTS:
@@ -384,9 +407,13 @@ def reconcile(ctx: OperatorContext, namespace: str, name: str, claims: Mapping[s
                 raise
 
 
-def _reconcile(ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequence[Claim]]) -> None:
-    observation, admin = observe(ctx, body, claims)
+def _reconcile(
+    ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequence[Claim]], tenancy: Tenancy | None
+) -> None:
+    observation, admin = observe(ctx, body, claims, tenancy)
     if isinstance(observation, Invalid):
+        if observation.reason == TENANCY_DENIED:
+            observation = withdraw_access(ctx, observation)
         _write_only(ctx, body, plan_invalid(observation))
         ctx.metrics.reconciles.labels("invalid").inc()
         return
@@ -420,7 +447,8 @@ def _reconcile(ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequen
         outcome.acted_on_group or plan.scale.started or plan.scale.completed_scale_down
     ):
         # Read what the steps changed again, so the status shows this pass's outcome.
-        group, pods = observe_group(admin, obs.spec, ctx.api_token(obs.spec)), _pods(ctx.api, obs.spec)
+        token, cafile = ctx.api_token(obs.spec), ctx.api_ca(obs.spec)
+        group, pods = observe_group(admin, obs.spec, token, cafile), _pods(ctx.api, obs.spec)
     # The lag feeds only the status and the metrics: read after the steps, so no step waits for it.
     lag = observe_lag(admin, obs.spec) if obs.group.reachable else None
     obs = dataclasses.replace(obs, lag=lag)
@@ -460,23 +488,30 @@ def previous_cluster_id(body: Manifest) -> str | None:
     return str(found) if found else None
 
 
-def finalize(ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequence[Claim]]) -> str:
+def finalize(
+    ctx: OperatorContext,
+    body: Manifest,
+    claims: Mapping[str, Sequence[Claim]],
+    tenancy: Tenancy | None = None,
+) -> str:
     """deletionPolicy RemoveMembers: stop the pods, then remove every member. Raises Retry while waiting.
     Returns what was done (for the log)."""
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     with ctx.locks(namespace, name):
-        message = _finalize(ctx, body, claims)
+        message = _finalize(ctx, body, claims, tenancy)
     ctx.forget(namespace, name)
     ctx.metrics.forget(namespace, name)
     return message
 
 
-def _finalize(ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequence[Claim]]) -> str:
+def _finalize(
+    ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequence[Claim]], tenancy: Tenancy | None
+) -> str:
     """The members first (their pods stop before anything else), then the fleet's provisioned user and
     its ACLs, whatever the deletionPolicy: the Secret goes with the resource, so the user would be left
     with a password nobody holds."""
-    members = _finalize_members(ctx, body, claims)
+    members = _finalize_members(ctx, body, claims, tenancy)
     revoked = _revoke_access(ctx, body)
     return members if revoked is None else f"{members}; {revoked}"
 
@@ -506,9 +541,7 @@ def _revoke_access(ctx: OperatorContext, body: Manifest) -> str | None:
         return None
     admin = ctx.admin(secrets.connection(ctx.api, ctx.secret_files, spec, ctx.own_options()))
     try:
-        acls = _acls_or_none(admin, f"User:{user}")
-        admin.delete_acls(acls)
-        admin.delete_scram(str(user), SCRAM_MECHANISMS)
+        acls, _ = remove_user(admin, str(user))
     except AdminError as exc:
         if _patience_left(body):
             raise Retry(f"cannot remove user {user} and its ACLs yet: {exc}") from exc
@@ -520,7 +553,48 @@ def _revoke_access(ctx: OperatorContext, body: Manifest) -> str | None:
     return message
 
 
-def _finalize_members(ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequence[Claim]]) -> str:
+def remove_user(admin: GroupAdmin, user: str) -> tuple[frozenset[AclBinding], frozenset[str]]:
+    """Deletes the user's ACLs, then its SCRAM credentials; returns what there was of each."""
+    acls = _acls_or_none(admin, f"User:{user}")
+    admin.delete_acls(acls)
+    mechanisms = admin.scram_mechanisms(user)
+    admin.delete_scram(user, mechanisms)
+    return acls, mechanisms
+
+
+def provisioned_user(ctx: OperatorContext, spec: GroupSpec, status: Mapping[str, Any]) -> str | None:
+    """The user the operator made (or makes) for the resource: its own, or a former one status names."""
+    access = _fleet_access(ctx, spec)
+    if access is not None:
+        return access.user
+    found = (status.get("kafkaUser") or {}).get("name")
+    return str(found) if found and ctx.kafka is not None else None
+
+
+def withdraw_access(ctx: OperatorContext, obs: Invalid) -> Invalid:
+    """A resource outside its namespace's tenancy keeps no Kafka user and no ACL: both are removed
+    before its status says why (so a narrowed policy takes effect within one pass). A removal that
+    fails is retried on the next pass, and the condition says so."""
+    spec = parse_group(obs.body, ctx.defaults)
+    user = provisioned_user(ctx, spec, obs.previous)
+    if user is None or not spec.bootstrap_servers:
+        return obs
+    try:
+        admin = ctx.admin(secrets.connection(ctx.api, ctx.secret_files, spec, ctx.own_options()))
+        acls, mechanisms = remove_user(admin, user)
+    except (AdminError, SpecError) as exc:
+        why = f"{obs.why} Removing user {user} and its ACLs failed, and is tried again: {exc}"
+        return dataclasses.replace(obs, why=why)
+    if acls or mechanisms:
+        message = f"user {user} and its {len(acls)} ACLs removed: {obs.why}"
+        post_event(ctx, obs.body, EventSpec("Warning", "AccessRevoked", message))
+    previous = {k: v for k, v in obs.previous.items() if k != "kafkaUser"}
+    return dataclasses.replace(obs, previous=previous)
+
+
+def _finalize_members(
+    ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequence[Claim]], tenancy: Tenancy | None
+) -> str:
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     try:
@@ -534,7 +608,9 @@ def _finalize_members(ctx: OperatorContext, body: Manifest, claims: Mapping[str,
     refusal = ctx.limits.refusal(spec)
     if refusal is not None and refusal.reason != REPLICAS_ABOVE_LIMIT:
         return f"left as it is: {refusal.message}"
-    winner = _winner(spec, previous_cluster_id(body), claims)
+    if tenancy is not None and not tenancy.allows_group(spec.namespace, spec.group_id):
+        return f"namespace {spec.namespace} may not claim group {spec.group_id}: left as it is"
+    winner = _winner(spec, previous_cluster_id(body), claims, tenancy)
     if winner is not None:
         return f"group {spec.group_id} belongs to {winner.ref}: left as it is"
     api = ctx.api

@@ -31,6 +31,7 @@ from typing import Any
 
 from aiohttp import web
 
+from staticfleet.broker.security.tls import ReloadingContext, TlsSettings
 from staticfleet.ui.sources import FleetSource
 from staticfleet.ui.views import fleet_detail, fleet_summary
 
@@ -427,10 +428,18 @@ class DashboardThread:
     """The dashboard in its own thread and event loop, so that it neither waits on nor delays kopf's."""
 
     def __init__(
-        self, make_source: Callable[[], FleetSource], host: str, port: int, token: str | None = None
+        self,
+        make_source: Callable[[], FleetSource],
+        host: str,
+        port: int,
+        token: str | None = None,
+        tls: TlsSettings | None = None,
     ) -> None:
         self._make_source = make_source
         self.host, self.port, self.token = host, port, token
+        # HTTPS with a certificate re-read when its files change (a renewed Secret applies to new
+        # connections without a restart).
+        self._tls = ReloadingContext(tls, interval=30.0) if tls is not None else None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._ready = threading.Event()
@@ -440,7 +449,8 @@ class DashboardThread:
     @property
     def url(self) -> str:
         shown = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
-        return f"http://{shown if ':' not in shown else f'[{shown}]'}:{self.port}/"
+        scheme = "https" if self._tls is not None else "http"
+        return f"{scheme}://{shown if ':' not in shown else f'[{shown}]'}:{self.port}/"
 
     def start(self, timeout_s: float = 15.0) -> None:
         self._thread.start()
@@ -463,7 +473,11 @@ class DashboardThread:
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await runner.setup()
         try:
-            site = web.TCPSite(runner, self.host, self.port)
+            context = None
+            if self._tls is not None:
+                context = self._tls.context()
+                context.sni_callback = self._tls.sni_callback
+            site = web.TCPSite(runner, self.host, self.port, ssl_context=context)
             await site.start()
             sockets = getattr(site._server, "sockets", None) or []
             if sockets:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import threading
 import time
 import urllib.parse
@@ -93,6 +94,7 @@ class LiveSource:
         connect: Callable[[GroupSpec], KafkaConnection] | None = None,
         refusal: Callable[[GroupSpec], str | None] | None = None,
         api_token: Callable[[GroupSpec], str | None] | None = None,
+        api_ca: Callable[[GroupSpec], str | None] | None = None,
         admin_timeout_s: float = 5.0,
         tracker: AssignmentTracker | None = None,
     ) -> None:
@@ -102,6 +104,7 @@ class LiveSource:
         self.connect = connect or _plain_connection
         self.refusal = refusal or (lambda spec: None)
         self.api_token = api_token or (lambda spec: None)
+        self.api_ca = api_ca or (lambda spec: None)
         self.admin_timeout_s = admin_timeout_s
         self.tracker = tracker or AssignmentTracker()
         self._admins: dict[KafkaConnection, GroupAdmin] = {}
@@ -187,14 +190,15 @@ class LiveSource:
     # -- the coordinator's HTTP API --------------------------------------------------------------------------
 
     async def _coordinator(
-        self, base: str, group_id: str, token: str | None = None
+        self, base: str, group_id: str, token: str | None = None, cafile: str | None = None
     ) -> tuple[CoordinatorView | None, str | None]:
         if self._http is None:
             self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=COORDINATOR_API_TIMEOUT_S))
         url = f"{base.rstrip('/')}/api/groups/{urllib.parse.quote(group_id, safe='')}"
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        trust = ssl.create_default_context(cafile=cafile) if cafile else True
         try:
-            async with self._http.get(url, headers=headers) as response:
+            async with self._http.get(url, headers=headers, ssl=trust) as response:
                 if response.status == 404:
                     return None, None
                 if response.status != 200:
@@ -219,7 +223,7 @@ class LiveSource:
             return FleetInputs(body=body, now_ms=now_ms, group_error=refused)
         kafka = asyncio.to_thread(self._kafka, spec)
         coordinator = (
-            self._coordinator(spec.coordinator_api, spec.group_id, self.api_token(spec))
+            self._coordinator(spec.coordinator_api, spec.group_id, self.api_token(spec), self.api_ca(spec))
             if spec.coordinator_api
             else _none_pair()
         )
