@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -103,7 +104,19 @@ def consumer_config() -> dict[str, Any]:
         if os.environ.get(env):
             value = os.environ[env]
             config[key] = int(value) if key.endswith(".ms") else value
+    if "sasl.username" not in config and os.environ.get("KAFKA_SASL_JAAS_CONFIG"):
+        config.update(jaas_login(os.environ["KAFKA_SASL_JAAS_CONFIG"]))
     return config
+
+
+def jaas_login(jaas: str) -> dict[str, str]:
+    """sasl.username (and sasl.password, unless given) from a Kafka JAAS line, as a Strimzi KafkaUser's
+    Secret holds it: librdkafka takes no sasl.jaas.config."""
+    found = dict(re.findall(r'(username|password)\s*=\s*"((?:\\.|[^"\\])*)"', jaas))
+    login = {"sasl.username": found.get("username", "")}
+    if not os.environ.get("KAFKA_SASL_PASSWORD") and "password" in found:
+        login["sasl.password"] = found["password"]
+    return login
 
 
 class PartitionState:

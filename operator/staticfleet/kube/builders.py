@@ -16,7 +16,15 @@ from typing import Any, cast
 import kopf
 
 from staticfleet.kube.access import CA_KEY, PASSWORD_KEY, USERNAME_KEY, FleetAccess
-from staticfleet.kube.spec import API_VERSION, KIND, GroupSpec, Manifest
+from staticfleet.kube.spec import (
+    API_VERSION,
+    DEFAULT_USERNAME_KEY,
+    JAAS_CONFIG_KEY,
+    KIND,
+    GroupSpec,
+    Manifest,
+    SaslSpec,
+)
 
 NAME_LABEL = "app.kubernetes.io/name"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
@@ -47,6 +55,7 @@ SECURITY_PROTOCOL_ENV = "KAFKA_SECURITY_PROTOCOL"
 SASL_MECHANISM_ENV = "KAFKA_SASL_MECHANISM"
 SASL_USERNAME_ENV = "KAFKA_SASL_USERNAME"
 SASL_PASSWORD_ENV = "KAFKA_SASL_PASSWORD"
+SASL_JAAS_CONFIG_ENV = "KAFKA_SASL_JAAS_CONFIG"
 SSL_CA_ENV = "KAFKA_SSL_CA_LOCATION"
 SSL_CERT_ENV = "KAFKA_SSL_CERTIFICATE_LOCATION"
 SSL_KEY_ENV = "KAFKA_SSL_KEY_LOCATION"
@@ -130,14 +139,33 @@ def consumer_env(
     if spec.sasl is not None:
         sasl = spec.sasl
         env.append({"name": SASL_MECHANISM_ENV, "value": sasl.mechanism})
-        for name, key in ((SASL_USERNAME_ENV, sasl.username_key), (SASL_PASSWORD_ENV, sasl.password_key)):
-            env.append({"name": name, "valueFrom": {"secretKeyRef": {"name": sasl.secret_name, "key": key}}})
+        env += _sasl_secret_env(sasl)
     if spec.tls is not None:
         tls = spec.tls
         env.append({"name": SSL_CA_ENV, "value": f"{TLS_MOUNT_PATH}/{tls.ca_key}"})
         if tls.cert_key and tls.key_key:
             env.append({"name": SSL_CERT_ENV, "value": f"{TLS_MOUNT_PATH}/{tls.cert_key}"})
             env.append({"name": SSL_KEY_ENV, "value": f"{TLS_MOUNT_PATH}/{tls.key_key}"})
+    return env
+
+
+def _sasl_secret_env(sasl: SaslSpec) -> list[Manifest]:
+    """The user name and password from the resource's kafka.sasl Secret. A Strimzi KafkaUser's Secret
+    has no `username` key but a `sasl.jaas.config` (which Java clients take as it is): with the default
+    usernameKey both are optional, and a consumer reads the name from KAFKA_SASL_JAAS_CONFIG when
+    KAFKA_SASL_USERNAME is unset. A Secret with neither is reported on the resource (secrets.py)."""
+
+    def ref(key: str, optional: bool = False) -> Manifest:
+        found: Manifest = {"name": sasl.secret_name, "key": key}
+        return {"secretKeyRef": {**found, "optional": True}} if optional else {"secretKeyRef": found}
+
+    default_key = sasl.username_key == DEFAULT_USERNAME_KEY
+    env: list[Manifest] = [
+        {"name": SASL_USERNAME_ENV, "valueFrom": ref(sasl.username_key, optional=default_key)},
+        {"name": SASL_PASSWORD_ENV, "valueFrom": ref(sasl.password_key)},
+    ]
+    if default_key:
+        env.append({"name": SASL_JAAS_CONFIG_ENV, "valueFrom": ref(JAAS_CONFIG_KEY, optional=True)})
     return env
 
 

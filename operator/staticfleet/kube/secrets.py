@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from staticfleet.admin import KafkaConnection
+from staticfleet.admin.client_properties import ClientPropertiesError, jaas_credentials
 from staticfleet.kube.kubeapi import KubeApi
-from staticfleet.kube.spec import GroupSpec, SpecError
+from staticfleet.kube.spec import JAAS_CONFIG_KEY, GroupSpec, SaslSpec, SpecError
 
 COMPONENT = "staticfleet-operator"
 
@@ -79,6 +80,30 @@ def _key(namespace: str, secret: str, data: dict[str, bytes], key: str) -> bytes
     return data[key]
 
 
+def sasl_username(namespace: str, sasl: SaslSpec, data: Mapping[str, bytes]) -> str:
+    """The user name from the Secret's username key, or, when it has none, from its `sasl.jaas.config`
+    (a Strimzi KafkaUser's Secret holds `password` and `sasl.jaas.config`, no `username`)."""
+    if sasl.username_key in data:
+        return data[sasl.username_key].decode()
+    jaas = data.get(JAAS_CONFIG_KEY)
+    if jaas is not None:
+        try:
+            username, _ = jaas_credentials(jaas.decode())
+        except ClientPropertiesError as exc:
+            raise SpecError(f"Secret {namespace}/{sasl.secret_name} key {JAAS_CONFIG_KEY}: {exc}") from exc
+        if username:
+            return username
+        raise SpecError(
+            f"Secret {namespace}/{sasl.secret_name} has no key {sasl.username_key}, and its "
+            f"{JAAS_CONFIG_KEY} names no username"
+        )
+    raise SpecError(
+        f"Secret {namespace}/{sasl.secret_name} has neither the key {sasl.username_key} nor "
+        f"{JAAS_CONFIG_KEY} (a Strimzi KafkaUser's Secret): set kafka.sasl.usernameKey to the key that "
+        "holds the user name"
+    )
+
+
 def connection(
     api: KubeApi, files: SecretFiles, spec: GroupSpec, own: Mapping[str, object] | None = None
 ) -> KafkaConnection:
@@ -97,7 +122,7 @@ def connection(
         data = read_secret(api, namespace, sasl.secret_name)
         options.update(
             sasl_mechanism=sasl.mechanism,
-            sasl_username=_key(namespace, sasl.secret_name, data, sasl.username_key).decode(),
+            sasl_username=sasl_username(namespace, sasl, data),
             sasl_password=_key(namespace, sasl.secret_name, data, sasl.password_key).decode(),
         )
     if spec.tls is not None:

@@ -37,6 +37,10 @@ REMOVE_MEMBERS = "RemoveMembers"
 RETAIN = "Retain"
 PROVISIONED = "Provisioned"
 EXTERNAL = "External"
+DEFAULT_USERNAME_KEY = "username"
+DEFAULT_PASSWORD_KEY = "password"
+# The key of a Strimzi KafkaUser's Secret that holds the JAAS line (its user name and password).
+JAAS_CONFIG_KEY = "sasl.jaas.config"
 
 Manifest = dict[str, Any]
 
@@ -63,8 +67,8 @@ class TlsSpec:
 class SaslSpec:
     mechanism: str
     secret_name: str
-    username_key: str = "username"
-    password_key: str = "password"
+    username_key: str = DEFAULT_USERNAME_KEY
+    password_key: str = DEFAULT_PASSWORD_KEY
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,8 +257,8 @@ def parse_group(body: Mapping[str, Any], defaults: OperatorDefaults | None = Non
         SaslSpec(
             mechanism=str(sasl_spec.get("mechanism", "SCRAM-SHA-512")),
             secret_name=str(sasl_spec["secretName"]),
-            username_key=str(sasl_spec.get("usernameKey", "username")),
-            password_key=str(sasl_spec.get("passwordKey", "password")),
+            username_key=str(sasl_spec.get("usernameKey", DEFAULT_USERNAME_KEY)),
+            password_key=str(sasl_spec.get("passwordKey", DEFAULT_PASSWORD_KEY)),
         )
         if sasl_spec
         else None
