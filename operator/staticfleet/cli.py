@@ -19,12 +19,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"staticfleet {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    from staticfleet.commands import analyze, coordinator, group, members, operator, simulate
+    from staticfleet.commands import (
+        analyze,
+        coordinator,
+        group,
+        members,
+        operator,
+        operator_acls,
+        simulate,
+    )
 
     coordinator.register(subparsers)
     operator.register(subparsers)
     members.register(subparsers)
     group.register(subparsers)
+    operator_acls.register(subparsers)
     analyze.register(subparsers)
     simulate.register(subparsers)
     return parser

@@ -123,6 +123,34 @@ def fleet_acls(spec: GroupSpec, principal: str) -> frozenset[AclBinding]:
     return frozenset(acls)
 
 
+# What the operator itself does on a secured cluster, and the ACL each needs (Kafka's StandardAuthorizer):
+#   DescribeGroups, FindCoordinator, OffsetFetch       DESCRIBE on the group (implied by READ)
+#   LeaveGroup by instance id (scale-down, deletion)   READ on the group
+#   JoinGroup without member id, LeaveGroup (a held    READ on the group
+#     join phase, where pre-registration is refused)
+#   IncrementalAlterConfigs on GROUP (pre-register)    ALTER_CONFIGS on the group
+#   Metadata for the fleet's topics, ListOffsets       DESCRIBE on the topics (missing topics, lag)
+#   DescribeUserScramCredentials, DescribeAcls         DESCRIBE on the cluster (implied by ALTER)
+#   AlterUserScramCredentials, CreateAcls, DeleteAcls  ALTER on the cluster (fleet users and their ACLs)
+#   Metadata without topics (the cluster id)           nothing
+# Groups and topics are every name (`*`): which of them a fleet may claim is the tenancy policies' to
+# say (tenancy.py), and they change while the operator runs. ALTER on the cluster lets its holder grant
+# itself any ACL, so nothing narrower on groups and topics would hold it to less.
+OPERATOR_ACLS = (
+    ("CLUSTER", CLUSTER_RESOURCE, "ALTER"),
+    ("CLUSTER", CLUSTER_RESOURCE, "DESCRIBE"),
+    ("GROUP", "*", "READ"),
+    ("GROUP", "*", "DESCRIBE"),
+    ("GROUP", "*", "ALTER_CONFIGS"),
+    ("TOPIC", "*", "DESCRIBE"),
+)
+
+
+def operator_acls(principal: str) -> frozenset[AclBinding]:
+    """Exactly the ACLs the operator's own principal needs (OPERATOR_ACLS), granted at install."""
+    return frozenset(AclBinding(kind, name, principal, op) for kind, name, op in OPERATOR_ACLS)
+
+
 def new_password() -> str:
     return base64.urlsafe_b64encode(os.urandom(PASSWORD_BYTES)).decode().rstrip("=")
 

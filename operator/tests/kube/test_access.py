@@ -7,21 +7,24 @@ import base64
 import copy
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from staticfleet.admin import AclBinding, KafkaErrorResponse
-from staticfleet.kube import builders
+from staticfleet.kube import builders, secrets
 from staticfleet.kube.access import (
     AccessObservation,
     FleetSecurity,
     OperatorKafka,
     fleet_access,
     fleet_acls,
+    operator_acls,
     plan_access,
     secret_data,
 )
+from staticfleet.kube.claims import Claim
+from staticfleet.kube.kubeapi import KubeApi
 from staticfleet.kube.reconcile import finalize, reconcile
 from staticfleet.kube.spec import SpecError
 from staticfleet.kube.steps import (
@@ -31,6 +34,7 @@ from staticfleet.kube.steps import (
     SetFleetCredential,
     plan_actions,
 )
+from staticfleet.kube.tenancy import NamePattern, NamespaceSelector, Tenancy, TenancyPolicy
 
 from .fixtures import group_spec, resource
 from .test_reconcile import Context, FakeAdmin, FakeKube, context
@@ -329,3 +333,161 @@ def test_opting_out_later_removes_the_former_user_and_keeps_its_name_until_then(
 
 def test_an_observation_never_shows_the_password() -> None:
     assert "known-password" not in repr(access_seen())
+
+
+# -- tenancy: what a namespace may claim ---------------------------------------------------------------------
+
+ALLOWED = Tenancy.of(
+    [
+        TenancyPolicy(
+            "shop-topics",
+            NamespaceSelector((("kubernetes.io/metadata.name", "shop"),)),
+            (NamePattern("orders"), NamePattern("refunds")),
+        )
+    ],
+    {},
+)
+NARROWED = Tenancy.of([], {})  # the policy deleted: shop keeps only names that start with "shop."
+
+
+def test_a_fleet_outside_its_tenancy_gets_a_condition_no_user_no_acl_and_no_children(tmp_path: Path) -> None:
+    kube, admin, ctx = secured(tmp_path)
+    reconcile(ctx, "shop", "orders", {}, NARROWED)
+    reconcile(ctx, "shop", "orders", {}, NARROWED)
+    degraded = {c["type"]: c for c in kube.group["status"]["conditions"]}["Degraded"]
+    assert (degraded["status"], degraded["reason"]) == ("True", "TenancyDenied")
+    assert "topic orders, topic refunds" in degraded["message"]
+    assert admin.credentials == {} and admin.acls == set() and "upsert" not in admin.calls
+    assert kube.secrets == {} and "StatefulSet" not in kube.objects
+    assert "kafkaUser" not in kube.group["status"]
+    assert [e["reason"] for e in kube.events] == ["TenancyDenied"], "said once, not every pass"
+
+
+def test_a_narrowed_policy_removes_the_user_and_its_acls_in_the_pass_that_reports_it(tmp_path: Path) -> None:
+    kube, admin, ctx = secured(tmp_path)
+    reconcile(ctx, "shop", "orders", {}, ALLOWED)
+    assert USER in admin.credentials and admin.acls == fleet_acls(group_spec(), PRINCIPAL)
+    statefulset = copy.deepcopy(kube.objects["StatefulSet"])
+    reconcile(ctx, "shop", "orders", {}, NARROWED)
+    assert admin.credentials == {} and admin.acls == set()
+    assert {c["type"]: c for c in kube.group["status"]["conditions"]}["Degraded"]["reason"] == "TenancyDenied"
+    assert "kafkaUser" not in kube.group["status"]
+    assert [e["reason"] for e in kube.events][-2:] == ["AccessRevoked", "TenancyDenied"]
+    assert kube.objects["StatefulSet"] == statefulset, "the children are left as they are"
+    reconcile(ctx, "shop", "orders", {}, ALLOWED)  # widened again: provisioned again, same password
+    assert USER in admin.credentials and admin.acls == fleet_acls(group_spec(), PRINCIPAL)
+    password = base64.b64decode(kube.secrets["orders-kafka-user"]["data"]["password"]).decode()
+    assert admin.credentials[USER] == password
+
+
+def test_a_removal_that_fails_is_in_the_condition_and_tried_again_on_the_next_pass(tmp_path: Path) -> None:
+    kube, admin, ctx = secured(tmp_path)
+    reconcile(ctx, "shop", "orders", {}, ALLOWED)
+    admin.refuse_delete = True
+    reconcile(ctx, "shop", "orders", {}, NARROWED)
+    degraded = {c["type"]: c for c in kube.group["status"]["conditions"]}["Degraded"]
+    assert degraded["reason"] == "TenancyDenied" and f"Removing user {USER}" in degraded["message"]
+    assert kube.group["status"]["kafkaUser"]["name"] == USER, "kept while the user is still there"
+    admin.refuse_delete = False
+    reconcile(ctx, "shop", "orders", {}, NARROWED)
+    assert admin.credentials == {} and "kafkaUser" not in kube.group["status"]
+
+
+def test_a_claim_from_a_namespace_that_may_not_claim_the_group_counts_for_nothing(tmp_path: Path) -> None:
+    kube, _, ctx = secured(tmp_path)
+    squatter = Claim("2026-11-01T00:00:00Z", "blog", "squat", None, "kafka:9092")
+    me = Claim("2026-11-22T10:00:00Z", "shop", "orders", None, "kafka:9092")
+    reconcile(ctx, "shop", "orders", {"shop.orders": [squatter, me]}, ALLOWED)
+    assert {c["type"]: c for c in kube.group["status"]["conditions"]}["Degraded"]["status"] == "False"
+    assert "StatefulSet" in kube.objects
+    reconcile(ctx, "shop", "orders", {"shop.orders": [squatter, me]}, None)
+    degraded = {c["type"]: c for c in kube.group["status"]["conditions"]}["Degraded"]
+    assert degraded["reason"] == "GroupIdConflict", "without tenancy the older claim wins"
+
+
+def test_deleting_a_fleet_outside_its_tenancy_leaves_the_group_alone_and_removes_its_user(
+    tmp_path: Path,
+) -> None:
+    kube, admin, ctx = secured(tmp_path)
+    reconcile(ctx, "shop", "orders", {}, ALLOWED)
+    admin.members = {"orders-0"}
+    kube.group["spec"]["groupId"] = "blog.comments"
+    message = finalize(ctx, kube.group, {}, NARROWED)
+    assert "may not claim group blog.comments: left as it is" in message
+    assert admin.removals == [] and admin.members == {"orders-0"}
+    assert admin.credentials == {} and admin.acls == set()
+
+
+# -- Strimzi KafkaUser Secrets as kafka.sasl -----------------------------------------------------------------
+
+STRIMZI_JAAS = (
+    'org.apache.kafka.common.security.scram.ScramLoginModule required username="my-user" password="pw";'
+)
+
+
+def strimzi_secret(**data: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "my-user"},
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
+    }
+
+
+def test_a_strimzi_kafka_user_secret_gives_the_user_name_of_its_jaas_config(tmp_path: Path) -> None:
+    kube = SecretKube(resource())
+    kube.secrets["my-user"] = strimzi_secret(password="pw", **{"sasl.jaas.config": STRIMZI_JAAS})
+    spec = group_spec(kafka={"bootstrapServers": "kafka:9092", "sasl": {"secretName": "my-user"}})
+    connection = secrets.connection(cast(KubeApi, kube), secrets.SecretFiles(tmp_path), spec)
+    assert (connection.sasl_username, connection.sasl_password) == ("my-user", "pw")
+    assert connection.sasl_mechanism == "SCRAM-SHA-512"
+
+
+def test_a_username_key_wins_over_the_jaas_config_and_a_secret_with_neither_is_refused(
+    tmp_path: Path,
+) -> None:
+    kube = SecretKube(resource())
+    kube.secrets["my-user"] = strimzi_secret(
+        username="other", password="pw", **{"sasl.jaas.config": STRIMZI_JAAS}
+    )
+    spec = group_spec(kafka={"bootstrapServers": "kafka:9092", "sasl": {"secretName": "my-user"}})
+    files = secrets.SecretFiles(tmp_path)
+    assert secrets.connection(cast(KubeApi, kube), files, spec).sasl_username == "other"
+    kube.secrets["my-user"] = strimzi_secret(password="pw")
+    with pytest.raises(SpecError, match=r"neither the key username nor sasl\.jaas\.config"):
+        secrets.connection(cast(KubeApi, kube), files, spec)
+
+
+def test_pods_of_a_kafka_sasl_fleet_get_the_user_name_or_the_jaas_config_whichever_the_secret_has() -> None:
+    spec = group_spec(kafka={"bootstrapServers": "kafka:9092", "sasl": {"secretName": "my-user"}})
+    env = {e["name"]: e for e in builders.consumer_env(spec, "kafka:9092")}
+    assert env["KAFKA_SASL_USERNAME"]["valueFrom"]["secretKeyRef"] == {
+        "name": "my-user",
+        "key": "username",
+        "optional": True,
+    }
+    assert env["KAFKA_SASL_JAAS_CONFIG"]["valueFrom"]["secretKeyRef"]["key"] == "sasl.jaas.config"
+    assert "optional" not in env["KAFKA_SASL_PASSWORD"]["valueFrom"]["secretKeyRef"]
+    named = group_spec(
+        kafka={"bootstrapServers": "k:9092", "sasl": {"secretName": "s", "usernameKey": "user"}}
+    )
+    env = {e["name"]: e for e in builders.consumer_env(named, "k:9092")}
+    assert env["KAFKA_SASL_USERNAME"]["valueFrom"]["secretKeyRef"] == {"name": "s", "key": "user"}
+    assert "KAFKA_SASL_JAAS_CONFIG" not in env, "a key the resource names must be there"
+
+
+# -- the operator's own principal ----------------------------------------------------------------------------
+
+
+def test_the_operator_may_read_groups_alter_their_configs_describe_topics_and_alter_the_cluster() -> None:
+    granted = {(b.resource_type, b.name, b.operation) for b in operator_acls("User:op")}
+    assert granted == {
+        ("CLUSTER", "kafka-cluster", "ALTER"),
+        ("CLUSTER", "kafka-cluster", "DESCRIBE"),
+        ("GROUP", "*", "READ"),
+        ("GROUP", "*", "DESCRIBE"),
+        ("GROUP", "*", "ALTER_CONFIGS"),
+        ("TOPIC", "*", "DESCRIBE"),
+    }
+    assert all(
+        (b.pattern, b.host, b.permission, b.principal) == ("LITERAL", "*", "ALLOW", "User:op")
+        for b in operator_acls("User:op")
+    )
