@@ -57,8 +57,18 @@ class Helm:
         return done
 
     def template(
-        self, values: Mapping[str, Any] | None = None, *, release: str = "sf", namespace: str = "staticfleet"
+        self,
+        values: Mapping[str, Any] | None = None,
+        *,
+        release: str = "sf",
+        namespace: str = "staticfleet",
+        api_versions: Sequence[str] = (),
+        chart: Path = CHART,
     ) -> list[dict[str, Any]]:
-        """The chart's rendered manifests (without the CRD), parsed."""
-        done = self.run("template", release, str(CHART), "--namespace", namespace, *set_flags(values or {}))
+        """The chart's rendered manifests (without the CRD), parsed; `api_versions` are APIs the rendering
+        takes as served (helm's --api-versions, e.g. cert-manager.io/v1/Certificate)."""
+        done = self.run(
+            "template", release, str(chart), "--namespace", namespace,
+            *(f"--api-versions={v}" for v in api_versions), *set_flags(values or {}),
+        )  # fmt: skip
         return [doc for doc in yaml.safe_load_all(done.stdout) if doc]

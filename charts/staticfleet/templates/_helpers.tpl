@@ -74,9 +74,101 @@ under the headless Service. */}}
 
 {{- define "staticfleet.coordinatorApi" -}}
 {{- if .Values.coordinator.enabled -}}
-{{- printf "http://%s:%d" (include "staticfleet.coordinatorHost" .) (int .Values.coordinator.ports.http) -}}
+{{- $scheme := ternary "https" "http" (eq (include "staticfleet.coordinatorSecured" .) "true") -}}
+{{- printf "%s://%s:%d" $scheme (include "staticfleet.coordinatorHost" .) (int .Values.coordinator.ports.http) -}}
 {{- end -}}
 {{- end -}}
+
+{{/* Security: what is on, and where each secret comes from (given, or made at install). */}}
+{{- define "staticfleet.coordinatorSecured" -}}
+{{- and .Values.coordinator.enabled .Values.coordinator.security.enabled -}}
+{{- end -}}
+
+{{- define "staticfleet.dashboardSecured" -}}
+{{- and .Values.dashboard.enabled .Values.dashboard.secure -}}
+{{- end -}}
+
+{{/* Certificates made at install come from cert-manager when asked, or when its API is served (auto). */}}
+{{- define "staticfleet.certManager" -}}
+{{- $source := .Values.coordinator.security.certificates.source -}}
+{{- or (eq $source "certManager") (and (eq $source "auto") (.Capabilities.APIVersions.Has "cert-manager.io/v1/Certificate")) -}}
+{{- end -}}
+
+{{- define "staticfleet.coordinatorTlsSecret" -}}
+{{- default (printf "%s-coordinator-tls" (include "staticfleet.fullname" .)) .Values.coordinator.security.tlsSecret -}}
+{{- end -}}
+
+{{- define "staticfleet.dashboardTlsSecret" -}}
+{{- default (printf "%s-dashboard-tls" (include "staticfleet.fullname" .)) .Values.dashboard.tlsSecret -}}
+{{- end -}}
+
+{{- define "staticfleet.dashboardTokenSecret" -}}
+{{- if eq (include "staticfleet.dashboardSecured" .) "true" -}}
+{{- default (printf "%s-dashboard-token" (include "staticfleet.fullname" .)) .Values.dashboard.tokenSecret -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "staticfleet.httpTokenSecret" -}}
+{{- if eq (include "staticfleet.coordinatorSecured" .) "true" -}}
+{{- default (printf "%s-coordinator-http-token" (include "staticfleet.fullname" .)) .Values.coordinator.httpTokenSecret -}}
+{{- else if .Values.coordinator.enabled -}}
+{{- .Values.coordinator.httpTokenSecret -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The users file, the operator's login and the admin's login are made at install unless usersSecret is
+given. */}}
+{{- define "staticfleet.generatedUsers" -}}
+{{- and (eq (include "staticfleet.coordinatorSecured" .) "true") (not .Values.coordinator.security.usersSecret) -}}
+{{- end -}}
+
+{{- define "staticfleet.usersSecret" -}}
+{{- default (printf "%s-coordinator-users" (include "staticfleet.fullname" .)) .Values.coordinator.security.usersSecret -}}
+{{- end -}}
+
+{{- define "staticfleet.operatorKafkaSecret" -}}
+{{- if .Values.operator.kafka.configSecret -}}
+{{- .Values.operator.kafka.configSecret -}}
+{{- else if eq (include "staticfleet.generatedUsers" .) "true" -}}
+{{- printf "%s-operator-kafka" (include "staticfleet.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "staticfleet.adminSecret" -}}
+{{- if eq (include "staticfleet.generatedUsers" .) "true" -}}
+{{- printf "%s-kafka-admin" (include "staticfleet.fullname" .) -}}
+{{- else if eq (include "staticfleet.coordinatorSecured" .) "true" -}}
+{{- .Values.coordinator.security.adminConfigSecret -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Where the operator finds the CA of the coordinator's certificate: the coordinator's own Secret's
+ca.crt when the install made the logins, else the ca.crt of operator.kafka.configSecret. */}}
+{{- define "staticfleet.operatorCaFile" -}}
+{{- if eq (include "staticfleet.generatedUsers" .) "true" -}}
+/etc/staticfleet/kafka-ca/ca.crt
+{{- else -}}
+/etc/staticfleet/kafka/ca.crt
+{{- end -}}
+{{- end -}}
+
+{{/* The SCRAM mechanism of the logins made at install (a fleet's own user is a SCRAM user too). */}}
+{{- define "staticfleet.scramMechanism" -}}
+{{- $mechanisms := .Values.coordinator.security.saslMechanisms -}}
+{{- ternary "SCRAM-SHA-512" "SCRAM-SHA-256" (has "SCRAM-SHA-512" $mechanisms) -}}
+{{- end -}}
+
+{{/* A Kafka client properties file for the embedded coordinator; dict: root, user, password. */}}
+{{- define "staticfleet.clientProperties" -}}
+{{- $sec := .root.Values.coordinator.security -}}
+security.protocol={{ $sec.protocol }}
+sasl.mechanism={{ include "staticfleet.scramMechanism" .root }}
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="{{ .user }}" password="{{ .password }}";
+{{- if eq $sec.protocol "SASL_SSL" }}
+ssl.truststore.type=PEM
+ssl.truststore.location=/etc/staticfleet/kafka-ca/ca.crt
+{{- end }}
+{{ end -}}
 
 {{/* A URL host: IPv6 addresses in brackets. */}}
 {{- define "staticfleet.urlHost" -}}
@@ -90,22 +182,27 @@ under the headless Service. */}}
 {{- if $sec.operatorSuperUser -}}
 {{- $users = append $users (printf "User:%s" .Values.operator.kafka.user) -}}
 {{- end -}}
+{{- if eq (include "staticfleet.generatedUsers" .) "true" -}}
+{{- $users = append $users (printf "User:%s" $sec.adminUser) -}}
+{{- end -}}
 {{- join ";" (uniq $users) -}}
 {{- end -}}
 
-{{/* A secured coordinator needs its users file, its certificate for SASL_SSL, and an operator that can
-log in. */}}
+{{/* Settings that cannot work together fail the install with what to set. */}}
 {{- define "staticfleet.checkSecurity" -}}
 {{- $sec := .Values.coordinator.security -}}
 {{- if and .Values.coordinator.enabled $sec.enabled -}}
-{{- if not $sec.usersSecret -}}
-{{- fail "coordinator.security.enabled needs coordinator.security.usersSecret: a Secret whose key `users` lists the bootstrap users (at least the operator's)" -}}
+{{- if and $sec.usersSecret (not .Values.operator.kafka.configSecret) -}}
+{{- fail "coordinator.security.usersSecret needs operator.kafka.configSecret: the operator's own Kafka login (a Secret with client.properties) for a user of that file; or leave both empty to have them made at install" -}}
 {{- end -}}
-{{- if and (eq $sec.protocol "SASL_SSL") (not $sec.tlsSecret) -}}
-{{- fail "coordinator.security.protocol SASL_SSL needs coordinator.security.tlsSecret: a kubernetes.io/tls Secret with the coordinator's certificate" -}}
+{{- if and .Values.operator.kafka.configSecret (not $sec.usersSecret) -}}
+{{- fail "operator.kafka.configSecret needs coordinator.security.usersSecret naming its user; or leave both empty to have them made at install" -}}
 {{- end -}}
-{{- if not .Values.operator.kafka.configSecret -}}
-{{- fail "coordinator.security.enabled needs operator.kafka.configSecret: the operator's own Kafka login (a Secret with client.properties)" -}}
+{{- if not (or (has "SCRAM-SHA-512" $sec.saslMechanisms) (has "SCRAM-SHA-256" $sec.saslMechanisms)) -}}
+{{- fail "coordinator.security.saslMechanisms needs SCRAM-SHA-512 or SCRAM-SHA-256: the operator gives each fleet its own SCRAM user" -}}
 {{- end -}}
+{{- end -}}
+{{- if and .Values.rbac.create .Values.rbac.aggregateToDefaultRoles .Values.rbac.editorsManageFleets (not .Values.tenancy.enforced) -}}
+{{- fail "tenancy.enforced=false with rbac.editorsManageFleets: anyone who may edit a namespace could then obtain READ on every topic through a StaticConsumerGroup. Set rbac.editorsManageFleets=false too (and grant fleet rights yourself), or keep tenancy enforced" -}}
 {{- end -}}
 {{- end -}}

@@ -1,6 +1,7 @@
 """The chart as rendered by `helm template` and judged by `helm lint --strict`, without a cluster:
 least-privilege RBAC, security contexts, probes, the operator's defaults, external-Kafka mode, and a
-values schema that rejects typos and wrong types."""
+values schema that rejects typos and wrong types. What the secured default makes and runs is in
+test_chart_security.py."""
 
 from __future__ import annotations
 
@@ -33,6 +34,21 @@ NO_DASHBOARD_RULES: Rules = {
     ("", "events"): {"create"},
 }
 DISCOVERY_RULES: Rules = {("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"}}
+# Tenancy (the default): the policies, and the namespaces' labels they select by, watched cluster-wide.
+TENANCY_RULES: Rules = {
+    ("", "namespaces"): {"list", "watch"},
+    ("staticfleet.io", "staticfleettenancypolicies"): {"list", "watch"},
+}
+# With the secured coordinator (the default) the operator provisions each fleet's user in a Secret.
+FLEET_SECRETS: Rules = {("", "secrets"): {"get", "create", "patch"}}
+# Everything security-related off, explicitly.
+OPEN = {
+    "coordinator.security.enabled": False,
+    "dashboard.secure": False,
+    "networkPolicy.enabled": False,
+    "tenancy.enforced": False,
+    "rbac.editorsManageFleets": False,
+}
 EXTERNAL = {
     "coordinator.enabled": False,
     "externalKafka.bootstrapServers": "kafka-0.kafka:9093,kafka-1.kafka:9093",
@@ -59,8 +75,10 @@ def rules(role: Manifest) -> Rules:
 
 
 def container(workload: Manifest) -> Manifest:
-    (found,) = workload["spec"]["template"]["spec"]["containers"]
-    return dict(found)
+    """The workload's own container (the coordinator's pod also runs operator-acls beside it)."""
+    found = workload["spec"]["template"]["spec"]["containers"]
+    assert found[0]["name"] in ("operator", "coordinator"), found[0]["name"]
+    return dict(found[0])
 
 
 def flag(args: list[str], name: str) -> str | None:
@@ -88,8 +106,14 @@ def test_the_chart_installs_the_repository_crd_byte_for_byte() -> None:
 
 def test_the_operator_cluster_role_grants_exactly_what_the_operator_does(helm: Helm) -> None:
     docs = helm.template()
-    assert rules(one(docs, "ClusterRole", "sf-staticfleet-operator")) == OPERATOR_RULES
-    assert rules(one(docs, "ClusterRole", "sf-staticfleet-operator-discovery")) == DISCOVERY_RULES
+    assert rules(one(docs, "ClusterRole", "sf-staticfleet-operator")) == {**OPERATOR_RULES, **FLEET_SECRETS}
+    assert rules(one(docs, "ClusterRole", "sf-staticfleet-operator-discovery")) == {
+        **DISCOVERY_RULES,
+        **TENANCY_RULES,
+    }
+    open_docs = helm.template(OPEN)
+    assert rules(one(open_docs, "ClusterRole", "sf-staticfleet-operator")) == OPERATOR_RULES
+    assert rules(one(open_docs, "ClusterRole", "sf-staticfleet-operator-discovery")) == DISCOVERY_RULES
     # Watching every namespace: bound cluster-wide, to the chart's service account only.
     for name in ("sf-staticfleet-operator", "sf-staticfleet-operator-discovery"):
         binding = one(docs, "ClusterRoleBinding", name)
@@ -125,25 +149,37 @@ def test_the_dashboard_is_a_service_on_the_operator_with_its_token_from_a_secret
     ]
     assert volume["secret"] == {"secretName": "dashboard-token", "items": [{"key": "token", "path": "token"}]}
 
-    local = helm.template({"bindAddress": "127.0.0.1"})
+    local = helm.template({"bindAddress": "127.0.0.1", "dashboard.secure": False})
     plain = container(one(local, "Deployment", "sf-staticfleet-operator"))
     assert flag(plain["args"], "ui") == "127.0.0.1:8000" and flag(plain["args"], "ui-token-file") is None
+    assert flag(plain["args"], "ui-tls-cert") is None
 
     off = helm.template({"dashboard.enabled": False})
     assert not find(off, "Service", "sf-staticfleet-dashboard")
     assert flag(container(one(off, "Deployment", "sf-staticfleet-operator"))["args"], "ui") is None
-    assert rules(one(off, "ClusterRole", "sf-staticfleet-operator")) == NO_DASHBOARD_RULES
+    assert rules(one(off, "ClusterRole", "sf-staticfleet-operator")) == {
+        **NO_DASHBOARD_RULES,
+        **FLEET_SECRETS,
+    }
 
 
 def test_no_role_uses_a_wildcard_and_none_touches_secrets_unless_asked(helm: Helm) -> None:
-    for values in ({}, EXTERNAL, {"operator.watchNamespaces": ["a", "b"]}):
+    """Secrets only for the fleets' own users, which the secured default provisions."""
+    for values in ({}, EXTERNAL, {"operator.watchNamespaces": ["a", "b"]}, OPEN):
         docs = helm.template(values)
         roles = find(docs, "ClusterRole") + find(docs, "Role")
+        provisions = values in ({}, {"operator.watchNamespaces": ["a", "b"]})
         for role in roles:
             for rule in role["rules"]:
                 for key in ("apiGroups", "resources", "verbs"):
                     assert "*" not in rule[key], (role["metadata"]["name"], rule)
-                assert "secrets" not in rule["resources"], (role["metadata"]["name"], rule)
+                if "secrets" in rule["resources"]:
+                    assert provisions and role["metadata"]["name"] == "sf-staticfleet-operator", rule
+                    assert rule == {
+                        "apiGroups": [""],
+                        "resources": ["secrets"],
+                        "verbs": ["get", "create", "patch"],
+                    }
                 assert "escalate" not in rule["verbs"] and "bind" not in rule["verbs"]
                 assert "impersonate" not in rule["verbs"]
 
@@ -154,8 +190,13 @@ def test_watched_namespaces_bind_the_operator_role_in_those_namespaces_only(helm
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["billing", "shop"]
     assert all(b["roleRef"]["name"] == "sf-staticfleet-operator" for b in bindings)
     assert not find(docs, "ClusterRoleBinding", "sf-staticfleet-operator")
-    # kopf follows which of the watched namespaces exist.
+    # kopf follows which of the watched namespaces exist (tenancy watches their labels anyway).
     assert rules(one(docs, "ClusterRole", "sf-staticfleet-operator-discovery")) == {
+        **DISCOVERY_RULES,
+        **TENANCY_RULES,
+    }
+    untenanted = helm.template({**OPEN, "operator.watchNamespaces": ["shop"]})
+    assert rules(one(untenanted, "ClusterRole", "sf-staticfleet-operator-discovery")) == {
         **DISCOVERY_RULES,
         ("", "namespaces"): {"list", "watch"},
     }
@@ -209,6 +250,15 @@ def test_user_roles_aggregate_into_view_edit_and_admin_with_the_scale_subresourc
         ("staticfleet.io", "staticconsumergroups/status"): {"get"},
     }
     assert rules(admin)[("staticfleet.io", "staticconsumergroups/status")] == {"get", "update", "patch"}
+    # Without rbac.editorsManageFleets (needed with tenancy off) edit and admin read and scale only.
+    readers = helm.template({"rbac.editorsManageFleets": False})
+    for name in ("sf-staticfleet-edit", "sf-staticfleet-admin"):
+        assert rules(one(readers, "ClusterRole", name))[("staticfleet.io", "staticconsumergroups")] == read
+        assert rules(one(readers, "ClusterRole", name))[("staticfleet.io", "staticconsumergroups/scale")] == {
+            "get",
+            "update",
+            "patch",
+        }
     assert not find(
         helm.template({"rbac.aggregateToDefaultRoles": False}), "ClusterRole", "sf-staticfleet-view"
     )
@@ -264,9 +314,12 @@ def test_probes_use_the_coordinator_health_endpoints_and_the_operator_liveness_p
     coordinator = container(one(docs, "StatefulSet", "sf-staticfleet-coordinator"))
     ports = {p["name"]: p["containerPort"] for p in coordinator["ports"]}
     assert ports == {"kafka": 9092, "http": 8080}
-    assert coordinator["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
-    assert coordinator["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    # The HTTP API is on HTTPS (the kubelet does not verify a probe's certificate).
+    assert coordinator["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http", "scheme": "HTTPS"}
+    assert coordinator["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http", "scheme": "HTTPS"}
     assert flag(coordinator["args"], "http") == "0.0.0.0:8080"
+    plain = container(one(helm.template(OPEN), "StatefulSet", "sf-staticfleet-coordinator"))
+    assert plain["readinessProbe"]["httpGet"]["scheme"] == "HTTP"
 
     operator = container(one(docs, "Deployment", "sf-staticfleet-operator"))
     ports = {p["name"]: p["containerPort"] for p in operator["ports"]}
@@ -331,14 +384,19 @@ def test_the_operator_defaults_to_the_embedded_coordinator_at_its_stable_pod_nam
     host = "sf-staticfleet-coordinator-0.sf-staticfleet-coordinator.kafka-apps.svc.cluster.local"
     args = container(one(docs, "Deployment", "sf-staticfleet-operator"))["args"]
     assert flag(args, "default-bootstrap-servers") == f"{host}:9092"
-    assert flag(args, "default-coordinator-api") == f"http://{host}:8080"
+    assert flag(args, "default-coordinator-api") == f"https://{host}:8080"
     coordinator = one(docs, "StatefulSet", "sf-staticfleet-coordinator")
     assert coordinator["spec"]["replicas"] == 1
     assert coordinator["spec"]["serviceName"] == "sf-staticfleet-coordinator"
     cargs = container(coordinator)["args"]
     assert container(coordinator)["command"] == ["staticfleet", "coordinator"]
-    assert flag(cargs, "listen") == "0.0.0.0:9092"
-    assert flag(cargs, "advertised-listener") == f"{host}:9092"
+    assert flag(cargs, "listener") == "SASL_SSL://0.0.0.0:9092"
+    assert flag(cargs, "advertised-listener") == f"SASL_SSL://{host}:9092"
+    plain = container(
+        one(helm.template(OPEN, namespace="kafka-apps"), "StatefulSet", "sf-staticfleet-coordinator")
+    )
+    assert flag(plain["args"], "listen") == "0.0.0.0:9092"
+    assert flag(plain["args"], "advertised-listener") == f"{host}:9092"
     assert flag(cargs, "data-dir") == "/data"
     assert flag(cargs, "group-max-session-timeout-ms") == "1800000"
     service = one(docs, "Service", "sf-staticfleet-coordinator")
@@ -359,14 +417,18 @@ def test_an_advertised_host_and_ports_reach_every_place_that_names_them(helm: He
         }
     )
     cargs = container(one(docs, "StatefulSet", "sf-staticfleet-coordinator"))["args"]
-    assert (flag(cargs, "listen"), flag(cargs, "advertised-listener"), flag(cargs, "http")) == (
-        "127.0.0.1:19092",
-        "127.0.0.1:19092",
+    assert (flag(cargs, "listener"), flag(cargs, "advertised-listener"), flag(cargs, "http")) == (
+        "SASL_SSL://127.0.0.1:19092",
+        "SASL_SSL://127.0.0.1:19092",
         "127.0.0.1:18080",
     )
+    sidecar = one(docs, "StatefulSet", "sf-staticfleet-coordinator")["spec"]["template"]["spec"][
+        "containers"
+    ][1]
+    assert flag(sidecar["args"], "bootstrap-server") == "127.0.0.1:19092"
     args = container(one(docs, "Deployment", "sf-staticfleet-operator"))["args"]
     assert flag(args, "default-bootstrap-servers") == "127.0.0.1:19092"
-    assert flag(args, "default-coordinator-api") == "http://127.0.0.1:18080"
+    assert flag(args, "default-coordinator-api") == "https://127.0.0.1:18080"
     assert flag(args, "liveness") == "http://127.0.0.1:18081/healthz"
     assert (flag(args, "metrics-host"), flag(args, "metrics-port")) == ("127.0.0.1", "19090")
 
@@ -435,12 +497,22 @@ def test_contradictory_values_fail_with_a_message_that_says_what_to_set(
 
 def test_an_ipv6_bind_address_renders_flags_the_programs_parse(helm: Helm) -> None:
     """`::` ends a flag with a colon: unquoted, YAML would read `--metrics-host=::` as a mapping."""
+    from staticfleet.broker.security.listeners import build_listeners
     from staticfleet.commands.coordinator import host_port
 
     docs = helm.template({"bindAddress": "::"})
     operator = container(one(docs, "Deployment", "sf-staticfleet-operator"))
     assert flag(operator["args"], "metrics-host") == "::"
-    coordinator = container(one(docs, "StatefulSet", "sf-staticfleet-coordinator"))
-    listen, http = flag(coordinator["args"], "listen"), flag(coordinator["args"], "http")
-    assert listen is not None and http is not None
-    assert host_port(listen) == ("::", 9092) and host_port(http)[0] == "::"
+    statefulset = one(docs, "StatefulSet", "sf-staticfleet-coordinator")
+    coordinator = container(statefulset)
+    listener, http = flag(coordinator["args"], "listener"), flag(coordinator["args"], "http")
+    assert listener is not None and http is not None
+    (parsed,) = build_listeners([listener], [], {})
+    assert (parsed.bind.host, parsed.bind.port) == ("::", 9092) and host_port(http)[0] == "::"
+    sidecar = statefulset["spec"]["template"]["spec"]["containers"][1]
+    assert host_port(str(flag(sidecar["args"], "bootstrap-server"))) == ("::1", 9092)
+    plain = container(
+        one(helm.template({**OPEN, "bindAddress": "::"}), "StatefulSet", "sf-staticfleet-coordinator")
+    )
+    listen = flag(plain["args"], "listen")
+    assert listen is not None and host_port(listen) == ("::", 9092)
