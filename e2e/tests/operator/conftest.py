@@ -29,7 +29,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def crd(cluster: Cluster) -> None:
     cluster.kubectl.run("apply", "-f", str(CRD_DIR))
     cluster.kubectl.run(
-        "wait", "--for=condition=Established", "crd/staticconsumergroups.staticfleet.io", "--timeout=60s"
+        "wait",
+        "--for=condition=Established",
+        "crd/staticconsumergroups.staticfleet.io",
+        "crd/staticfleettenancypolicies.staticfleet.io",
+        "--timeout=60s",
     )
 
 

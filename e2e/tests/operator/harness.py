@@ -147,6 +147,9 @@ class OperatorRunner:
     starts: int = 0
     metrics_port: int = field(default_factory=free_port)
     extra_args: tuple[str, ...] = ()
+    tenancy: str = "off"
+    """`--tenancy`: off for the tests of everything else, whose fleets' names follow no namespace;
+    `policies` (the operator's default) where tenancy is what is tested."""
 
     @property
     def log_path(self) -> Path:
@@ -164,7 +167,7 @@ class OperatorRunner:
             # The clusters of the tests: a coordinator or Kafka broker on loopback (never 127.0.0.2).
             "--allowed-bootstrap-servers", "127.0.0.1,localhost",
             "--allowed-coordinator-apis", "127.0.0.1,localhost",
-            *self.extra_args,
+            "--tenancy", self.tenancy,
             "--metrics-host", "127.0.0.1", "--metrics-port", str(self.metrics_port),
             *self.extra_args,
         ]  # fmt: skip

@@ -2,8 +2,9 @@
 coordinator with a SASL_SSL listener, SCRAM, ACLs and an HTTP token, and Apache Kafka 4.3.1 with SCRAM and
 StandardAuthorizer (the conformance suite's secured broker).
 
-On each: the operator logs in as `staticfleet-operator` holding only the ACLs docs/security.md lists; a fleet
-of 3 consumes with the user the operator made for it; a process holding another fleet's credentials can
+On each: the operator logs in as `staticfleet-operator` holding exactly the ACLs docs/security.md lists, as
+`staticfleet operator-acls grant` (what the chart runs) sets them, with tenancy enforced; a fleet of 3
+consumes with the user the operator made for it; a process holding another fleet's credentials can
 neither join the first fleet's group nor remove its members (GROUP_AUTHORIZATION_FAILED); deleting a fleet
 removes its user and its ACLs.
 """
@@ -14,6 +15,8 @@ import asyncio
 import base64
 import contextlib
 import secrets
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +30,7 @@ from conformance.kafka_broker import GroupSettings, KafkaBroker
 from conformance.security import SCRAM_SHA_512, ScramUser, SecurityProfile
 from e2e.helpers import Cluster, Kubectl, Manifest, wait_until
 from staticfleet.admin import GroupAdmin, KafkaConnection, KafkaErrorResponse
+from staticfleet.kube.access import operator_acls
 
 from .harness import (
     OperatorRunner,
@@ -76,12 +80,12 @@ class Secured:
             ssl_cafile=str(self.ca_file),
         )
 
-    def operator_config(self, path: Path) -> Path:
+    def operator_config(self, path: Path, user: str = OPERATOR_USER) -> Path:
         path.write_text(
             "security.protocol=SASL_SSL\n"
             "sasl.mechanism=SCRAM-SHA-512\n"
             "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
-            f'username="{OPERATOR_USER}" password="{self.passwords[OPERATOR_USER]}";\n'
+            f'username="{user}" password="{self.passwords[user]}";\n'
             "ssl.truststore.type=PEM\n"
             f"ssl.truststore.location={self.ca_file}\n"
         )
@@ -154,33 +158,21 @@ def secured(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 # -- what the test does as the super user -----------------------------------------------------------------
 
 
-def grant_operator(cluster: Secured, namespace: str) -> None:
-    """The operator's ACLs as docs/security.md lists them: READ (so DESCRIBE) and ALTER_CONFIGS on the groups
-    it manages (here every group of the test's namespace), ALTER on the cluster."""
-    from kafka import KafkaAdminClient
-    from kafka.admin import (
-        ACL,
-        ACLOperation,
-        ACLPermissionType,
-        ACLResourcePatternType,
-        ResourcePattern,
-        ResourceType,
-    )
-
-    principal = f"User:{OPERATOR_USER}"
-    groups = ResourcePattern(ResourceType.GROUP, f"{namespace}.", ACLResourcePatternType.PREFIXED)
-    cluster_pattern = ResourcePattern(ResourceType.CLUSTER, "kafka-cluster", ACLResourcePatternType.LITERAL)
-    acls = [
-        ACL(principal, "*", ACLOperation.READ, ACLPermissionType.ALLOW, groups),
-        ACL(principal, "*", ACLOperation.ALTER_CONFIGS, ACLPermissionType.ALLOW, groups),
-        ACL(principal, "*", ACLOperation.ALTER, ACLPermissionType.ALLOW, cluster_pattern),
-    ]
-    admin = KafkaAdminClient(**cluster.kafka_python(ADMIN_USER))
-    try:
-        result = admin.create_acls(acls)
-        assert not result["failed"], result
-    finally:
-        admin.close()
+def grant_operator(cluster: Secured, workdir: Path) -> None:
+    """The operator's ACLs, exactly (docs/security.md), granted as the chart grants them: `staticfleet
+    operator-acls grant` logged in as the super user."""
+    admin = cluster.operator_config(workdir / "admin.properties", ADMIN_USER)
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "staticfleet.cli", "operator-acls", "grant",
+            "--bootstrap-server", cluster.bootstrap, "--command-config", str(admin),
+            "--principal", f"User:{OPERATOR_USER}",
+        ],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    with GroupAdmin(cluster.connection(ADMIN_USER, cluster.passwords[ADMIN_USER])) as admin_client:
+        assert admin_client.acls_of(f"User:{OPERATOR_USER}") == operator_acls(f"User:{OPERATOR_USER}")
 
 
 def create_topic_with_messages(cluster: Secured, topic: str, count: int) -> None:
@@ -269,10 +261,11 @@ def test_each_fleet_consumes_with_its_own_user_and_cannot_touch_another_fleets_g
     cluster: Cluster, namespace: str, secured: Secured, operator: OperatorRunner
 ) -> None:
     kubectl = cluster.kubectl
-    grant_operator(secured, namespace)
-    topics = {name: f"{namespace}-{name}" for name in ("orders", "audit")}
+    grant_operator(secured, operator.workdir)
+    topics = {name: f"{namespace}.{name}" for name in ("orders", "audit")}
     for topic in topics.values():
         create_topic_with_messages(secured, topic, MESSAGES)
+    operator.tenancy = "policies"
     operator.extra_args = (
         "--kafka-config", str(secured.operator_config(operator.workdir / "operator.properties")),
         "--default-bootstrap-servers", secured.bootstrap,
