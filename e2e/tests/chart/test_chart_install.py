@@ -133,7 +133,17 @@ def test_the_operator_account_can_do_its_job_and_nothing_more(
         assert can_i(
             kubectl, account, "watch", "customresourcedefinitions.apiextensions.k8s.io", all_namespaces="true"
         )
-        assert not can_i(kubectl, account, "list", "namespaces", all_namespaces="true")
+        # Tenancy: the policies, and the namespaces' labels they select by, read cluster-wide only.
+        for verb in ("list", "watch"):
+            assert can_i(kubectl, account, verb, "namespaces", all_namespaces="true")
+            assert can_i(
+                kubectl, account, verb, "staticfleettenancypolicies.staticfleet.io", all_namespaces="true"
+            )
+        for verb in ("create", "patch", "delete"):
+            assert not can_i(kubectl, account, verb, "namespaces", all_namespaces="true")
+            assert not can_i(
+                kubectl, account, verb, "staticfleettenancypolicies.staticfleet.io", all_namespaces="true"
+            )
 
         # The operator pod runs under that account (its own token, not the test's admin credentials).
         pods = kubectl.items("pods", namespace, "-l", "app.kubernetes.io/component=operator")
@@ -207,3 +217,56 @@ def test_the_operator_account_can_do_its_job_and_nothing_more(
     for kind, name in cluster_scoped:
         assert kubectl.get_or_none(kind, name, "default") is None, f"{kind} {name} outlived the release"
     assert not can_i(kubectl, account, "patch", "staticconsumergroups.staticfleet.io", namespace=namespace)
+
+
+def secret_data(kubectl: Kubectl, namespace: str, name: str) -> dict[str, str]:
+    return dict(kubectl.get("secret", name, namespace)["data"])
+
+
+def test_an_upgrade_keeps_the_logins_tokens_and_certificates_and_renews_certificates_near_their_end(
+    cluster: Cluster, namespace: str, helm: Helm
+) -> None:
+    """What a secured install makes is looked up and kept by `helm upgrade`: the users' passwords, the
+    tokens, the CA and the certificates; a certificate within renewBeforeDays of its end is made again
+    by the same CA. (Pods are not waited for: this is about the Secrets.)"""
+    kubectl = cluster.kubectl
+    installed = Helm(helm.binary, cluster.kubeconfig)
+    release = f"keep-{secrets.token_hex(3)}"
+    values: dict[str, Any] = {"operator.replicas": 1, "coordinator.persistence.enabled": False}
+    if cluster.local is not None:
+        values |= {"bindAddress": "127.0.0.1", "coordinator.advertisedHost": "127.0.0.1"}
+        values |= {k: free_port() for k in ("coordinator.ports.kafka", "coordinator.ports.http")}
+        values |= {
+            k: free_port() for k in ("operator.ports.metrics", "operator.ports.health", "dashboard.port")
+        }
+    full = f"{release}-staticfleet"
+    made = [
+        f"{full}-ca",
+        f"{full}-coordinator-tls",
+        f"{full}-dashboard-tls",
+        f"{full}-coordinator-users",
+        f"{full}-operator-kafka",
+        f"{full}-kafka-admin",
+        f"{full}-coordinator-http-token",
+        f"{full}-dashboard-token",
+    ]
+    installed.run("install", release, str(CHART), "-n", namespace, *set_flags(values))
+    try:
+        first = {name: secret_data(kubectl, namespace, name) for name in made}
+        installed.run("upgrade", release, str(CHART), "-n", namespace, "--reuse-values")
+        assert {name: secret_data(kubectl, namespace, name) for name in made} == first
+
+        # Renewal: every certificate is now within renewBeforeDays of its end; the CA is not.
+        installed.run(
+            "upgrade", release, str(CHART), "-n", namespace, "--reuse-values",
+            *set_flags({"coordinator.security.certificates.renewBeforeDays": 400}),
+        )  # fmt: skip
+        renewed = {name: secret_data(kubectl, namespace, name) for name in made}
+        for name in (f"{full}-coordinator-tls", f"{full}-dashboard-tls"):
+            assert renewed[name]["tls.crt"] != first[name]["tls.crt"], name
+            assert renewed[name]["ca.crt"] == first[name]["ca.crt"], "signed by the same CA"
+        assert renewed[f"{full}-ca"] == first[f"{full}-ca"]
+        unchanged = [n for n in made if not n.endswith("-tls")]
+        assert {n: renewed[n] for n in unchanged} == {n: first[n] for n in unchanged}
+    finally:
+        installed.run("uninstall", release, "-n", namespace, "--wait", "--timeout=120s")
