@@ -219,8 +219,10 @@ def test_the_certificates_come_from_the_installs_ca_and_name_every_host_they_are
         )
     # An IP as the advertised host goes into the IP names.
     local = helm.template({"coordinator.advertisedHost": "10.1.2.3"})
-    sans = certificate(one(local, "Secret", "sf-staticfleet-coordinator-tls")).extensions
-    ips = sans.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.IPAddress)
+    extensions = certificate(one(local, "Secret", "sf-staticfleet-coordinator-tls")).extensions
+    ips = extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+        x509.IPAddress
+    )
     assert "10.1.2.3" in {str(ip) for ip in ips}
 
 

@@ -1,5 +1,6 @@
-"""The operator's behaviour on a real kubelet, from the chart the README installs: one fleet of
-examples/embedded.yaml (session timeout 120 s) beside examples/producer.yaml in a namespace of its own,
+"""The operator's behaviour on a real kubelet, from the chart the README installs (secured: each fleet
+logs in as its own user): one fleet of examples/embedded.yaml (session timeout 120 s) in a namespace of its
+own, which a StaticFleetTenancyPolicy lets read the topic `orders` that examples/producer.yaml writes,
 taken through the operations users do, in order. Rebalances are counted by the group's generation on the
 coordinator (each completed rebalance is one generation), which survives the coordinator's restart.
 
@@ -26,9 +27,11 @@ from .support import (
     PARTITIONS,
     RELEASE,
     RELEASE_NAMESPACE,
+    allow_topics,
     assigned_partitions,
     committed_offsets,
     coordinator_group,
+    forget_policy,
     instance_ids,
     wait_explained,
 )
@@ -43,13 +46,15 @@ def fleet_namespace(cluster: Cluster, chart: None) -> Iterator[str]:
     kubectl = cluster.kubectl
     name = f"kind-fleet-{secrets.token_hex(3)}"
     kubectl.run("create", "namespace", name)
+    policy = allow_topics(kubectl, name, "orders")
     try:
-        kubectl.run("apply", "-n", name, "-f", "examples/producer.yaml")
+        kubectl.run("apply", "-f", "examples/producer.yaml")  # in the release's namespace
         kubectl.run("apply", "-n", name, "-f", "examples/embedded.yaml")
         yield name
     finally:
         kubectl.run("delete", "scg", FLEET, "-n", name, "--ignore-not-found", "--timeout=120s", check=False)
         kubectl.run("delete", "namespace", name, "--wait=false", check=False)
+        forget_policy(kubectl, policy)
 
 
 class Fleet:

@@ -23,7 +23,7 @@ def test_a_consumer_failing_in_its_image_fails_the_wait_with_the_pods_log(
         "metadata": {"name": FLEET},
         "spec": {
             "replicas": 1,
-            "topics": ["orders"],
+            "topics": [f"{namespace}.orders"],  # the namespace's own prefix: no policy needed
             "template": {
                 "spec": {
                     "containers": [

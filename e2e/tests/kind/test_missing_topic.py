@@ -19,7 +19,7 @@ def test_a_missing_topic_is_named_on_the_resource_until_it_is_created(
     cluster: Cluster, chart: None, namespace: str
 ) -> None:
     kubectl = cluster.kubectl
-    topic = f"absent-{secrets.token_hex(3)}"
+    topic = f"{namespace}.absent-{secrets.token_hex(3)}"  # the namespace's own prefix: no policy needed
     fleet = readme_fleet(replicas=1, topics=[topic])
     kubectl.apply(fleet, namespace)
     try:
