@@ -13,6 +13,7 @@ then.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e.helm import CHART, Helm, HelmError, ensure_helm, set_flags
-from e2e.helpers import Kubectl, Manifest, pod_report, wait_until
+from e2e.helpers import Kubectl, KubectlError, Manifest, pod_report, wait_until
 from e2e.localcluster import binaries, procs
 from e2e.localcluster.cli import read_state as read_cluster_state
 from e2e.localcluster.ports import free_port
@@ -37,14 +38,18 @@ from examples.demo.fleet import (
     FLEET_NAMES,
     STATICFLEET,
     GroupView,
+    PlainLogin,
+    ProducerLogin,
     cycle_moment,
     expected_members,
     group_settled,
     heartbeat_ms,
     last_rebalance_at,
     operated,
+    plain_access,
     plain_workload,
 )
+from examples.demo.incluster import GRANT_SCRIPT, GROUP_SCRIPT, in_coordinator
 from examples.demo.summary import (
     MODES,
     OPERATIONS_FILE,
@@ -54,7 +59,9 @@ from examples.demo.summary import (
     format_table,
     operation_rows,
 )
+from staticfleet.admin import AclBinding, GroupAdmin, KafkaConnection
 from staticfleet.admin.coordinator_api import CoordinatorApiUnavailable, fetch_group_json
+from staticfleet.kube.access import SCRAM_ITERATIONS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 POD_RUNNER_KUBELET = "staticfleet-podrunner"  # the kubeletVersion the local pod runner reports
@@ -101,6 +108,9 @@ class State:
     bootstrap_servers: str = ""
     coordinator_api: str | None = None
     dashboard: str | None = None  # the operator's dashboard, when this machine reaches it directly
+    secured: bool = False  # the chart's secured default: logins, tokens and a CA made at install
+    ca_file: str | None = None  # the install's CA, copied into the state dir (the local pod runner)
+    api_token_file: str | None = None  # the coordinator API's token, likewise
     report: str | None = None
     started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
@@ -185,8 +195,10 @@ def up(settings: Settings) -> int:
     with progress.step(
         f"producer: {settings.rate} messages/s to topic {fleet.TOPIC} ({fleet.PARTITIONS} partitions)"
     ) as note:
+        full = _fullname(state.release)
+        login = ProducerLogin(f"{full}-kafka-admin", f"{full}-coordinator-tls") if state.secured else None
         manifest = fleet.producer(
-            state.bootstrap_servers, image=settings.image, local=state.local, rate=settings.rate
+            state.bootstrap_servers, image=settings.image, local=state.local, rate=settings.rate, login=login
         )
         kubectl.apply(manifest, state.namespace)
         wait_until(
@@ -198,12 +210,16 @@ def up(settings: Settings) -> int:
 
     def create(kind: str) -> None:
         resource = fleet.consumer_fleet(3, image=settings.image, local=state.local, kind=kind)
-        objects = (
-            [resource]
-            if operated(kind)
-            else plain_workload(resource, state.namespace, state.bootstrap_servers)
-        )
-        for body in objects:
+        if operated(kind):
+            kubectl.apply(resource, state.namespace)
+            return
+        access = None
+        if state.secured:  # as the operator would for its fleet: a user, its Secret, its ACLs
+            plain = plain_access(resource, state.namespace, Path(state.ca_file or "").read_bytes() or None)
+            kubectl.apply(plain.secret, state.namespace)
+            grant(state, plain)
+            access = plain.access
+        for body in plain_workload(resource, state.namespace, state.bootstrap_servers, access):
             kubectl.apply(body, state.namespace)
 
     def operation(
@@ -405,6 +421,76 @@ def install(state: State, settings: Settings) -> None:
     state.bootstrap_servers = next(
         a.split("=", 1)[1] for a in args if a.startswith("--default-bootstrap-servers=")
     )
+    secure(state, settings.state_dir)
+
+
+def _secret(kubectl: Kubectl, namespace: str, name: str) -> dict[str, bytes] | None:
+    found = kubectl.get_or_none("secret", name, namespace)
+    return None if found is None else {k: base64.b64decode(v) for k, v in found["data"].items()}
+
+
+def secure(state: State, state_dir: Path) -> None:
+    """On the chart's secured default: the CA and the coordinator API's token copied into the state dir
+    (owner-only files), HTTPS for the API and the dashboard, and a StaticFleetTenancyPolicy that lets the
+    demo's namespace read the topic (the demo acts as the cluster's admin here)."""
+    kubectl = state.kube()
+    full = _fullname(state.release)
+    tls = _secret(kubectl, state.namespace, f"{full}-coordinator-tls")
+    token = _secret(kubectl, state.namespace, f"{full}-coordinator-http-token")
+    state.secured = tls is not None and token is not None
+    if tls is None or token is None:
+        return
+    for name, data in (("ca.crt", tls["ca.crt"]), ("http-token", token["token"])):
+        path = state_dir / name
+        path.touch(mode=0o600)
+        path.write_bytes(data)
+    state.ca_file, state.api_token_file = str(state_dir / "ca.crt"), str(state_dir / "http-token")
+    if state.coordinator_api:
+        state.coordinator_api = state.coordinator_api.replace("http://", "https://", 1)
+    if state.dashboard:
+        state.dashboard = state.dashboard.replace("http://", "https://", 1)
+    kubectl.apply(tenancy_policy(state.namespace), state.namespace)
+
+
+def tenancy_policy(namespace: str) -> Manifest:
+    return {
+        "apiVersion": "staticfleet.io/v1alpha1",
+        "kind": "StaticFleetTenancyPolicy",
+        "metadata": {"name": f"staticfleet-demo-{namespace}"[:63]},
+        "spec": {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "topics": [{"name": fleet.TOPIC}],
+        },
+    }
+
+
+def grant(state: State, plain: PlainLogin) -> None:
+    """The plain fleet's SCRAM user and ACLs, made as the chart's admin: directly on the local pod runner,
+    else from inside the coordinator's pod (this machine may not reach its Kafka port)."""
+    wanted = {
+        "user": plain.access.user,
+        "mechanism": plain.access.mechanism,
+        "password": plain.password,
+        "acls": [list(acl) for acl in plain.acls],
+    }
+    full = _fullname(state.release)
+    if not state.local:
+        in_coordinator(
+            state.kube(), full, state.namespace, GRANT_SCRIPT, kafka=True, stdin=json.dumps(wanted)
+        )
+        return
+    admin = _secret(state.kube(), state.namespace, f"{full}-kafka-admin") or {}
+    connection = KafkaConnection(
+        state.bootstrap_servers,
+        security_protocol="SASL_SSL",
+        sasl_mechanism=admin["mechanism"].decode(),
+        sasl_username=admin["username"].decode(),
+        sasl_password=admin["password"].decode(),
+        ssl_cafile=state.ca_file,
+    )
+    with GroupAdmin(connection, timeout_s=10) as client:
+        client.upsert_scram(plain.access.user, plain.access.mechanism, plain.password, SCRAM_ITERATIONS)
+        client.create_acls(AclBinding(*acl) for acl in plain.acls)
 
 
 def _fullname(release: str) -> str:
@@ -467,16 +553,17 @@ def _statefulset_generations(kubectl: Kubectl, namespace: str) -> dict[str, int]
 
 
 def coordinator_group(state: State, group_id: str) -> Manifest | None:
-    """The embedded coordinator's view of a group (its HTTP API): directly on the local pod runner, else
-    through the API server's proxy to the coordinator's Service."""
+    """The embedded coordinator's view of a group (its HTTP API, with its token): directly on the local
+    pod runner, else from inside the coordinator's pod."""
     try:
         if state.coordinator_api:
-            return fetch_group_json(state.coordinator_api, group_id)
-        service = f"{_fullname(state.release)}-coordinator"
-        path = f"/api/v1/namespaces/{state.namespace}/services/{service}:http/proxy/api/groups/{group_id}"
-        done = state.kube().run("get", "--raw", path, check=False)
-        return json.loads(done.stdout) if done.returncode == 0 else None
-    except (CoordinatorApiUnavailable, OSError, ValueError):
+            token = Path(state.api_token_file).read_text().strip() if state.api_token_file else None
+            return fetch_group_json(state.coordinator_api, group_id, token=token, cafile=state.ca_file)
+        found: Manifest | None = in_coordinator(
+            state.kube(), _fullname(state.release), state.namespace, GROUP_SCRIPT, group_id
+        )
+        return found
+    except (CoordinatorApiUnavailable, KubectlError, OSError, ValueError):
         return None
 
 
@@ -626,14 +713,21 @@ def summarize(state: State, workdir: Path, operations_log: Path) -> tuple[list[R
 
 def instructions(state: State) -> str:
     ns = state.namespace
+    full = _fullname(state.release)
+    scheme = "https" if state.secured else "http"
+    token = ""
+    if state.secured:
+        secret = f"kubectl -n {ns} get secret {full}-dashboard-token -o jsonpath='{{.data.token}}'"
+        token = f"?token=$({secret} | base64 -d)"
     if state.dashboard:
-        dashboard = [f"  the dashboard: {state.dashboard}fleets/{ns}/{fleet.FLEET}"]
+        dashboard = [f"  the dashboard: {state.dashboard}fleets/{ns}/{fleet.FLEET}{token}"]
     else:
-        service = f"{_fullname(state.release)}-dashboard"
         dashboard = [
-            f"  kubectl -n {ns} port-forward svc/{service} 8000:8000 &",
-            f"  the dashboard: http://127.0.0.1:8000/fleets/{ns}/{fleet.FLEET}",
+            f"  kubectl -n {ns} port-forward svc/{full}-dashboard 8000:8000 &",
+            f"  the dashboard: {scheme}://127.0.0.1:8000/fleets/{ns}/{fleet.FLEET}{token}",
         ]
+    if state.secured:
+        dashboard.append(f"  (its certificate is from the install's CA: {state.ca_file})")
     lines = [
         "The demo keeps running. Look at it:",
         *dashboard,
@@ -644,15 +738,17 @@ def instructions(state: State) -> str:
         f"  kubectl -n {ns} get events --field-selector involvedObject.name={fleet.FLEET}",
         f"  kubectl -n {ns} scale scg/{fleet.FLEET} --replicas=2   # one more rebalance, no more",
     ]
+    curl = "curl -s"
+    if state.secured:
+        curl = f'curl -s --cacert {state.ca_file} -H "Authorization: Bearer $(cat {state.api_token_file})"'
     if state.coordinator_api:
         lines.append(
-            f"  curl -s {state.coordinator_api}/api/groups/{state.group_id}   # the coordinator's view"
+            f"  {curl} {state.coordinator_api}/api/groups/{state.group_id}   # the coordinator's view"
         )
     else:
-        coordinator = f"{_fullname(state.release)}-coordinator"
         lines += [
-            f"  kubectl -n {ns} port-forward svc/{coordinator} 8080:8080 &",
-            f"  curl -s http://127.0.0.1:8080/api/groups/{state.group_id}   # the coordinator's view",
+            f"  kubectl -n {ns} port-forward svc/{full}-coordinator 8080:8080 &",
+            f"  {curl} {scheme}://localhost:8080/api/groups/{state.group_id}   # the coordinator's view",
         ]
     if state.local and state.run_dir:
         lines.append(f"  pod logs: {state.run_dir}/pods/{ns}/<pod>/<container>.log")
@@ -718,6 +814,8 @@ def down(settings: Settings) -> int:
         )
         helm = Helm(ensure_helm(), Path(state.kubeconfig))
         helm.run("uninstall", state.release, "--namespace", state.namespace, "--wait", timeout=240)
+        policy = tenancy_policy(state.namespace)["metadata"]["name"]
+        kubectl.run("delete", "staticfleettenancypolicy", policy, "--ignore-not-found", check=False)
         if not settings.keep_namespace:
             kubectl.run("delete", "namespace", state.namespace, "--wait=false", check=False)
     (settings.state_dir / STATE_FILE).unlink(missing_ok=True)

@@ -7,11 +7,15 @@ Dockerfile puts them in /app).
 
 from __future__ import annotations
 
+import base64
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from staticfleet.kube.access import FleetAccess
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FLEET = "orders"
@@ -46,15 +50,19 @@ def operated(kind: str) -> bool:
     return kind == STATICFLEET
 
 
-def plain_workload(resource: Manifest, namespace: str, bootstrap_servers: str) -> list[Manifest]:
+def plain_workload(
+    resource: Manifest, namespace: str, bootstrap_servers: str, access: FleetAccess | None = None
+) -> list[Manifest]:
     """The headless Service and StatefulSet the operator builds for `resource` (its own builders), as
-    plain objects: no owner, and without the label the operator watches for."""
+    plain objects: no owner, and without the label the operator watches for. With `access`, the pods log
+    in as that user, from its Secret, as a provisioned fleet's do (the demo makes both: plain_access)."""
     from staticfleet.kube import builders
     from staticfleet.kube.spec import parse_group
 
     body = {**resource, "metadata": {**resource["metadata"], "namespace": namespace}}
     spec = parse_group(body)
-    objects = [builders.headless_service(spec), builders.statefulset(spec, bootstrap_servers, spec.replicas)]
+    statefulset = builders.statefulset(spec, bootstrap_servers, spec.replicas, access)
+    objects = [builders.headless_service(spec), statefulset]
     for found in objects:
         found["metadata"].pop("ownerReferences", None)
         found["metadata"].get("labels", {}).pop(MANAGED_BY, None)
@@ -67,6 +75,50 @@ def plain_workload(resource: Manifest, namespace: str, bootstrap_servers: str) -
             for container in template["spec"]["containers"]:
                 container["env"] = [e for e in container["env"] if e["name"] != HEARTBEAT_ENV]
     return objects
+
+
+@dataclass(frozen=True)
+class PlainLogin:
+    """A plain fleet's own Kafka user: its Secret (manifest), password and ACLs."""
+
+    access: FleetAccess
+    secret: Manifest
+    password: str
+    acls: tuple[tuple[str, str, str, str], ...]
+    """(resource type, name, principal, operation) of each ACL."""
+
+
+def plain_access(resource: Manifest, namespace: str, ca: bytes | None) -> PlainLogin:
+    """A plain fleet's own SCRAM user (`demo.<namespace>.<name>`), its Secret `<name>-kafka-user` with a
+    fresh password, and exactly the ACLs of a consumer of its group (the operator's fleet_acls): what the
+    operator would provision, made by the demo as the chart's admin for a fleet nobody operates."""
+    from staticfleet.kube import access as provisioning
+    from staticfleet.kube.spec import parse_group
+
+    spec = parse_group({**resource, "metadata": {**resource["metadata"], "namespace": namespace}})
+    login = provisioning.FleetAccess(
+        f"demo.{namespace}.{spec.name}",
+        f"{spec.name}{provisioning.SECRET_SUFFIX}",
+        provisioning.DEFAULT_FLEET_MECHANISM,
+        "SASL_SSL",
+        ca,
+    )
+    password = provisioning.new_password()
+    data = provisioning.secret_data(login, password)
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": login.secret_name, "labels": {"app.kubernetes.io/name": "staticfleet-demo"}},
+        "type": "Opaque",
+        "data": {k: base64.b64encode(v).decode() for k, v in data.items()},
+    }
+    acls = tuple(
+        sorted(
+            (a.resource_type, a.name, a.principal, a.operation)
+            for a in provisioning.fleet_acls(spec, login.principal)
+        )
+    )
+    return PlainLogin(login, secret, password, acls)
 
 
 def membership(kind: str) -> str:
@@ -197,9 +249,44 @@ def consumer_fleet(
     }
 
 
-def producer(bootstrap_servers: str, *, image: str, local: bool, rate: int) -> Manifest:
+@dataclass(frozen=True)
+class ProducerLogin:
+    """How the producer logs in: a Secret with `username`, `password` and `mechanism` (the chart's admin),
+    and the ca.crt of another (the coordinator's certificate)."""
+
+    secret: str
+    ca_secret: str
+    protocol: str = "SASL_SSL"
+
+
+def producer(
+    bootstrap_servers: str, *, image: str, local: bool, rate: int, login: ProducerLogin | None = None
+) -> Manifest:
     """A Deployment writing `rate` messages per second to the topic (created with PARTITIONS partitions)."""
     labels = {"app.kubernetes.io/name": "staticfleet-demo-producer"}
+    env: list[Manifest] = [
+        {"name": "KAFKA_BOOTSTRAP_SERVERS", "value": bootstrap_servers},
+        {"name": "TOPIC", "value": TOPIC},
+        {"name": "PARTITIONS", "value": str(PARTITIONS)},
+        {"name": "RATE", "value": str(rate)},
+        {"name": "READY_FILE", "value": "/scratch/ready"},
+    ]
+    mounts: list[Manifest] = [{"name": "scratch", "mountPath": "/scratch"}]
+    volumes: list[Manifest] = [{"name": "scratch", "emptyDir": {}}]
+    if login is not None:
+        env += [{"name": "KAFKA_SECURITY_PROTOCOL", "value": login.protocol}]
+        env += [
+            {"name": name, "valueFrom": {"secretKeyRef": {"name": login.secret, "key": key}}}
+            for name, key in (
+                ("KAFKA_SASL_MECHANISM", "mechanism"),
+                ("KAFKA_SASL_USERNAME", "username"),
+                ("KAFKA_SASL_PASSWORD", "password"),
+            )
+        ]
+        env.append({"name": "KAFKA_SSL_CA_LOCATION", "value": "/etc/kafka-ca/ca.crt"})
+        mounts.append({"name": "kafka-ca", "mountPath": "/etc/kafka-ca", "readOnly": True})
+        items = [{"key": "ca.crt", "path": "ca.crt"}]
+        volumes.append({"name": "kafka-ca", "secret": {"secretName": login.ca_secret, "items": items}})
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -208,7 +295,8 @@ def producer(bootstrap_servers: str, *, image: str, local: bool, rate: int) -> M
             "replicas": 1,
             "selector": {"matchLabels": labels},
             "template": {
-                "metadata": {"labels": labels},
+                # Through the chart's NetworkPolicy (labels narrow who can try; SASL decides who may).
+                "metadata": {"labels": {**labels, "staticfleet.io/kafka-client": "true"}},
                 "spec": {
                     "terminationGracePeriodSeconds": 10,
                     "containers": [
@@ -216,18 +304,12 @@ def producer(bootstrap_servers: str, *, image: str, local: bool, rate: int) -> M
                             "name": "producer",
                             "image": image,
                             "command": ["python", script("producer.py", local=local)],
-                            "env": [
-                                {"name": "KAFKA_BOOTSTRAP_SERVERS", "value": bootstrap_servers},
-                                {"name": "TOPIC", "value": TOPIC},
-                                {"name": "PARTITIONS", "value": str(PARTITIONS)},
-                                {"name": "RATE", "value": str(rate)},
-                                {"name": "READY_FILE", "value": "/scratch/ready"},
-                            ],
-                            "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+                            "env": env,
+                            "volumeMounts": mounts,
                             "readinessProbe": _ready_probe(),
                         }
                     ],
-                    "volumes": [{"name": "scratch", "emptyDir": {}}],
+                    "volumes": volumes,
                 },
             },
         },

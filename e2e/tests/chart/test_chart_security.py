@@ -111,6 +111,7 @@ def test_by_default_the_coordinator_speaks_sasl_ssl_scram_and_acls_and_the_opera
     assert flag(grants["args"], "principal") == "User:staticfleet-operator"
     assert flag(grants["args"], "bootstrap-server") == "127.0.0.1:9092"
     assert flag(grants["args"], "command-config") == "/etc/staticfleet/admin/client.properties"
+    assert flag(grants["args"], "ssl-cafile") == "/etc/staticfleet/kafka-ca/ca.crt"
     assert flag(grants["args"], "every") == "60"
     assert mounts(grants) == {
         "/tmp": "tmp",
@@ -125,6 +126,7 @@ def test_by_default_the_coordinator_speaks_sasl_ssl_scram_and_acls_and_the_opera
     operator = one(docs, "Deployment", "sf-staticfleet-operator")
     operator_args = container(operator)["args"]
     assert flag(operator_args, "kafka-config") == "/etc/staticfleet/kafka/client.properties"
+    assert flag(operator_args, "kafka-ca-file") == "/etc/staticfleet/kafka-ca/ca.crt"
     assert flag(operator_args, "tenancy") == "policies"
     assert volumes(operator)["kafka"]["secret"] == {"secretName": "sf-staticfleet-operator-kafka"}
     assert volumes(operator)["kafka-ca"]["secret"] == {
@@ -308,6 +310,7 @@ def test_your_own_secrets_stand_in_for_those_the_install_makes(helm: Helm) -> No
     operator_args = container(operator)["args"]
     assert flag(operator_args, "kafka-config") == "/etc/staticfleet/kafka/client.properties"
     assert flag(operator_args, "coordinator-api-ca-file") == "/etc/staticfleet/kafka/ca.crt"
+    assert flag(operator_args, "kafka-ca-file") is None, "your client.properties names its CA"
     assert volumes(operator)["kafka"]["secret"] == {"secretName": "operator-kafka"}
     assert "kafka-ca" not in volumes(operator)
 

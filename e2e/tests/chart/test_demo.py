@@ -1,5 +1,6 @@
-"""The demo's short form (what `make demo-ci` runs) on the e2e cluster: the chart installed with helm, its
-operator and coordinator run as pods, a producer and the example consumers as a StaticConsumerGroup.
+"""The demo's short form (what `make demo-ci` runs) on the e2e cluster: the chart installed with helm with
+its secured defaults (SASL_SSL, SCRAM, ACLs, HTTPS and tokens, tenancy), its operator and coordinator run
+as pods, a producer and the example consumers as a StaticConsumerGroup logged in as its own user.
 A fleet of 3 becomes a Stable group of 3; a rolling restart costs no rebalance; scaling 3 -> 1 removes
 the two departed members in one rebalance; 1 -> 4 is one rebalance. Plain static and plain dynamic
 fleets run the same operations beside it. The counts come from the demo's own summary (`staticfleet
@@ -7,11 +8,14 @@ analyze` over the coordinator's event log) and are checked against the coordinat
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import secrets
+import ssl
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -21,14 +25,23 @@ import pytest
 from e2e.helm import Helm
 from e2e.helpers import Cluster
 from e2e.tests.operator.harness import REPO_ROOT, timing
+from staticfleet.admin.coordinator_api import fetch_group_json
 
 pytestmark = pytest.mark.localcluster  # the demo reads the coordinator's log from the pod runner's volume
 
 
-def coordinator_group(api: str, group_id: str) -> dict[str, Any]:
-    with urllib.request.urlopen(f"{api}/api/groups/{group_id}", timeout=10) as response:
-        found: dict[str, Any] = json.loads(response.read())
-        return found
+def coordinator_group(api: str, group_id: str, token: str, cafile: str) -> dict[str, Any]:
+    found = fetch_group_json(api, group_id, timeout_s=10, token=token, cafile=cafile)
+    assert found is not None
+    return found
+
+
+def https_get(url: str, token: str, cafile: str) -> bytes:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    context = ssl.create_default_context(cafile=cafile)
+    with urllib.request.urlopen(request, timeout=10, context=context) as response:
+        body: bytes = response.read()
+        return body
 
 
 def test_the_demo_installs_the_chart_and_each_operation_costs_at_most_one_rebalance(
@@ -74,8 +87,20 @@ def test_the_demo_installs_the_chart_and_each_operation_costs_at_most_one_rebala
             for kind, cost in outcomes.items():
                 timing(f"demo: {label}, {kind}", cost["seconds_to_stable"])
 
+        # Secured: the fleet logs in as the user the operator made, the plain fleets as those the demo made.
+        assert state["secured"] is True
+        kubectl = cluster.kubectl
+        fleet = kubectl.get("scg", "orders", namespace)
+        assert fleet["status"]["kafkaUser"]["name"] == f"staticfleet.{namespace}.orders"
+        for plain in ("orders-static", "orders-dynamic"):
+            secret = kubectl.get("secret", f"{plain}-kafka-user", namespace)
+            assert base64.b64decode(secret["data"]["username"]).decode() == f"demo.{namespace}.{plain}"
+        token = Path(state["api_token_file"]).read_text().strip()
+        cafile = state["ca_file"]
+        assert state["coordinator_api"].startswith("https://")
+
         # The coordinator itself agrees: three rebalances in all, four static members now.
-        group = coordinator_group(state["coordinator_api"], f"{namespace}.orders")
+        group = coordinator_group(state["coordinator_api"], f"{namespace}.orders", token, cafile)
         assert (group["state"], group["rebalances"], group["members"]) == ("Stable", 3, 4)
         assert sorted(m["instanceId"] for m in group["memberList"]) == [f"orders-{i}" for i in range(4)]
         assert [r["reason"] for r in group["recentRebalances"]][-3:] == [
@@ -94,11 +119,18 @@ def test_the_demo_installs_the_chart_and_each_operation_costs_at_most_one_rebala
         assert "The demo keeps running" in done.stdout
         # The printed dashboard URL answers with the fleet's page, and its JSON shows the 4 members.
         page = f"{state['dashboard']}fleets/{namespace}/orders"
-        assert f"the dashboard: {page}" in done.stdout
-        with urllib.request.urlopen(page, timeout=10) as response:
-            assert "Pods and members" in response.read().decode()
-        with urllib.request.urlopen(f"{state['dashboard']}api/fleets/{namespace}/orders", timeout=10) as got:
-            assert len(json.loads(got.read())["members"]) == 4
+        assert f"the dashboard: {page}?token=" in done.stdout
+        ui_token = base64.b64decode(
+            kubectl.get("secret", f"{state['release']}-staticfleet-dashboard-token", namespace)["data"][
+                "token"
+            ]
+        ).decode()
+        assert "Pods and members" in https_get(page, ui_token, cafile).decode()
+        fleet_json = https_get(f"{state['dashboard']}api/fleets/{namespace}/orders", ui_token, cafile)
+        assert len(json.loads(fleet_json)["members"]) == 4
+        with pytest.raises(urllib.error.HTTPError) as refused:  # the dashboard needs its token
+            https_get(page, "not-the-token", cafile)
+        assert refused.value.code == 401
     finally:
         down = [*argv[:3], "down", *argv[4:6], "--keep-namespace"]
         stopped = subprocess.run(

@@ -5,7 +5,6 @@ time out, put the pods' state and logs into the failure message.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -18,6 +17,13 @@ from typing import Any, TypeVar
 import yaml
 
 from e2e.helpers import Kubectl, Manifest, pod_report, wait_until
+from examples.demo.incluster import (
+    CREATE_TOPIC_SCRIPT,
+    GROUP_SCRIPT,
+    OFFSETS_SCRIPT,
+    PRODUCE_SCRIPT,
+    in_coordinator,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 README = REPO_ROOT / "README.md"
@@ -135,115 +141,11 @@ def wait_explained(
         raise AssertionError(f"{exc}\n{pod_report(kubectl, namespaces)}") from None
 
 
-# -- the embedded coordinator, asked from inside its pod ---------------------------------------------------
-# Secured (the chart's default), the HTTP API is on HTTPS behind the token its container mounts, and Kafka
-# is reached as the admin user from the operator-acls container beside it (its client.properties); an
-# open installation is reached on plain HTTP and PLAINTEXT from the coordinator's own container.
-
-_HTTP_PRELUDE = """
-import os, ssl, sys, urllib.error, urllib.request
-TOKEN = "/etc/staticfleet/http/token"
-def get(path):
-    if not os.path.exists(TOKEN):
-        return urllib.request.urlopen("http://127.0.0.1:8080" + path, timeout=5)
-    request = urllib.request.Request("https://127.0.0.1:8080" + path)
-    request.add_header("Authorization", "Bearer " + open(TOKEN).read().strip())
-    context = ssl.create_default_context(cafile="/etc/staticfleet/tls/ca.crt")
-    return urllib.request.urlopen(request, timeout=5, context=context)
-"""
-
-_KAFKA_PRELUDE = """
-import json, sys
-from pathlib import Path
-from kafka import KafkaAdminClient
-from staticfleet.admin import KafkaConnection
-from staticfleet.admin.client_properties import load_client_properties
-ADMIN = Path("/etc/staticfleet/admin/client.properties")
-options = load_client_properties(ADMIN) if ADMIN.exists() else {}
-CONFIG = KafkaConnection("127.0.0.1:9092", **options).kafka_python_config(10)
-"""
-
-_GROUP_SCRIPT = (
-    _HTTP_PRELUDE
-    + """
-try:
-    print(get("/api/groups/" + sys.argv[1]).read().decode())
-except urllib.error.HTTPError as exc:
-    if exc.code != 404:
-        raise
-    print("null")
-"""
-)
-
-_OFFSETS_SCRIPT = (
-    _KAFKA_PRELUDE
-    + """
-admin = KafkaAdminClient(**CONFIG)
-try:
-    found = admin.list_group_offsets(sys.argv[1])[sys.argv[1]]
-    print(json.dumps({f"{tp.topic}-{tp.partition}": meta.offset for tp, meta in found.items()}))
-finally:
-    admin.close()
-"""
-)
-
-_CREATE_TOPIC_SCRIPT = (
-    _KAFKA_PRELUDE
-    + """
-from kafka.admin import NewTopic
-admin = KafkaAdminClient(**CONFIG)
-try:
-    admin.create_topics([NewTopic(sys.argv[1], int(sys.argv[2]), 1)])
-finally:
-    admin.close()
-print("null")
-"""
-)
-
-_PRODUCE_SCRIPT = (
-    _KAFKA_PRELUDE
-    + """
-from kafka import KafkaProducer
-producer = KafkaProducer(**CONFIG)
-try:
-    for n in range(int(sys.argv[2])):
-        producer.send(sys.argv[1], f"message-{n}".encode())
-    producer.flush(timeout=30)
-finally:
-    producer.close()
-print("null")
-"""
-)
-
-
-def _in_coordinator(
-    kubectl: Kubectl,
-    script: str,
-    *args: str,
-    kafka: bool = False,
-    fullname: str = RELEASE,
-    namespace: str = RELEASE_NAMESPACE,
-) -> Any:
-    """Runs `script` in the coordinator's pod of the release whose object names start with `fullname`
-    (the README's release: `staticfleet`)."""
-    pod = f"{fullname}-coordinator-0"
-    container = "coordinator"
-    if kafka:
-        names = {c["name"] for c in kubectl.get("pod", pod, namespace)["spec"]["containers"]}
-        container = "operator-acls" if "operator-acls" in names else "coordinator"
-    done = kubectl.run(
-        "exec", "-n", namespace, pod, "-c", container, "--", "python", "-c", script, *args, timeout=60,
-    )  # fmt: skip
-    return json.loads(done.stdout)
-
-
 def coordinator_group(
     kubectl: Kubectl, group_id: str, fullname: str = RELEASE, namespace: str = RELEASE_NAMESPACE
 ) -> Manifest | None:
     """The coordinator's HTTP API view of one group (None when it does not know it)."""
-    found: Manifest | None = _in_coordinator(
-        kubectl, _GROUP_SCRIPT, group_id, fullname=fullname, namespace=namespace
-    )
+    found: Manifest | None = in_coordinator(kubectl, fullname, namespace, GROUP_SCRIPT, group_id)
     return found
 
 
@@ -251,33 +153,21 @@ def committed_offsets(
     kubectl: Kubectl, group_id: str, fullname: str = RELEASE, namespace: str = RELEASE_NAMESPACE
 ) -> dict[str, int]:
     """The group's committed offsets by `topic-partition` (OffsetFetch, as any Kafka client asks)."""
-    found: dict[str, int] = _in_coordinator(
-        kubectl, _OFFSETS_SCRIPT, group_id, kafka=True, fullname=fullname, namespace=namespace
-    )
+    found: dict[str, int] = in_coordinator(kubectl, fullname, namespace, OFFSETS_SCRIPT, group_id, kafka=True)
     return found
 
 
 def create_topic(
     kubectl: Kubectl, topic: str, partitions: int, fullname: str = RELEASE, namespace: str = RELEASE_NAMESPACE
 ) -> None:
-    _in_coordinator(
-        kubectl,
-        _CREATE_TOPIC_SCRIPT,
-        topic,
-        str(partitions),
-        kafka=True,
-        fullname=fullname,
-        namespace=namespace,
-    )
+    in_coordinator(kubectl, fullname, namespace, CREATE_TOPIC_SCRIPT, topic, str(partitions), kafka=True)
 
 
 def produce(
     kubectl: Kubectl, topic: str, count: int, fullname: str = RELEASE, namespace: str = RELEASE_NAMESPACE
 ) -> None:
     """`count` messages to `topic`, as the admin user (or anonymously on an open installation)."""
-    _in_coordinator(
-        kubectl, _PRODUCE_SCRIPT, topic, str(count), kafka=True, fullname=fullname, namespace=namespace
-    )
+    in_coordinator(kubectl, fullname, namespace, PRODUCE_SCRIPT, topic, str(count), kafka=True)
 
 
 # -- tenancy ------------------------------------------------------------------------------------------------

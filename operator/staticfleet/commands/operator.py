@@ -74,6 +74,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "and ACLs (kafka.credentials: Provisioned). Read again on every use (env STATICFLEET_KAFKA_CONFIG)",
     )
     p.add_argument(
+        "--kafka-ca-file",
+        type=Path,
+        default=os.environ.get("STATICFLEET_KAFKA_CA_FILE"),
+        metavar="PEM",
+        help="the CA for the operator's own Kafka login, instead of the ssl.truststore.location of "
+        "--kafka-config (env STATICFLEET_KAFKA_CA_FILE)",
+    )
+    p.add_argument(
         "--coordinator-api-token-file",
         type=Path,
         default=os.environ.get("STATICFLEET_COORDINATOR_API_TOKEN_FILE"),
@@ -237,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
     from staticfleet.kube.metrics import OperatorMetrics
     from staticfleet.kube.spec import OperatorDefaults
 
-    kafka = OperatorKafka(Path(args.kafka_config)) if args.kafka_config else None
+    kafka = OperatorKafka(Path(args.kafka_config), args.kafka_ca_file) if args.kafka_config else None
     if kafka is not None:
         try:  # a file that cannot be used stops the start, with the property to fix
             security = kafka.fleet_security()

@@ -48,9 +48,14 @@ class OperatorKafka:
     a Secret mounts). Read again on every use, so a rotated Secret takes effect without a restart."""
 
     config_file: Path
+    ca_file: Path | None = None
+    """Overrides the file's ssl.truststore.location (--kafka-ca-file)."""
 
     def options(self) -> dict[str, object]:
-        return load_client_properties(self.config_file)
+        options = load_client_properties(self.config_file)
+        if self.ca_file is not None:
+            options["ssl_cafile"] = str(self.ca_file)
+        return options
 
     def fleet_security(self) -> FleetSecurity | None:
         """How fleets reach the cluster when the operator provisions their users (None: the operator

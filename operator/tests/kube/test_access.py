@@ -491,3 +491,18 @@ def test_the_operator_may_read_groups_alter_their_configs_describe_topics_and_al
         (b.pattern, b.host, b.permission, b.principal) == ("LITERAL", "*", "ALLOW", "User:op")
         for b in operator_acls("User:op")
     )
+
+
+def test_a_ca_file_given_to_the_operator_overrides_the_truststore_of_its_client_properties(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "client.properties"
+    config.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+        "ssl.truststore.type=PEM\nssl.truststore.location=/nowhere/ca.crt\n"
+    )
+    ca = tmp_path / "ca.crt"
+    ca.write_bytes(b"-----BEGIN CERTIFICATE-----\n")
+    assert OperatorKafka(config).options()["ssl_cafile"] == "/nowhere/ca.crt"
+    security = OperatorKafka(config, ca).fleet_security()
+    assert security is not None and security.ca == ca.read_bytes(), "copied into each fleet's Secret"
