@@ -453,15 +453,7 @@ def secure(state: State, state_dir: Path) -> None:
 
 
 def tenancy_policy(namespace: str) -> Manifest:
-    return {
-        "apiVersion": "staticfleet.io/v1alpha1",
-        "kind": "StaticFleetTenancyPolicy",
-        "metadata": {"name": f"staticfleet-demo-{namespace}"[:63]},
-        "spec": {
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-            "topics": [{"name": fleet.TOPIC}],
-        },
-    }
+    return fleet.tenancy_policy(f"staticfleet-demo-{namespace}", namespace, [fleet.TOPIC])
 
 
 def grant(state: State, plain: PlainLogin) -> None:

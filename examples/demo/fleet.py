@@ -121,6 +121,19 @@ def plain_access(resource: Manifest, namespace: str, ca: bytes | None) -> PlainL
     return PlainLogin(login, secret, password, acls)
 
 
+def tenancy_policy(name: str, namespace: str, topics: list[str]) -> Manifest:
+    """A StaticFleetTenancyPolicy letting one namespace's fleets read `topics` (docs/security.md#tenancy)."""
+    return {
+        "apiVersion": "staticfleet.io/v1alpha1",
+        "kind": "StaticFleetTenancyPolicy",
+        "metadata": {"name": name[:63]},
+        "spec": {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "topics": [{"name": t} for t in topics],
+        },
+    }
+
+
 def membership(kind: str) -> str:
     """The consumer's KAFKA_MEMBERSHIP for a fleet kind."""
     return "dynamic" if kind == PLAIN_DYNAMIC else "static"

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import yaml
 
 from e2e.helpers import Kubectl, Manifest, pod_report, wait_until
+from examples.demo.fleet import tenancy_policy
 from examples.demo.incluster import (
     CREATE_TOPIC_SCRIPT,
     GROUP_SCRIPT,
@@ -176,18 +177,21 @@ def produce(
 def allow_topics(kubectl: Kubectl, namespace: str, *topics: str) -> str:
     """A StaticFleetTenancyPolicy letting `namespace` read `topics` (as examples/tenancy.yaml does for
     `default`); returns its name, for forget_policy."""
-    name = f"kind-{namespace}"[:63]
-    policy = {
-        "apiVersion": "staticfleet.io/v1alpha1",
-        "kind": "StaticFleetTenancyPolicy",
-        "metadata": {"name": name},
-        "spec": {
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-            "topics": [{"name": t} for t in topics],
-        },
-    }
+    policy = tenancy_policy(f"kind-{namespace}", namespace, list(topics))
     kubectl.apply(policy, namespace)
-    return name
+    return str(policy["metadata"]["name"])
+
+
+def readme_release_absent(shell: Shell) -> bool:
+    """The README's release (installed by the `chart` fixture, watching every namespace) is not there:
+    a test with its own operator must run before it (file order)."""
+    found = subprocess.run(
+        ["helm", "status", RELEASE, "--namespace", RELEASE_NAMESPACE],
+        env=shell.env(),
+        capture_output=True,
+        check=False,
+    )
+    return found.returncode != 0
 
 
 def forget_policy(kubectl: Kubectl, name: str) -> None:

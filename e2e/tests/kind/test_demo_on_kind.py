@@ -14,7 +14,7 @@ import pytest
 
 from e2e.helpers import Cluster, pod_report
 
-from .support import RELEASE, RELEASE_NAMESPACE, REPO_ROOT, Shell
+from .support import REPO_ROOT, Shell, readme_release_absent
 
 pytestmark = pytest.mark.kind
 
@@ -23,13 +23,7 @@ def test_the_demo_on_kind_prints_one_rebalance_per_operation_and_none_for_a_roll
     cluster: Cluster, shell: Shell, namespace: str, tmp_path: Path
 ) -> None:
     # The README's release watches every namespace: two operators must not share the demo's fleet.
-    installed = subprocess.run(
-        ["helm", "status", RELEASE, "--namespace", RELEASE_NAMESPACE],
-        env=shell.env(),
-        capture_output=True,
-        check=False,
-    )
-    assert installed.returncode != 0, "run the demo before the README's release is installed (file order)"
+    assert readme_release_absent(shell), "run the demo before the README's release is installed (file order)"
     results = tmp_path / "results.json"
     release = f"demo-{secrets.token_hex(3)}"
     argv = [

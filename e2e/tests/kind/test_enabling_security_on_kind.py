@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import secrets
-import subprocess
 import time
 from collections.abc import Iterator
 
@@ -20,44 +19,31 @@ import pytest
 
 from e2e.helm import CHART, Helm, set_flags
 from e2e.helpers import Cluster, Kubectl, Manifest
+from e2e.tests.chart.test_chart_render import OPEN
 from e2e.tests.operator.harness import timing
 from examples.demo.driver import stable_with
 
 from .support import (
     PARTITIONS,
-    RELEASE,
-    RELEASE_NAMESPACE,
     Shell,
     committed_offsets,
     coordinator_group,
     create_topic,
     produce,
     readme_fleet,
+    readme_release_absent,
     wait_explained,
 )
 
 pytestmark = pytest.mark.kind
 
-OPEN = {
-    "coordinator.security.enabled": False,
-    "dashboard.secure": False,
-    "networkPolicy.enabled": False,
-    "tenancy.enforced": False,
-    "rbac.editorsManageFleets": False,
-}
 FLEETS = {"orders": 3, "audit": 1}
 MESSAGES = 120
 
 
 @pytest.fixture
 def release(cluster: Cluster, shell: Shell, namespace: str) -> Iterator[tuple[Helm, str]]:
-    installed = subprocess.run(
-        ["helm", "status", RELEASE, "--namespace", RELEASE_NAMESPACE],
-        env=shell.env(),
-        capture_output=True,
-        check=False,
-    )
-    assert installed.returncode != 0, "run this before the README's release is installed (file order)"
+    assert readme_release_absent(shell), "run this before the README's release is installed (file order)"
     helm = Helm(shell.helm, cluster.kubeconfig)
     name = f"up-{secrets.token_hex(3)}"
     values = {**OPEN, "operator.watchNamespaces": [namespace], "coordinator.defaultPartitions": PARTITIONS}

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from e2e.helpers import Cluster, Kubectl, Manifest, wait_until
+from examples.demo.fleet import tenancy_policy
 from staticfleet.admin import AuthenticationFailed, GroupAdmin
 
 from .harness import OperatorRunner, condition, ready_with, timing, wait_fleet
@@ -51,18 +52,6 @@ def other_namespace(cluster: Cluster, namespace: str) -> Iterator[str]:
         yield name
     finally:
         cluster.kubectl.run("delete", "namespace", name, "--wait=false", check=False)
-
-
-def policy(name: str, namespace: str, topics: list[str]) -> Manifest:
-    return {
-        "apiVersion": "staticfleet.io/v1alpha1",
-        "kind": "StaticFleetTenancyPolicy",
-        "metadata": {"name": name},
-        "spec": {
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-            "topics": [{"name": t} for t in topics],
-        },
-    }
 
 
 def secret_or_none(kubectl: Kubectl, namespace: str, name: str) -> dict[str, str] | None:
@@ -152,7 +141,7 @@ def test_a_fleet_naming_another_namespaces_topic_gets_access_only_while_a_policy
 
         # Widened: a policy lets B read the topic; the spy fleet gets its user and consumes.
         began = time.monotonic()
-        kubectl.apply(policy(name, b, [topic]), b)
+        kubectl.apply(tenancy_policy(name, b, [topic]), b)
         wait_until(lambda: user_and_acls(secured, spy_user)[0], timeout=60, what="the spy's user")
         granted_after = time.monotonic() - began
         timing("tenancy: policy widened -> user provisioned", granted_after)
