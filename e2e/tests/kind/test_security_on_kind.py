@@ -125,7 +125,8 @@ def test_a_pod_without_credentials_gets_its_connection_closed_as_kafka_closes_it
     assert seen["metadata_first"] == ["closed"], seen
     # ApiVersions is answered before a login (error 0), and the Metadata after it is not: closed.
     assert seen["api_versions_then_metadata"] == [{"correlation": 7, "error": 0}, "closed"], seen
-    # The HTTP API: probes open, the groups behind the token.
+    # The HTTP API: probes open, the groups behind the token (reached here because this cluster's network
+    # plugin does not enforce the chart's NetworkPolicy, which admits only the operator to that port).
     assert seen["http"] == {"/healthz": 200, "/api/groups": 401}, seen
     # The coordinator is still serving its fleets (nothing but those connections was closed).
     ready = kubectl.get("pod", COORDINATOR_POD, RELEASE_NAMESPACE)["status"]["conditions"]
