@@ -69,7 +69,7 @@ def test_the_metrics_services_select_the_pods_that_serve_their_ports(helm: Helm)
         pod = workloads[workload]["spec"]["template"]
         assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
         (port,) = service["spec"]["ports"]
-        served = {p["name"] for c in pod["spec"]["containers"] for p in c["ports"]}
+        served = {p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}
         assert port["targetPort"] in served and port["name"] in endpoints
         # The ServiceMonitor's selector finds the Service.
         labels = service["metadata"]["labels"]
@@ -84,6 +84,23 @@ def test_the_service_monitor_sends_the_coordinators_token_when_its_api_asks_for_
     assert by_port["http"]["authorization"]["credentials"] == {"name": "coordinator-token", "key": "token"}
     assert "authorization" not in by_port["metrics"]
     assert "http" not in {e["port"] for e in _monitor(helm, {"coordinator.enabled": False, **_EXTERNAL})}
+
+
+def test_the_service_monitor_scrapes_the_secured_coordinator_over_https_with_its_ca_and_token(
+    helm: Helm,
+) -> None:
+    """The default install serves the coordinator's HTTP API on HTTPS behind the token it generates."""
+    by_port = {e["port"]: e for e in _monitor(helm, {})}
+    http = by_port["http"]
+    assert http["scheme"] == "https"
+    assert http["tlsConfig"]["ca"]["secret"] == {"name": "sf-staticfleet-coordinator-tls", "key": "ca.crt"}
+    assert http["tlsConfig"]["serverName"].startswith("sf-staticfleet-coordinator-0.")
+    assert http["authorization"]["credentials"] == {
+        "name": "sf-staticfleet-coordinator-http-token",
+        "key": "token",
+    }
+    open_install = {e["port"]: e for e in _monitor(helm, {"coordinator.security.enabled": False})}
+    assert "scheme" not in open_install["http"] and "tlsConfig" not in open_install["http"]
 
 
 _EXTERNAL = {"externalKafka.bootstrapServers": "kafka:9092"}
