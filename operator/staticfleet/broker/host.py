@@ -398,6 +398,16 @@ class _HostCollector(Collector):
                 "Event-log lines dropped because they could not be written",
                 host.event_writer.dropped,
             ),
+            (
+                "staticfleet_log_appends_too_large",
+                "Operations whose records were above message.max.bytes (answered UNKNOWN_SERVER_ERROR)",
+                host.runtime.too_large_appends,
+            ),
+            (
+                "staticfleet_coordinator_unexpected_errors",
+                "Operations that raised while deciding or writing (answered UNKNOWN_SERVER_ERROR, undone)",
+                host.runtime.unexpected_errors,
+            ),
         )
         for name, documentation, value in counters:
             yield CounterMetricFamily(name, documentation, value=value)

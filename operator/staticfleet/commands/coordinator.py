@@ -23,6 +23,7 @@ from staticfleet.commands.arguments import (
     positive_int,
 )
 from staticfleet.coordinator import CoordinatorConfig
+from staticfleet.coordinator.config import MESSAGE_MAX_BYTES
 from staticfleet.coordinator.log import MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS
 
 # The collector's thresholds while serving (CPython's defaults are 700, 10, 10). Every full collection
@@ -82,6 +83,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--group-min-session-timeout-ms", type=non_negative_int, default=6_000)
     p.add_argument("--group-max-session-timeout-ms", type=non_negative_int, default=1_800_000)
     p.add_argument("--group-max-size", type=positive_int, default=2**31 - 1)
+    p.add_argument(
+        "--message-max-bytes",
+        type=positive_int,
+        default=MESSAGE_MAX_BYTES,
+        help="message.max.bytes: the largest record batch a topic takes by default (its max.message.bytes) "
+        "and the most one group operation may write (a larger group record or batch of offset commits is "
+        f"answered UNKNOWN_SERVER_ERROR, as Kafka answers it; default {MESSAGE_MAX_BYTES})",
+    )
     p.add_argument(
         "--default-partitions",
         type=positive_int,
@@ -186,6 +195,7 @@ def run(args: argparse.Namespace) -> int:
             max_session_timeout_ms=args.group_max_session_timeout_ms,
             initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
             max_size=args.group_max_size,
+            message_max_bytes=args.message_max_bytes,
         )
         connection_limits = ConnectionLimits(
             max_connections=args.max_connections,
@@ -239,6 +249,7 @@ def run(args: argparse.Namespace) -> int:
         topic_defaults={
             "retention.bytes": str(args.log_retention_bytes),
             "segment.bytes": str(args.log_segment_bytes),
+            "max.message.bytes": str(args.message_max_bytes),
         },
     )
 

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from staticfleet.coordinator.log import FRAME_OVERHEAD, MAX_FRAME_BYTES
+
+MAX_MESSAGE_MAX_BYTES = MAX_FRAME_BYTES - FRAME_OVERHEAD
+"""The largest append the coordinator log's frames hold."""
+
 INT32_MAX = 2**31 - 1
+MESSAGE_MAX_BYTES = 1_048_588
+"""Kafka's default message.max.bytes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +28,10 @@ class CoordinatorConfig:
     """How long a new member may stay parked in JoinGroup (a constant in Kafka)."""
     offset_metadata_max_bytes: int = 4_096
     """offset.metadata.max.bytes"""
+    message_max_bytes: int = MESSAGE_MAX_BYTES
+    """message.max.bytes: the most one operation may append to the coordinator log. Kafka's group
+    coordinator writes to __consumer_offsets, whose max.message.bytes defaults to it; a group record or
+    a batch of offset commits over it is refused and the request answered UNKNOWN_SERVER_ERROR."""
     offsets_retention_ms: int = 7 * 24 * 3_600_000
     """offsets.retention.minutes, in milliseconds"""
     offsets_retention_check_interval_ms: int = 600_000
@@ -38,3 +49,8 @@ class CoordinatorConfig:
             raise ValueError("group.initial.rebalance.delay.ms must not be negative")
         if self.max_size < 1:
             raise ValueError("group.max.size must be at least 1")
+        if not 0 < self.message_max_bytes <= MAX_MESSAGE_MAX_BYTES:
+            raise ValueError(
+                f"message.max.bytes {self.message_max_bytes} must be between 1 and {MAX_MESSAGE_MAX_BYTES} "
+                "(the largest append a frame of the coordinator log holds)"
+            )

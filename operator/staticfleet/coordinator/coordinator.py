@@ -22,7 +22,12 @@ from typing import TypeVar
 from staticfleet.coordinator import events as ev
 from staticfleet.coordinator.clock import Clock
 from staticfleet.coordinator.config import CoordinatorConfig
-from staticfleet.coordinator.errors import ErrorCode, StoreError, append_error_to_response_error
+from staticfleet.coordinator.errors import (
+    CoordinatorError,
+    ErrorCode,
+    StoreError,
+    append_error_to_response_error,
+)
 from staticfleet.coordinator.group import ClassicGroup, GroupState
 from staticfleet.coordinator.group_configs import GROUP_CONFIG_KEYS, GroupConfigs
 from staticfleet.coordinator.loading import Loader
@@ -50,7 +55,7 @@ from staticfleet.coordinator.messages import (
 )
 from staticfleet.coordinator.offsets import OffsetManager
 from staticfleet.coordinator.records import GroupTombstone, Record
-from staticfleet.coordinator.result import CoordinatorResult
+from staticfleet.coordinator.result import CoordinatorResult, Once
 from staticfleet.coordinator.state import EXPECTED_INSTANCE_IDS, CoordinatorState, parse_instance_ids
 
 __all__ = [
@@ -62,6 +67,10 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+
+def _no_answer(error: ErrorCode) -> None:
+    """Operations nobody waits on (timers, unloading) have nothing to answer."""
 
 
 class GroupCoordinator:
@@ -94,21 +103,36 @@ class GroupCoordinator:
 
     # === the runtime's side ========================================================================
 
-    def settle(self, result: CoordinatorResult[T], failure: StoreError | None) -> CoordinatorResult[T]:
+    def settle(
+        self, result: CoordinatorResult[T], failure: StoreError | Exception | None
+    ) -> CoordinatorResult[T]:
         """Finish an operation once its records were appended (failure None) or refused: apply or undo
-        what they say. Returns the operation's replies, with any records this in turn wants written."""
+        what they say. Returns the operation's replies, with any records this in turn wants written.
+
+        A failure other than a StoreError is something that raised while the operation was deciding,
+        or while its records were encoded or appended: what it decided is undone as for a failed
+        append, and the request gets the operation's answer for UNKNOWN_SERVER_ERROR, as Kafka answers
+        an operation that hit an unexpected exception."""
+        unexpected = failure is not None and not isinstance(failure, StoreError)
 
         def finish() -> T:
             if failure is None:
                 for written in result.on_written:
                     written()
-            else:
+                return result.response
+            if isinstance(failure, StoreError):
                 error = append_error_to_response_error(failure.code)
-                for failed in result.on_failed:
-                    failed(error, str(failure))
-            return result.response
+            else:
+                error = ErrorCode.unknown_server_error
+            for failed in result.on_failed:
+                failed(error, str(failure))
+            if not unexpected or result.answer_error is None:
+                return result.response
+            answer: T = result.answer_error(error)
+            self._recorder.respond_instead(answer)
+            return answer
 
-        follow = self._recorder.run(finish)
+        follow = self._recorder.run(finish, result.name, result.answer_error)
         follow.replies[:0] = result.replies
         if follow.error is None:
             follow.error = result.error
@@ -123,44 +147,81 @@ class GroupCoordinator:
         if due is None:
             return None
         task: Callable[[], None] = due[1]
-        return self._recorder.run(task)
+        return self._recorder.run(task, "a timer", _no_answer)
 
     # === writes ====================================================================================
 
     def join_group(
         self, ctx: RequestContext, request: JoinGroupRequest, respond: Callable[[JoinGroupResponse], None]
     ) -> CoordinatorResult[None]:
-        return self._recorder.run(lambda: self.membership.join_group(ctx, request, respond))
+        reply = Once(self._recorder, respond)
+
+        def answer_error(error: ErrorCode) -> None:
+            reply(JoinGroupResponse(error=error))
+
+        return self._recorder.run(
+            lambda: self.membership.join_group(ctx, request, reply), "JoinGroup", answer_error
+        )
 
     def sync_group(
         self, ctx: RequestContext, request: SyncGroupRequest, respond: Callable[[SyncGroupResponse], None]
     ) -> CoordinatorResult[None]:
-        return self._recorder.run(lambda: self.membership.sync_group(ctx, request, respond))
+        reply = Once(self._recorder, respond)
+
+        def answer_error(error: ErrorCode) -> None:
+            reply(SyncGroupResponse(error=error))
+
+        return self._recorder.run(
+            lambda: self.membership.sync_group(ctx, request, reply), "SyncGroup", answer_error
+        )
 
     def leave_group(
         self, ctx: RequestContext, request: LeaveGroupRequest
     ) -> CoordinatorResult[LeaveGroupResponse]:
-        return self._recorder.run(lambda: self.membership.leave_group(ctx, request))
+        return self._recorder.run(
+            lambda: self.membership.leave_group(ctx, request),
+            "LeaveGroup",
+            lambda error: LeaveGroupResponse(error=error),
+        )
 
     def commit_offsets(
         self, ctx: RequestContext, request: OffsetCommitRequest
     ) -> CoordinatorResult[OffsetCommitResponse]:
-        return self._recorder.run(lambda: self.offset_manager.commit_offsets(ctx, request))
+        return self._recorder.run(
+            lambda: self.offset_manager.commit_offsets(ctx, request),
+            "OffsetCommit",
+            lambda error: OffsetCommitResponse.all_failed(request, error),
+        )
 
     def delete_groups(
         self, ctx: RequestContext, group_ids: Iterable[str]
     ) -> CoordinatorResult[list[DeleteGroupResult]]:
-        return self._recorder.run(lambda: self._delete_groups(group_ids))
+        ids = list(dict.fromkeys(group_ids))
+        return self._recorder.run(
+            lambda: self._delete_groups(ids),
+            "DeleteGroups",
+            lambda error: [DeleteGroupResult(group_id, error) for group_id in ids],
+        )
 
     def alter_group_config(
         self, group_id: str, changes: Mapping[str, str | None], validate_only: bool = False
     ) -> CoordinatorResult[None]:
         """Set (value) or delete (None) group configs; CoordinatorError(INVALID_CONFIG) says what is wrong."""
-        return self._recorder.run(lambda: self.configs.alter(group_id, changes, validate_only))
+
+        def answer_error(error: ErrorCode) -> None:
+            self._recorder.fail(CoordinatorError(error, "the group config could not be changed"))
+
+        return self._recorder.run(
+            lambda: self.configs.alter(group_id, changes, validate_only), "AlterConfigs", answer_error
+        )
 
     def on_partitions_changed(self, topic: str) -> CoordinatorResult[list[str]]:
         """A topic gained partitions: rebalance the consumer groups subscribed to it (their ids)."""
-        return self._recorder.run(lambda: self.membership.on_partitions_changed(topic))
+        return self._recorder.run(
+            lambda: self.membership.on_partitions_changed(topic),
+            "the rebalance for new partitions",
+            lambda error: [],
+        )
 
     def load(self, records: Iterable[Record]) -> CoordinatorResult[int]:
         """Replay durable records, then start timers as a freshly loaded coordinator does."""
@@ -175,7 +236,7 @@ class GroupCoordinator:
 
     def unload(self) -> CoordinatorResult[None]:
         """Shutting down: every parked JoinGroup and SyncGroup is answered NOT_COORDINATOR."""
-        return self._recorder.run(self.membership.unload)
+        return self._recorder.run(self.membership.unload, "unloading", _no_answer)
 
     # === reads =====================================================================================
 

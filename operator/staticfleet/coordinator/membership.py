@@ -8,7 +8,7 @@ do once they are durable (or not), and answers to parked requests are recorded a
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -22,8 +22,10 @@ from staticfleet.coordinator.group import (
     JoinResponder,
     Member,
     RebalanceRecord,
+    SyncResponder,
 )
 from staticfleet.coordinator.messages import (
+    MAX_STRING_BYTES,
     HeartbeatRequest,
     HeartbeatResponse,
     JoinGroupRequest,
@@ -35,7 +37,6 @@ from staticfleet.coordinator.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from staticfleet.coordinator.result import Once
 from staticfleet.coordinator.state import CoordinatorState
 
 log = logging.getLogger(__name__)
@@ -138,10 +139,8 @@ class Membership:
 
     # === JoinGroup =================================================================================
 
-    def join_group(
-        self, ctx: RequestContext, request: JoinGroupRequest, respond: Callable[[JoinGroupResponse], None]
-    ) -> None:
-        reply = Once(self.recorder, respond)
+    def join_group(self, ctx: RequestContext, request: JoinGroupRequest, reply: JoinResponder) -> None:
+        """`reply` answers the request at most once (the coordinator's `Once`)."""
         if not request.group_id:
             reply(JoinGroupResponse(error=ErrorCode.invalid_group_id, member_id=request.member_id))
             return
@@ -166,25 +165,20 @@ class Membership:
             )
         is_unknown_member = request.member_id == ""
         group = self.groups.get(request.group_id)
-        is_new_group = group is None
         if group is None:
             if not is_unknown_member:
                 reply(JoinGroupResponse(error=ErrorCode.unknown_member_id, member_id=request.member_id))
                 return
             group = self.state.create_group(request.group_id)
-        try:
-            if not group.accepts_joining_member(request.member_id, self.config.max_size):
-                group.remove(request.member_id)
-                reply(JoinGroupResponse(error=ErrorCode.group_max_size_reached, member_id=""))
-            elif is_unknown_member:
-                self._join_new_member(ctx, request, group, reply)
-            else:
-                self._join_existing_member(ctx, request, group, reply)
-        except IllegalTransition:
-            log.exception("JoinGroup for group %s failed", request.group_id)
-            reply(JoinGroupResponse(error=ErrorCode.unknown_server_error))
-        if is_new_group:
+            # Asked for first, so that whatever fails later in this join takes the new group back out.
             self._commit_new_group(group, reply)
+        if not group.accepts_joining_member(request.member_id, self.config.max_size):
+            group.remove(request.member_id)
+            reply(JoinGroupResponse(error=ErrorCode.group_max_size_reached, member_id=""))
+        elif is_unknown_member:
+            self._join_new_member(ctx, request, group, reply)
+        else:
+            self._join_existing_member(ctx, request, group, reply)
 
     def _commit_new_group(self, group: ClassicGroup, reply: JoinResponder) -> None:
         """A freshly created group is committed to the log with an empty record, as Kafka does; if that
@@ -215,6 +209,17 @@ class Membership:
             return
         instance_id = request.group_instance_id
         new_member_id = f"{instance_id if instance_id is not None else ctx.client_id}-{self.state.new_uuid()}"
+        if len(new_member_id.encode("utf-8")) > MAX_STRING_BYTES:
+            # Kafka admits the member, then cannot write any answer that names it (a protocol string
+            # holds at most 32767 bytes) and answers UNKNOWN_SERVER_ERROR: it is refused here at once.
+            log.info(
+                "JoinGroup for group %s refused: the member id made from its %s would be %d bytes",
+                group.group_id,
+                "group.instance.id" if instance_id is not None else "client id",
+                len(new_member_id.encode("utf-8")),
+            )
+            reply(JoinGroupResponse(error=ErrorCode.unknown_server_error))
+            return
         if instance_id is not None:
             existing = group.static_member_id(instance_id)
             if existing is not None:
@@ -713,10 +718,8 @@ class Membership:
 
     # === SyncGroup =================================================================================
 
-    def sync_group(
-        self, ctx: RequestContext, request: SyncGroupRequest, respond: Callable[[SyncGroupResponse], None]
-    ) -> None:
-        reply = Once(self.recorder, respond)
+    def sync_group(self, ctx: RequestContext, request: SyncGroupRequest, reply: SyncResponder) -> None:
+        """`reply` answers the request at most once (the coordinator's `Once`)."""
         if ctx.api_version >= 5 and (request.protocol_type is None or request.protocol_name is None):
             reply(SyncGroupResponse(error=ErrorCode.inconsistent_group_protocol))
             return

@@ -8,6 +8,12 @@ travels in `RequestContext`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Final
+
+MAX_STRING_BYTES: Final = 0x7FFF
+"""The longest string Kafka's protocol carries, in UTF-8 bytes: Kafka's generated readers refuse a
+longer one (closing the connection) and its writers cannot write one (group ids, instance ids, member
+ids; the coordinator log holds them with 2-byte lengths)."""
 
 
 @dataclass(frozen=True, slots=True)

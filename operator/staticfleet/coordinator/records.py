@@ -170,6 +170,40 @@ def encode_record(record: Record) -> bytes:
     raise TypeError(f"not a record: {record!r}")
 
 
+def _utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
+def _text_size(text: str | None) -> int:
+    """The size of `_str(text)`."""
+    return 4 if text is None else 4 + _utf8_size(text)
+
+
+def encoded_size(record: Record) -> int:
+    """len(encode_record(record)), without encoding it (the runtime checks every append's size)."""
+    if isinstance(record, OffsetCommitRecord):
+        metadata = 0 if record.metadata is None else _utf8_size(record.metadata)
+        return _OFFSET_HEAD.size + _utf8_size(record.group_id) + _utf8_size(record.topic) + metadata
+    if isinstance(record, GroupMetadataRecord):
+        size = 1 + _GROUP_HEAD.size
+        size += _text_size(record.group_id) + _text_size(record.protocol_type)
+        size += _text_size(record.protocol) + _text_size(record.leader)
+        for m in record.members:
+            size += _text_size(m.member_id) + _text_size(m.group_instance_id)
+            size += _text_size(m.client_id) + _text_size(m.client_host)
+            size += _MEMBER_HEAD.size + 8 + len(m.subscription) + len(m.assignment)
+        return size
+    if isinstance(record, GroupTombstone):
+        return 1 + _text_size(record.group_id)
+    if isinstance(record, OffsetTombstone):
+        return 1 + _text_size(record.group_id) + _text_size(record.topic) + 4
+    if isinstance(record, GroupConfigRecord):
+        return 5 + _text_size(record.group_id) + sum(_text_size(n) + _text_size(v) for n, v in record.configs)
+    if isinstance(record, SecurityRecord):
+        return 5 + len(record.body)
+    raise TypeError(f"not a record: {record!r}")
+
+
 class _Cursor:
     __slots__ = ("buf", "pos")
 

@@ -5,6 +5,10 @@ leaves writing to one runtime; this is the same shape. The state machine never t
 operation that needs a record durable hands it over with two continuations, one for when the append
 succeeded (apply what the record says, answer) and one for when it failed (undo, answer with the
 error). Replies (the answers to parked JoinGroup and SyncGroup requests) are collected, not sent.
+
+Each operation also says how it answers an error of its own (Kafka's service does so with
+`handleOperationException`): if something raises while it decides, the operation is abandoned with the
+exception in `unexpected`, and the runtime settles it as a failed append whose answer is that error.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ T = TypeVar("T")
 OnWritten = Callable[[], None]
 OnFailed = Callable[[ErrorCode, str], None]
 """Called with the error the client sees (Kafka's mapping of the append error) and what went wrong."""
+AnswerError = Callable[[ErrorCode], Any]
+"""The operation's whole answer for an error (run inside an operation: it may record replies)."""
 
 
 @dataclass(slots=True)
@@ -44,11 +50,16 @@ class CoordinatorResult(Generic[T]):
     on_failed: list[OnFailed] = field(default_factory=list)
     error: CoordinatorError | None = None
     """Raised to the caller once the result is settled (a request-level failure)."""
+    name: str = ""
+    """What the operation is, for the log (JoinGroup, a timer, ...)."""
+    answer_error: AnswerError | None = None
+    unexpected: Exception | None = None
+    """What raised while the operation was deciding: it must be settled as a failure."""
 
     @property
     def settled(self) -> bool:
         """Nothing is left to append and no continuation waits for an append."""
-        return not self.records and not self.on_written and not self.on_failed
+        return not self.records and not self.on_written and not self.on_failed and self.unexpected is None
 
 
 @dataclass(slots=True)
@@ -71,12 +82,25 @@ class Recorder:
     def __init__(self) -> None:
         self._operation: Operation | None = None
 
-    def run(self, body: Callable[[], T]) -> CoordinatorResult[T]:
+    def run(
+        self, body: Callable[[], T], name: str = "", answer_error: AnswerError | None = None
+    ) -> CoordinatorResult[T]:
+        """Run one operation. With `answer_error`, an exception other than a CoordinatorError (a
+        request-level failure, raised to the caller) does not escape: the result carries it in
+        `unexpected`, with what was decided before it."""
         if self._operation is not None:
             raise RuntimeError("an operation of the coordinator started inside another one")
         operation = self._operation = Operation()
+        unexpected: Exception | None = None
+        response: Any = None
         try:
             response = body()
+        except CoordinatorError:
+            raise
+        except Exception as exc:
+            if answer_error is None:
+                raise
+            unexpected = exc
         finally:
             self._operation = None
         if operation.response_instead:
@@ -88,6 +112,9 @@ class Recorder:
             operation.on_written,
             operation.on_failed,
             operation.error,
+            name,
+            answer_error,
+            unexpected,
         )
 
     def _current(self) -> Operation:
