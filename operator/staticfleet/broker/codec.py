@@ -2,7 +2,7 @@
 
 kio parses and writes every message; this module adds what a server needs around it:
   * reading the request header for any API version (header v1 or v2) and the body behind it;
-  * two fixes kio's reader needs before it can face the network (see "kio patches" below);
+  * three fixes kio's reader needs before it can face the network (see "kio patches" below);
   * answering the version a client asked for: a handler builds one typed response, `for_version`
     carries it over to the requested version's entity;
   * writing responses with the right header (v0, or v1 for flexible versions, but always v0 for
@@ -28,6 +28,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.protocol import ResponsePayload
 
 from staticfleet.broker.registry import API_KEYS, RequestHeader, UnsupportedVersion, key_of
+from staticfleet.coordinator.messages import MAX_STRING_BYTES
 
 _HEAD = struct.Struct(">hhi")
 _I16 = struct.Struct(">h")
@@ -91,10 +92,12 @@ def _fields(entity: type[Any]) -> tuple[_Field, ...]:
 
 # --- kio patches ---------------------------------------------------------------------------------------
 #
-# Two things kio 0.6's reader does that a server cannot accept, fixed by one walk over the frame:
+# Three things kio 0.6's reader does that a server cannot accept, fixed by one walk over the frame:
 #  * it sizes an array from the count a frame declares before checking the bytes are there, so a
 #    garbled count makes it allocate gigabytes and abort the whole process: every declared length and
 #    count must fit in what is left of the frame (strings and bytes kio bounds-checks itself);
+#  * it reads a compact string of any length, where Kafka refuses one over 32767 bytes (group ids and
+#    instance ids go to the coordinator log with 2-byte lengths);
 #  * it rejects tagged fields it does not know, which the protocol says a receiver must skip: such a
 #    frame is rewritten without them and parsed again.
 
@@ -145,9 +148,12 @@ def _fits(pos: int, buf: bytes) -> int:
 
 
 def _skip_variable(kafka_type: str, flexible: bool, buf: bytes, pos: int) -> int:
-    """Past one string or bytes field."""
+    """Past one string or bytes field. A string longer than Kafka's protocol allows is refused, as
+    Kafka's generated readers refuse it ("string field had invalid length"): the connection closes."""
     if flexible:
         length, pos = _uvarint(buf, pos)
+        if length - 1 > MAX_STRING_BYTES and kafka_type == "string":
+            raise FrameError(f"a string of {length - 1} bytes is longer than {MAX_STRING_BYTES}")
         return _fits(pos + max(length - 1, 0), buf)
     width = _I16 if kafka_type == "string" else _SIZE
     (length,) = width.unpack_from(buf, _fits(pos + width.size, buf) - width.size)
@@ -275,7 +281,8 @@ def _has_arrays(entity: type[Any]) -> bool:
 
 
 def _read_entity(entity: type[Any], frame: bytes, offset: int) -> Any:
-    if _has_arrays(entity):
+    # A frame too short to hold an overlong string needs the walk only for its arrays.
+    if _has_arrays(entity) or len(frame) - offset > MAX_STRING_BYTES:
         walk(entity, frame, offset)
     try:
         value, _ = entity_reader(entity)(frame, offset)
