@@ -3,7 +3,7 @@
 GET /healthz            200 while the process serves HTTP
 GET /readyz             200 once the coordinator recovered its log and listens for Kafka clients
 GET /metrics            Prometheus text format
-GET /api/groups         every group, summarised
+GET /api/groups         the groups, summarised, a page at a time (`limit`, `continue`: group_pages.py)
 GET /api/groups/{id}    one group: members with instance ids and decoded partitions, recent rebalances
 
 Bounded against slow and abusive clients. aiohttp has no header-read timeout of its own, but its
@@ -24,6 +24,13 @@ from collections.abc import Callable
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from staticfleet.broker.group_pages import (
+    BadPageRequest,
+    GroupListings,
+    ListingGone,
+    parse_limit,
+    render_page,
+)
 from staticfleet.broker.host import CoordinatorHost
 from staticfleet.broker.metrics import BrokerMetrics
 from staticfleet.broker.security.http_auth import TokenSource, bearer_middleware
@@ -129,9 +136,11 @@ async def start_http(
     request_timeout_s: float = HTTP_REQUEST_TIMEOUT_S,
     linger_s: float = HTTP_LINGER_S,
     max_connections: int = MAX_HTTP_CONNECTIONS,
+    listings: GroupListings | None = None,
 ) -> HttpApi:
     """The HTTP API; with `token`, /api/* and /metrics need it as a bearer token (probes stay open)."""
     coordinator = coordinator_host.coordinator
+    group_listings = listings if listings is not None else GroupListings()
 
     async def healthz(request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
@@ -148,8 +157,15 @@ async def start_http(
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def groups(request: web.Request) -> web.Response:
-        views = [CoordinatorGroupView.of(coordinator, g) for g in list(coordinator.groups.values())]
-        return web.json_response({"groups": [v.to_json(detail=False) for v in views]})
+        try:
+            limit = parse_limit(request.query.get("limit"))
+            page = group_listings.page(lambda: list(coordinator.groups), limit, request.query.get("continue"))
+        except BadPageRequest as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        except ListingGone as exc:
+            return web.json_response({"error": str(exc)}, status=410)
+        body = await render_page(coordinator.groups, page)
+        return web.Response(text=body, content_type="application/json")
 
     async def group(request: web.Request) -> web.Response:
         group_id = request.match_info["group_id"]

@@ -13,7 +13,13 @@ from staticfleet.coordinator.consumer_protocol import assignment_partitions, sub
 from staticfleet.coordinator.group import ClassicGroup, Member, RebalanceRecord
 from staticfleet.coordinator.state import EXPECTED_INSTANCE_IDS
 
-__all__ = ["CoordinatorGroupView", "RebalanceRecord", "rebalance_from_json", "rebalance_to_json"]
+__all__ = [
+    "CoordinatorGroupView",
+    "RebalanceRecord",
+    "rebalance_from_json",
+    "rebalance_to_json",
+    "summary_json",
+]
 
 
 def rebalance_to_json(record: RebalanceRecord) -> dict[str, Any]:
@@ -130,6 +136,26 @@ class CoordinatorGroupView:
             expected_instance_ids=tuple(data.get("expectedInstanceIds") or ()),
             member_list=tuple(data.get("memberList") or ()),
         )
+
+
+def summary_json(group: ClassicGroup) -> dict[str, Any]:
+    """A group's entry in `/api/groups`: `CoordinatorGroupView.of(...).to_json(detail=False)`, read
+    straight from the group (a listing of many groups builds one per group)."""
+    leader_id = group.leader_id
+    leader = group.members.get(leader_id) if leader_id else None
+    last = group.rebalances[-1] if group.rebalances else None
+    return {
+        "groupId": group.group_id,
+        "state": group.state.value,
+        "generation": group.generation_id,
+        "protocolType": group.protocol_type or "",
+        "protocol": group.protocol_name,
+        "leader": leader_id,
+        "leaderInstanceId": leader.group_instance_id if leader else None,
+        "members": len(group.members),
+        "rebalances": group.rebalance_count,
+        "lastRebalance": None if last is None else rebalance_to_json(last),
+    }
 
 
 def _member(group: ClassicGroup, member: Member) -> dict[str, Any]:

@@ -65,7 +65,7 @@ def test_a_client_that_trusts_the_ca_gets_the_probes_openly_and_the_api_with_the
     assert https(backend, ca_file, "/api/groups")[0] == 401
     assert https(backend, ca_file, "/metrics", "wrong")[0] == 401
     status, body = https(backend, ca_file, "/api/groups", TOKEN)
-    assert status == 200 and json.loads(body) == {"groups": []}
+    assert status == 200 and json.loads(body) == {"groups": [], "remaining": 0}
     status, metrics = https(backend, ca_file, "/metrics", TOKEN)
     assert status == 200 and b"staticfleet_log_writable" in metrics
     for secret in (TOKEN.encode(), b"admin-secret", b"alice-secret"):

@@ -237,7 +237,9 @@ def test_http_api_serves_health_readiness_metrics_and_groups(tmp_path: Path) -> 
         assert 'staticfleet_requests_total{api="JoinGroup",error="0",version="5"} 1.0' in metrics
         assert "staticfleet_groups" in metrics and "staticfleet_request_latency_seconds" in metrics
         status, groups = await asyncio.to_thread(get, "/api/groups")
-        assert [g["groupId"] for g in json.loads(groups)["groups"]] == ["visible"]
+        listing = json.loads(groups)
+        assert [g["groupId"] for g in listing["groups"]] == ["visible"]
+        assert listing["remaining"] == 0 and "continue" not in listing, "one page holds it all"
         assert (await asyncio.to_thread(get, "/api/groups/nope"))[0] == 404
 
     serve(tmp_path, test)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from staticfleet.coordinator import EXPECTED_INSTANCE_IDS
-from staticfleet.coordinator.group_view import CoordinatorGroupView
+from staticfleet.coordinator.group_view import CoordinatorGroupView, summary_json
 
 from .harness import Harness
 
@@ -29,3 +29,13 @@ def test_the_summary_leaves_out_members_and_history() -> None:
     assert summary["lastRebalance"]["durationMs"] == (
         summary["lastRebalance"]["completedMs"] - summary["lastRebalance"]["startedMs"]
     )
+
+
+def test_a_listing_entry_is_the_summary_of_the_view() -> None:
+    h = Harness()
+    h.stable_static_group("a", "b")
+    h.stable_static_group("c", group="other")
+    h.join("", "d", group="preparing")
+    for group in h.coordinator.groups.values():
+        view = CoordinatorGroupView.of(h.coordinator, group)
+        assert summary_json(group) == view.to_json(detail=False), group.group_id
