@@ -7,7 +7,8 @@ token names the listing and the position of the next page. A group deleted meanw
 its page, one created meanwhile appears in the next listing, and each group is shown as it stands when
 its page is built. `limit` is at most `MAX_PAGE_GROUPS`, which is also the default: what one request
 may ask for is bounded. A page is built `CHUNK_GROUPS` groups at a time, giving the loop back between
-chunks, so a heartbeat waits behind one chunk, not behind a page.
+chunks, so a heartbeat waits behind one chunk, not behind a page. One group's detailed view
+(`/api/groups/{id}`) is taken at once and its members decoded `CHUNK_MEMBERS` at a time, the same way.
 
 Listings are kept while they are read: the oldest is dropped when `MAX_LISTINGS` are open, and one
 not read for `LISTING_IDLE_S` expires; a token of a listing that is gone is answered 410 Gone, and the
@@ -23,15 +24,22 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from staticfleet.coordinator.group import ClassicGroup
-from staticfleet.coordinator.group_view import summary_json
+from staticfleet.coordinator.group_view import (
+    CoordinatorGroupView,
+    GroupConfigSource,
+    MemberSnapshot,
+    summary_json,
+)
 
 MAX_PAGE_GROUPS: Final = 500
 """The most groups one request gets, and how many it gets when it does not ask (`limit`)."""
 CHUNK_GROUPS: Final = 50
 """Groups built between two returns to the event loop."""
+CHUNK_MEMBERS: Final = 100
+"""Members of one group's detailed view turned into JSON between two returns to the event loop."""
 MAX_LISTINGS: Final = 64
 LISTING_IDLE_S: Final = 300.0
 
@@ -147,3 +155,18 @@ async def render_page(groups: Mapping[str, ClassicGroup], page: PageRequest) -> 
     if page.end < len(page.ids):
         tail["continue"] = f"{page.listing}.{page.end}"
     return '{"groups": [' + ", ".join(parts) + "], " + encode(tail)[1:]
+
+
+async def group_detail(coordinator: GroupConfigSource, group: ClassicGroup) -> dict[str, Any]:
+    """`/api/groups/{id}`: the group and its members as they are now; the members' assignments and
+    subscriptions are decoded CHUNK_MEMBERS at a time, giving the loop back in between."""
+    snapshots = [MemberSnapshot.of(group, member) for member in group.members.values()]
+    view = CoordinatorGroupView.of(coordinator, group, member_list=())
+    entries: list[dict[str, Any]] = []
+    for start in range(0, len(snapshots), CHUNK_MEMBERS):
+        if start:
+            await asyncio.sleep(0)
+        entries.extend(snapshot.to_json() for snapshot in snapshots[start : start + CHUNK_MEMBERS])
+    data = view.to_json()
+    data["memberList"] = entries
+    return data

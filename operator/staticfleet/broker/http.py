@@ -28,13 +28,13 @@ from staticfleet.broker.group_pages import (
     BadPageRequest,
     GroupListings,
     ListingGone,
+    group_detail,
     parse_limit,
     render_page,
 )
 from staticfleet.broker.host import CoordinatorHost
 from staticfleet.broker.metrics import BrokerMetrics
 from staticfleet.broker.security.http_auth import TokenSource, bearer_middleware
-from staticfleet.coordinator.group_view import CoordinatorGroupView
 
 HTTP_REQUEST_TIMEOUT_S = 15.0
 """A request's headers must arrive within this long of the connection opening or of its last answer;
@@ -172,7 +172,7 @@ async def start_http(
         found = coordinator.groups.get(group_id)
         if found is None:
             return web.json_response({"error": f"group {group_id} not found"}, status=404)
-        return web.json_response(CoordinatorGroupView.of(coordinator, found).to_json())
+        return web.json_response(await group_detail(coordinator, found))
 
     app = web.Application(middlewares=[bearer_middleware(token)] if token is not None else [])
     app.add_routes(

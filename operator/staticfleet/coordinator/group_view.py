@@ -15,6 +15,7 @@ from staticfleet.coordinator.state import EXPECTED_INSTANCE_IDS
 
 __all__ = [
     "CoordinatorGroupView",
+    "MemberSnapshot",
     "RebalanceRecord",
     "rebalance_from_json",
     "rebalance_to_json",
@@ -70,7 +71,13 @@ class CoordinatorGroupView:
     member_list: tuple[dict[str, Any], ...] = ()
 
     @classmethod
-    def of(cls, coordinator: GroupConfigSource, group: ClassicGroup) -> CoordinatorGroupView:
+    def of(
+        cls,
+        coordinator: GroupConfigSource,
+        group: ClassicGroup,
+        member_list: tuple[dict[str, Any], ...] | None = None,
+    ) -> CoordinatorGroupView:
+        """The view of `group` now; `member_list` given, it stands for the members' entries."""
         leader = group.members.get(group.leader_id) if group.leader_id else None
         expected = coordinator.describe_group_config(group.group_id).get(EXPECTED_INSTANCE_IDS)
         return cls(
@@ -88,7 +95,11 @@ class CoordinatorGroupView:
             rebalance_started_ms=group.rebalance_started_ms,
             recent_rebalances=tuple(group.rebalances),
             expected_instance_ids=tuple(expected.split(",")) if expected else (),
-            member_list=tuple(_member(group, m) for m in group.members.values()),
+            member_list=(
+                tuple(_member(group, m) for m in group.members.values())
+                if member_list is None
+                else member_list
+            ),
         )
 
     def to_json(self, *, detail: bool = True) -> dict[str, Any]:
@@ -158,18 +169,53 @@ def summary_json(group: ClassicGroup) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class MemberSnapshot:
+    """What the detailed view shows of a member, copied as it is now: turning it into JSON (decoding the
+    assignment and subscription) can then wait, and the member change meanwhile."""
+
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    assignment: bytes | None
+    """The consumer-protocol assignment (None: not a consumer group)."""
+    subscription: bytes | None
+    """The consumer-protocol subscription of the group's protocol (None: no protocol chosen)."""
+
+    @classmethod
+    def of(cls, group: ClassicGroup, member: Member) -> MemberSnapshot:
+        consumer = group.protocol_type == "consumer"
+        protocol = group.protocol_name
+        return cls(
+            member.member_id,
+            member.group_instance_id,
+            member.client_id,
+            member.client_host,
+            member.session_timeout_ms,
+            member.rebalance_timeout_ms,
+            member.assignment if consumer else None,
+            member.metadata(protocol) if consumer and protocol else None,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "memberId": self.member_id,
+            "instanceId": self.instance_id,
+            "clientId": self.client_id,
+            "clientHost": self.client_host,
+            "sessionTimeoutMs": self.session_timeout_ms,
+            "rebalanceTimeoutMs": self.rebalance_timeout_ms,
+        }
+        if self.assignment is not None:
+            entry["partitions"] = assignment_partitions(self.assignment)
+            if self.subscription is not None:
+                topics = subscribed_topics(self.subscription)
+                entry["subscription"] = sorted(topics) if topics is not None else None
+        return entry
+
+
 def _member(group: ClassicGroup, member: Member) -> dict[str, Any]:
-    entry: dict[str, Any] = {
-        "memberId": member.member_id,
-        "instanceId": member.group_instance_id,
-        "clientId": member.client_id,
-        "clientHost": member.client_host,
-        "sessionTimeoutMs": member.session_timeout_ms,
-        "rebalanceTimeoutMs": member.rebalance_timeout_ms,
-    }
-    if group.protocol_type == "consumer":
-        entry["partitions"] = assignment_partitions(member.assignment)
-        if group.protocol_name:
-            topics = subscribed_topics(member.metadata(group.protocol_name))
-            entry["subscription"] = sorted(topics) if topics is not None else None
-    return entry
+    return MemberSnapshot.of(group, member).to_json()

@@ -8,16 +8,24 @@ import json
 
 import pytest
 
+from conformance import driver as d
 from staticfleet.broker.group_pages import (
     CHUNK_GROUPS,
+    CHUNK_MEMBERS,
     MAX_PAGE_GROUPS,
     BadPageRequest,
     GroupListings,
     ListingGone,
+    group_detail,
     parse_limit,
     render_page,
 )
+from staticfleet.coordinator import GroupState
 from staticfleet.coordinator.group import ClassicGroup
+from staticfleet.coordinator.group_view import CoordinatorGroupView
+from staticfleet.coordinator.messages import Protocol
+
+from ..coordinator.harness import Harness
 
 
 def _ids(n: int) -> list[str]:
@@ -116,3 +124,21 @@ def test_a_page_is_built_a_chunk_at_a_time_and_leaves_out_groups_deleted_since_t
         "rebalances": 0,
         "lastRebalance": None,
     }
+
+
+def test_the_detailed_view_built_a_chunk_of_members_at_a_time_is_the_groups_view() -> None:
+    h = Harness()
+    members = 2 * CHUNK_MEMBERS + 7
+    replies = [
+        h.join("", f"m{i:03d}", protocols=(Protocol("range", d.subscription("t1")),)) for i in range(members)
+    ]
+    h.tick()
+    ids = [r.get().member_id for r in replies]
+    group = h.group()
+    assignments = {member_id: d.assignment({"t1": [i]}) for i, member_id in enumerate(ids)}
+    for i, member_id in enumerate(ids):
+        h.sync(member_id, 1, f"m{i:03d}", assignments=assignments if member_id == group.leader_id else None)
+    assert h.state() is GroupState.STABLE
+    detail = asyncio.run(group_detail(h.coordinator, group))
+    assert detail == CoordinatorGroupView.of(h.coordinator, group).to_json()
+    assert len(detail["memberList"]) == members and detail["memberList"][7]["partitions"] == {"t1": [7]}
