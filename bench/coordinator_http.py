@@ -1,0 +1,338 @@
+"""Heartbeat latency of the embedded coordinator while clients read its HTTP API's group listing.
+
+    .venv/bin/python bench/coordinator_http.py [--groups 100000] [--readers 8] [--seconds 20] [--quick]
+    .venv/bin/python bench/coordinator_http.py --compare-tree DIR [--compare-name NAME]
+
+One coordinator holds `--groups` groups (simple groups, made by offset commits) and a static group of
+1,000 members that heartbeat every 3 s, spread over the interval (the load of
+bench/coordinator_server.py's latency figure). Heartbeat latency is measured for `--seconds` without
+readers, then for `--seconds` while `--readers` processes read `/api/groups` to its end in a loop (every
+page, as the admin client does), then for `--seconds` without readers again, in one run on the same
+members. The coordinator runs on a core of its own (`cores_apart`); the readers only read the pages and
+look for the `continue` token, so they take little CPU from the load generator. Every phase, the
+set-up and each reader are bounded in time; a reader still running at the end is killed.
+
+With --compare-tree, the coordinator of another checkout serves the same run (readers of an
+unpaginated `/api/groups` read its one page), and is published beside this one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from queue import Empty
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "operator"))
+sys.path.insert(0, str(ROOT))
+
+from bench.coordinator_server import (  # noqa: E402
+    GROUP_SIZE,
+    Member,
+    RawConnection,
+    _request,
+    collector_paused,
+    cores_apart,
+    form_group,
+    frame,
+    heartbeat_error,
+)
+from bench.report import publish, table  # noqa: E402
+from conformance import driver as d  # noqa: E402
+
+HEARTBEAT_INTERVAL_S = 3.0
+READERS_START_S = 10.0
+"""The reader processes are started this long before the first phase, so that their start-up is over."""
+SETUP_TIMEOUT_S = 600.0
+COMMITS_IN_FLIGHT = 64
+COMMIT_CONNECTIONS = 8
+_CONTINUE = re.compile(rb'"continue": "([^"]+)"')
+
+
+# --- the groups ------------------------------------------------------------------------------------------
+
+
+async def make_groups(bootstrap: str, count: int) -> float:
+    """`count` simple groups, one offset commit each, pipelined over a few connections; seconds taken."""
+    started = time.perf_counter()
+    host, port = bootstrap.split(":")
+    admin = await d.Connection.open(host, int(port), name="setup")
+    await d.ensure_topic(admin, "bench-offsets", 1)
+    await admin.close()
+
+    async def commit_range(first: int, last: int) -> None:
+        conn = await RawConnection.open(bootstrap)
+        try:
+            pending = 0
+            for i in range(first, last):
+                request = d.offset_commit(8, f"listed-{i:06d}", offsets={"bench-offsets": {0: i}})
+                conn.writer.write(frame(request, i))
+                pending += 1
+                if pending >= COMMITS_IN_FLIGHT:
+                    await conn.read()
+                    pending -= 1
+            for _ in range(pending):
+                await conn.read()
+        finally:
+            conn.close()
+
+    step = -(-count // COMMIT_CONNECTIONS)
+    await asyncio.gather(*(commit_range(start, min(start + step, count)) for start in range(0, count, step)))
+    return time.perf_counter() - started
+
+
+# --- the readers -----------------------------------------------------------------------------------------
+
+
+def read_listings(base: str, start: float, until: float, cores: set[int], results: Any) -> None:
+    """One reader (a process of its own, on the load generator's cores): from `start` to `until`
+    (time.time()), `/api/groups` read to its end again and again; puts (listings, pages, bytes, listing
+    seconds, slowest page seconds) on `results`."""
+    if cores:
+        os.sched_setaffinity(0, cores)
+    time.sleep(max(0.0, start - time.time()))
+    listings = pages = received = 0
+    listing_seconds: list[float] = []
+    slowest_page = 0.0
+    while time.time() < until:
+        started = time.perf_counter()
+        url = f"{base}/api/groups"
+        complete = False
+        while time.time() < until:
+            page_started = time.perf_counter()
+            try:
+                with urllib.request.urlopen(url, timeout=max(1.0, until - time.time())) as response:
+                    body = response.read()
+            except OSError:
+                break
+            slowest_page = max(slowest_page, time.perf_counter() - page_started)
+            pages += 1
+            received += len(body)
+            found = _CONTINUE.search(body, max(0, len(body) - 300))
+            if found is None:
+                complete = True
+                break
+            url = f"{base}/api/groups?continue={found.group(1).decode()}"
+        if complete:
+            listings += 1
+            listing_seconds.append(time.perf_counter() - started)
+    results.put((listings, pages, received, listing_seconds, slowest_page))
+
+
+# --- heartbeats ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Phase:
+    name: str
+    latencies: list[float]
+    failures: int = 0
+
+
+async def heartbeat_phases(
+    bootstrap: str, members: list[Member], phases: list[tuple[str, float]], start: float
+) -> list[Phase]:
+    """From `start` (time.time()), every member heartbeats every 3 s through the phases, one after the
+    other. A heartbeat counts in the phase in which it was sent."""
+    connections = [await RawConnection.open(bootstrap) for _ in range(100)]
+    results = [Phase(name, []) for name, _ in phases]
+    bounds = []
+    at = start
+    for _, seconds in phases:
+        at += seconds
+        bounds.append(at)
+    await asyncio.sleep(max(0.0, start - time.time()))
+
+    def phase_now() -> Phase | None:
+        now = time.time()
+        for phase, bound in zip(results, bounds, strict=True):
+            if now < bound:
+                return phase
+        return None
+
+    async def member_loop(index: int, m: Member, conn: RawConnection) -> None:
+        await asyncio.sleep(HEARTBEAT_INTERVAL_S * index / len(members))
+        request = d.heartbeat(
+            4, "heartbeating", generation=m.generation, member_id=m.member_id, instance_id=m.instance
+        )
+        while (phase := phase_now()) is not None:
+            started = time.perf_counter()
+            response = await _request(conn, request)
+            phase.latencies.append((time.perf_counter() - started) * 1000)
+            if heartbeat_error(response):
+                phase.failures += 1
+            await asyncio.sleep(max(0.0, HEARTBEAT_INTERVAL_S - (time.perf_counter() - started)))
+
+    with collector_paused():
+        await asyncio.gather(
+            *(member_loop(i, m, connections[i % len(connections)]) for i, m in enumerate(members))
+        )
+    for c in connections:
+        c.close()
+    return results
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, int(len(ordered) * q) - 1)]
+
+
+# --- one run ---------------------------------------------------------------------------------------------
+
+
+async def run(root: Path, workdir: Path, groups: int, readers: int, seconds: float) -> dict[str, Any]:
+    from tests.broker.processes import CoordinatorProcess
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    process = CoordinatorProcess(
+        workdir / "coordinator", "--group-initial-rebalance-delay-ms", "3000", root=root
+    )
+    await asyncio.to_thread(process.start)
+    try:
+        assert process.process is not None
+        setup_s = await asyncio.wait_for(make_groups(process.bootstrap, groups), SETUP_TIMEOUT_S)
+        members = await asyncio.wait_for(
+            form_group(process.bootstrap, "heartbeating", GROUP_SIZE), SETUP_TIMEOUT_S
+        )
+        base = f"http://127.0.0.1:{process.http_port}"
+        phases = [("no readers", seconds), (f"{readers} readers", seconds), ("no readers, after", seconds)]
+        start = time.time() + READERS_START_S
+        context = multiprocessing.get_context("spawn")
+        queue = context.Queue()
+        generator_core = {min(os.sched_getaffinity(0))} if len(os.sched_getaffinity(0)) > 1 else set()
+        started_readers = []
+        for _ in range(readers):
+            reader = context.Process(
+                target=read_listings,
+                args=(base, start + seconds, start + 2 * seconds, generator_core, queue),
+                daemon=True,
+            )
+            reader.start()
+            started_readers.append(reader)
+        with cores_apart(process.process.pid):
+            measured = await heartbeat_phases(process.bootstrap, members, phases, start)
+        reports: list[tuple[int, int, int, list[float], float]] = []
+        for reader in started_readers:
+            reader.join(timeout=30)
+            if reader.is_alive():
+                reader.kill()
+        while len(reports) < len(started_readers):
+            try:
+                reports.append(queue.get(timeout=5))
+            except Empty:
+                break
+    finally:
+        await asyncio.to_thread(process.stop)
+    result: dict[str, Any] = {
+        "groups": groups,
+        "readers": readers,
+        "setup_s": round(setup_s, 1),
+        "phases": [],
+    }
+    for phase in measured:
+        result["phases"].append(
+            {
+                "name": phase.name,
+                "heartbeats": len(phase.latencies),
+                "failures": phase.failures,
+                "p50_ms": round(statistics.median(phase.latencies), 2),
+                "p99_ms": round(percentile(phase.latencies, 0.99), 2),
+                "max_ms": round(max(phase.latencies), 2),
+            }
+        )
+    listing_seconds = [s for r in reports for s in r[3]]
+    result["reading"] = {
+        "listings": sum(r[0] for r in reports),
+        "pages": sum(r[1] for r in reports),
+        "megabytes": round(sum(r[2] for r in reports) / 1e6, 1),
+        "listing_s_median": round(statistics.median(listing_seconds), 2) if listing_seconds else None,
+        "slowest_page_s": round(max((r[4] for r in reports), default=0.0), 3),
+    }
+    return result
+
+
+def render(results: dict[str, dict[str, Any]]) -> str:
+    rows = []
+    for tree, result in results.items():
+        for phase in result["phases"]:
+            rows.append(
+                [
+                    tree,
+                    phase["name"],
+                    phase["heartbeats"],
+                    phase["failures"],
+                    phase["p50_ms"],
+                    phase["p99_ms"],
+                    phase["max_ms"],
+                ]
+            )
+    body = table(["coordinator", "phase", "heartbeats", "failed", "p50 ms", "p99 ms", "max ms"], rows)
+    reading = [
+        [
+            tree,
+            r["reading"]["listings"],
+            r["reading"]["pages"],
+            r["reading"]["megabytes"],
+            r["reading"]["listing_s_median"],
+            r["reading"]["slowest_page_s"],
+        ]
+        for tree, r in results.items()
+    ]
+    body += "\n\n" + table(
+        ["coordinator", "complete listings", "pages", "MB read", "one listing, median s", "slowest page s"],
+        reading,
+    )
+    return body
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--groups", type=int, default=100_000)
+    parser.add_argument("--readers", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--quick", action="store_true", help="10,000 groups, 6 s phases, not published")
+    parser.add_argument("--compare-tree", type=Path, help="also run the coordinator of this checkout")
+    parser.add_argument("--compare-name", help="what to call that checkout in the table (default: its path)")
+    args = parser.parse_args()
+    groups, seconds = (10_000, 6.0) if args.quick else (args.groups, args.seconds)
+    trees = {"this tree": ROOT}
+    if args.compare_tree is not None:
+        trees[args.compare_name or str(args.compare_tree)] = args.compare_tree.resolve()
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-http-") as tmp:
+        for i, (name, root) in enumerate(trees.items()):
+            results[name] = asyncio.run(run(root, Path(tmp) / str(i), groups, args.readers, seconds))
+            print(name, results[name], flush=True)
+    body = render(results)
+    print(body)
+    if args.quick:
+        return
+    command = ".venv/bin/python bench/coordinator_http.py" + (
+        f" --compare-tree DIR --compare-name {args.compare_name}" if args.compare_tree is not None else ""
+    )
+    publish(
+        "coordinator_http",
+        "Heartbeats while the HTTP API lists 100,000 groups",
+        command,
+        f"{groups:,} groups; a static group of {GROUP_SIZE:,} members heartbeating every 3 s; "
+        f"{args.readers} processes read `/api/groups` to its end in a loop during the second phase "
+        f"({seconds:.0f} s each phase).\n\n" + body,
+        {"results": results},
+    )
+
+
+if __name__ == "__main__":
+    main()
