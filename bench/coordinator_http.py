@@ -8,9 +8,10 @@ One coordinator holds `--groups` groups (simple groups, made by offset commits) 
 bench/coordinator_server.py's latency figure). Heartbeat latency is measured for `--seconds` without
 readers, then for `--seconds` while `--readers` processes read `/api/groups` to its end in a loop (every
 page, as the admin client does), then for `--seconds` without readers again, in one run on the same
-members. The coordinator runs on a core of its own (`cores_apart`); the readers only read the pages and
-look for the `continue` token, so they take little CPU from the load generator. Every phase, the
-set-up and each reader are bounded in time; a reader still running at the end is killed.
+members. The coordinator runs on a core of its own (`cores_apart`); the readers (bench/http_reader.py)
+run beside the load generator at a lower priority and only read the pages and look for the `continue`
+token. Every phase, the set-up and each reader are bounded in time; a reader still running at the end
+is killed.
 
 With --compare-tree, the coordinator of another checkout serves the same run (readers of an
 unpaginated `/api/groups` read its one page), and is published beside this one.
@@ -20,17 +21,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import multiprocessing
+import json
 import os
-import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from queue import Empty
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,12 +51,12 @@ from bench.report import publish, table  # noqa: E402
 from conformance import driver as d  # noqa: E402
 
 HEARTBEAT_INTERVAL_S = 3.0
-READERS_START_S = 10.0
-"""The reader processes are started this long before the first phase, so that their start-up is over."""
+READERS_START_S = 2.0
+"""The first phase starts this long after the readers are up."""
+READER_NICENESS = 10
 SETUP_TIMEOUT_S = 600.0
 COMMITS_IN_FLIGHT = 64
 COMMIT_CONNECTIONS = 8
-_CONTINUE = re.compile(rb'"continue": "([^"]+)"')
 
 
 # --- the groups ------------------------------------------------------------------------------------------
@@ -95,39 +94,33 @@ async def make_groups(bootstrap: str, count: int) -> float:
 # --- the readers -----------------------------------------------------------------------------------------
 
 
-def read_listings(base: str, start: float, until: float, cores: set[int], results: Any) -> None:
-    """One reader (a process of its own, on the load generator's cores): from `start` to `until`
-    (time.time()), `/api/groups` read to its end again and again; puts (listings, pages, bytes, listing
-    seconds, slowest page seconds) on `results`."""
-    if cores:
-        os.sched_setaffinity(0, cores)
-    time.sleep(max(0.0, start - time.time()))
-    listings = pages = received = 0
-    listing_seconds: list[float] = []
-    slowest_page = 0.0
-    while time.time() < until:
-        started = time.perf_counter()
-        url = f"{base}/api/groups"
-        complete = False
-        while time.time() < until:
-            page_started = time.perf_counter()
-            try:
-                with urllib.request.urlopen(url, timeout=max(1.0, until - time.time())) as response:
-                    body = response.read()
-            except OSError:
-                break
-            slowest_page = max(slowest_page, time.perf_counter() - page_started)
-            pages += 1
-            received += len(body)
-            found = _CONTINUE.search(body, max(0, len(body) - 300))
-            if found is None:
-                complete = True
-                break
-            url = f"{base}/api/groups?continue={found.group(1).decode()}"
-        if complete:
-            listings += 1
-            listing_seconds.append(time.perf_counter() - started)
-    results.put((listings, pages, received, listing_seconds, slowest_page))
+def start_readers(count: int, base: str, start: float, until: float) -> list[subprocess.Popen[str]]:
+    """`count` bench/http_reader.py processes reading from `start` to `until`, on the load generator's
+    core and at a lower priority than it (readers stand for clients on other machines); returns once
+    every one has started."""
+    cores = sorted(os.sched_getaffinity(0))
+    generator = [str(min(cores))] if len(cores) > 1 else []
+    command = [sys.executable, str(ROOT / "bench" / "http_reader.py"), base, str(start), str(until)]
+    command += ["--nice", str(READER_NICENESS)] + (["--cores", ",".join(generator)] if generator else [])
+    readers = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(count)]
+    for reader in readers:
+        assert reader.stdout is not None
+        if reader.stdout.readline().strip() != "ready":
+            raise RuntimeError("a reader did not start")
+    return readers
+
+
+def reader_reports(readers: list[subprocess.Popen[str]], timeout_s: float) -> list[dict[str, Any]]:
+    """What each reader did; one still running after `timeout_s` is killed and reports nothing."""
+    reports = []
+    for reader in readers:
+        try:
+            out, _ = reader.communicate(timeout=timeout_s)
+            reports.append(json.loads(out))
+        except (subprocess.TimeoutExpired, ValueError):
+            reader.kill()
+            reader.communicate()
+    return reports
 
 
 # --- heartbeats ------------------------------------------------------------------------------------------
@@ -208,30 +201,12 @@ async def run(root: Path, workdir: Path, groups: int, readers: int, seconds: flo
         base = f"http://127.0.0.1:{process.http_port}"
         phases = [("no readers", seconds), (f"{readers} readers", seconds), ("no readers, after", seconds)]
         start = time.time() + READERS_START_S
-        context = multiprocessing.get_context("spawn")
-        queue = context.Queue()
-        generator_core = {min(os.sched_getaffinity(0))} if len(os.sched_getaffinity(0)) > 1 else set()
-        started_readers = []
-        for _ in range(readers):
-            reader = context.Process(
-                target=read_listings,
-                args=(base, start + seconds, start + 2 * seconds, generator_core, queue),
-                daemon=True,
-            )
-            reader.start()
-            started_readers.append(reader)
-        with cores_apart(process.process.pid):
-            measured = await heartbeat_phases(process.bootstrap, members, phases, start)
-        reports: list[tuple[int, int, int, list[float], float]] = []
-        for reader in started_readers:
-            reader.join(timeout=30)
-            if reader.is_alive():
-                reader.kill()
-        while len(reports) < len(started_readers):
-            try:
-                reports.append(queue.get(timeout=5))
-            except Empty:
-                break
+        started = start_readers(readers, base, start + seconds, start + 2 * seconds)
+        try:
+            with cores_apart(process.process.pid):
+                measured = await heartbeat_phases(process.bootstrap, members, phases, start)
+        finally:
+            reports = reader_reports(started, 30.0)
     finally:
         await asyncio.to_thread(process.stop)
     result: dict[str, Any] = {
@@ -251,13 +226,13 @@ async def run(root: Path, workdir: Path, groups: int, readers: int, seconds: flo
                 "max_ms": round(max(phase.latencies), 2),
             }
         )
-    listing_seconds = [s for r in reports for s in r[3]]
+    listing_seconds = [s for r in reports for s in r["listing_seconds"]]
     result["reading"] = {
-        "listings": sum(r[0] for r in reports),
-        "pages": sum(r[1] for r in reports),
-        "megabytes": round(sum(r[2] for r in reports) / 1e6, 1),
+        "listings": sum(r["listings"] for r in reports),
+        "pages": sum(r["pages"] for r in reports),
+        "megabytes": round(sum(r["bytes"] for r in reports) / 1e6, 1),
         "listing_s_median": round(statistics.median(listing_seconds), 2) if listing_seconds else None,
-        "slowest_page_s": round(max((r[4] for r in reports), default=0.0), 3),
+        "slowest_page_s": round(max((r["slowest_page_s"] for r in reports), default=0.0), 3),
     }
     return result
 

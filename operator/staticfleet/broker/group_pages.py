@@ -9,6 +9,7 @@ its page is built. `limit` is at most `MAX_PAGE_GROUPS`, which is also the defau
 may ask for is bounded. A page is built `CHUNK_GROUPS` groups at a time, giving the loop back between
 chunks, so a heartbeat waits behind one chunk, not behind a page. One group's detailed view
 (`/api/groups/{id}`) is taken at once and its members decoded `CHUNK_MEMBERS` at a time, the same way.
+The HTTP API builds one view at a time (broker/http.py), so many readers do not add up either.
 
 Listings are kept while they are read: the oldest is dropped when `MAX_LISTINGS` are open, and one
 not read for `LISTING_IDLE_S` expires; a token of a listing that is gone is answered 410 Gone, and the

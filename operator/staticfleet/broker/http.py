@@ -156,23 +156,35 @@ async def start_http(
         body = generate_latest(metrics.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
+    # One view is built at a time, so however many clients read, the Kafka listener waits behind one
+    # chunk of one view at most.
+    building = asyncio.Lock()
+
     async def groups(request: web.Request) -> web.Response:
         try:
             limit = parse_limit(request.query.get("limit"))
-            page = group_listings.page(lambda: list(coordinator.groups), limit, request.query.get("continue"))
         except BadPageRequest as exc:
             return web.json_response({"error": str(exc)}, status=400)
-        except ListingGone as exc:
-            return web.json_response({"error": str(exc)}, status=410)
-        body = await render_page(coordinator.groups, page)
+        async with building:
+            try:
+                page = group_listings.page(
+                    lambda: list(coordinator.groups), limit, request.query.get("continue")
+                )
+            except BadPageRequest as exc:
+                return web.json_response({"error": str(exc)}, status=400)
+            except ListingGone as exc:
+                return web.json_response({"error": str(exc)}, status=410)
+            body = await render_page(coordinator.groups, page)
         return web.Response(text=body, content_type="application/json")
 
     async def group(request: web.Request) -> web.Response:
         group_id = request.match_info["group_id"]
-        found = coordinator.groups.get(group_id)
-        if found is None:
-            return web.json_response({"error": f"group {group_id} not found"}, status=404)
-        return web.json_response(await group_detail(coordinator, found))
+        async with building:
+            found = coordinator.groups.get(group_id)
+            if found is None:
+                return web.json_response({"error": f"group {group_id} not found"}, status=404)
+            detail = await group_detail(coordinator, found)
+        return web.json_response(detail)
 
     app = web.Application(middlewares=[bearer_middleware(token)] if token is not None else [])
     app.add_routes(
