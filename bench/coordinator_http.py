@@ -207,9 +207,12 @@ async def run(root: Path, workdir: Path, groups: int, readers: int, seconds: flo
                 measured = await heartbeat_phases(process.bootstrap, members, phases, start)
         finally:
             reports = reader_reports(started, 30.0)
+        # What else ran on the machine meanwhile: the 1-minute load average at the end of the phases.
+        load_average = os.getloadavg()[0]
     finally:
         await asyncio.to_thread(process.stop)
     result: dict[str, Any] = {
+        "load_average": round(load_average, 1),
         "groups": groups,
         "readers": readers,
         "setup_s": round(setup_s, 1),
@@ -256,6 +259,7 @@ def render(results: dict[str, dict[str, Any]]) -> str:
     reading = [
         [
             tree,
+            r["load_average"],
             r["reading"]["listings"],
             r["reading"]["pages"],
             r["reading"]["megabytes"],
@@ -265,7 +269,15 @@ def render(results: dict[str, dict[str, Any]]) -> str:
         for tree, r in results.items()
     ]
     body += "\n\n" + table(
-        ["coordinator", "complete listings", "pages", "MB read", "one listing, median s", "slowest page s"],
+        [
+            "coordinator",
+            "load average",
+            "complete listings",
+            "pages",
+            "MB read",
+            "one listing, median s",
+            "slowest page s",
+        ],
         reading,
     )
     return body
