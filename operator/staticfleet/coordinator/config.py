@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from staticfleet.coordinator.log import FRAME_OVERHEAD, MAX_FRAME_BYTES
+from staticfleet.coordinator.logformat import FRAME_OVERHEAD, MAX_FRAME_BYTES
 
 MAX_MESSAGE_MAX_BYTES = MAX_FRAME_BYTES - FRAME_OVERHEAD
 """The largest append the coordinator log's frames hold."""
