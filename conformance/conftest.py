@@ -27,6 +27,7 @@ _RUN = pytest.StashKey[ConformanceRun]()
 _SELECTED = pytest.StashKey[list[Scenario]]()
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
@@ -36,6 +37,9 @@ def pytest_collection_modifyitems(
         if callspec is not None and isinstance(callspec.params.get("scenario"), Scenario):
             scenario = callspec.params["scenario"]
             selected[scenario.name] = scenario
+            # The scenarios run as one concurrent batch per backend: under pytest-xdist they stay on one
+            # worker, or every worker would run the whole batch.
+            item.add_marker(pytest.mark.xdist_group("conformance"))
     config.stash[_SELECTED] = list(selected.values())
 
 

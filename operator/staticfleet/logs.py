@@ -11,10 +11,12 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import sys
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import TextIO
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s%(fleet_suffix)s"
 
@@ -133,10 +135,28 @@ class KafkaClientTrouble(logging.Handler):
         super().close()
 
 
+class _CurrentStderr(logging.StreamHandler[TextIO]):
+    """Writes to sys.stderr as it is when a record comes, not as it was at configure: a replaced stderr
+    (a redirect, a captured stream) is followed, and a closed one is never written to. setStream fixes
+    another stream."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._fixed: TextIO | None = None
+
+    @property
+    def stream(self) -> TextIO:
+        return getattr(self, "_fixed", None) or sys.stderr
+
+    @stream.setter
+    def stream(self, value: TextIO) -> None:
+        self._fixed = None if value is sys.stderr else value
+
+
 def configure(level: str, fmt: str = "text", *, quiet_kafka: bool = False) -> logging.Handler:
     """The root logger writes to stderr in `fmt` ("text" or "json") from `level` up. With `quiet_kafka`,
     kafka-python's connection trouble is told once a window (KafkaClientTrouble). Returns the handler."""
-    handler = logging.StreamHandler()
+    handler = _CurrentStderr()
     handler.addFilter(_FleetFilter())
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
     root = logging.getLogger()

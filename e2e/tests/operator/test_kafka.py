@@ -136,7 +136,8 @@ def test_a_fleet_of_two_member_pods_on_apache_kafka_removes_every_departed_membe
     assert elapsed() < 40, "well before the 60 s session timeout"
     (removed,) = events(kubectl, namespace, NAME, "MembersRemoved")
     assert "removed orders-1-1, orders-1-2, orders-2-1, orders-2-2" in removed["message"]
-    assert 'staticfleet_operator_removal_batches_total{result="ok"} 1.0' in operator.metrics()
+    batches = f'staticfleet_operator_removal_batches_total{{group="{gid}",result="ok"}} 1.0'
+    assert batches in operator.metrics(), "every departed member in one LeaveGroup batch"
     assert condition(body, "MembersOutsideFleet")["status"] == "False"
 
     kubectl.run("scale", f"scg/{NAME}", "-n", namespace, "--replicas=2")

@@ -124,8 +124,9 @@ def test_scaling_two_member_pods_down_removes_every_departed_member_in_one_batch
     (event,) = events(kubectl, namespace, NAME, "MembersRemoved")
     assert "removed orders-2-1, orders-2-2, orders-3-1, orders-3-2" in event["message"]
     metrics = operator.metrics()
-    assert 'staticfleet_operator_removal_batches_total{result="ok"} 1.0' in metrics, "one LeaveGroup batch"
-    assert "staticfleet_operator_members_removed_total 4.0" in metrics
+    labels = f'group="{gid}"'
+    assert f'staticfleet_operator_removal_batches_total{{{labels},result="ok"}} 1.0' in metrics, "one batch"
+    assert f"staticfleet_operator_members_removed_total{{{labels}}} 4.0" in metrics
     assert "scaleDown" not in body["status"]
     assert condition(body, "MembersOutsideFleet")["status"] == "False"
 

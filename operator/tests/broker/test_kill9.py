@@ -83,14 +83,21 @@ def _probe_committed(bootstrap: str) -> dict[int, int]:
 
 
 def _produce_until(bootstrap: str, topic: str, stop: threading.Event) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, retries=1_000_000, reconnect_backoff_ms=100)
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, retries=1_000_000, reconnect_backoff_ms=100, max_block_ms=5_000
+    )
     i = 0
-    while not stop.is_set():
-        producer.send(topic, f"v{i}".encode(), partition=i % PARTITIONS)
-        i += 1
-        time.sleep(0.01)
-    with contextlib.suppress(KafkaError):
-        producer.close(timeout=10)  # what was queued at the last kill may never be sent: that is fine
+    try:
+        while not stop.is_set():
+            with contextlib.suppress(KafkaError):  # a send can time out while the coordinator is down
+                producer.send(topic, f"v{i}".encode(), partition=i % PARTITIONS)
+            i += 1
+            time.sleep(0.01)
+    finally:
+        # What was queued at the last kill may never be sent: that is fine. Closed whatever happened, so
+        # no sender thread outlives the test.
+        with contextlib.suppress(KafkaError):
+            producer.close(timeout=10)
 
 
 def test_kill_9_loses_no_acknowledged_commit_and_causes_no_rebalance(tmp_path: Path) -> None:
@@ -150,6 +157,7 @@ def test_kill_9_loses_no_acknowledged_commit_and_causes_no_rebalance(tmp_path: P
         )
     finally:
         stop.set()
+        producer.join(timeout=60)
         for consumer in fleet.consumers.values():
             consumer.stop()
         coordinator.stop()
