@@ -38,19 +38,24 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     return "\n".join(out)
 
 
-def publish(name: str, title: str, command: str, body: str, data: dict[str, Any]) -> None:
-    """Write bench/results/<name>.json and replace the <name> section of docs/benchmarks.md."""
+def publish(
+    name: str, title: str, command: str, body: str, data: dict[str, Any], *, doc: Path | None = None
+) -> None:
+    """Write bench/results/<name>.json and replace the <name> section of docs/benchmarks.md (or `doc`)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{name}.json").write_text(json.dumps({"machine": machine(), **data}, indent=2) + "\n")
-    doc = DOC.read_text() if DOC.exists() else _HEADER
+    target = DOC if doc is None else doc
+    text = target.read_text() if target.exists() else _HEADER
     section = (
         f"<!-- bench:{name} -->\n## {title}\n\nRegenerate with `{command}` "
         f"({machine()['date']}, Python {machine()['python']}, {machine()['cpus']} CPUs).\n\n{body}\n"
         f"<!-- /bench:{name} -->"
     )
     pattern = re.compile(rf"<!-- bench:{re.escape(name)} -->.*?<!-- /bench:{re.escape(name)} -->", re.S)
-    doc = (
-        pattern.sub(lambda _: section, doc) if pattern.search(doc) else doc.rstrip() + "\n\n" + section + "\n"
+    text = (
+        pattern.sub(lambda _: section, text)
+        if pattern.search(text)
+        else text.rstrip() + "\n\n" + section + "\n"
     )
-    DOC.parent.mkdir(parents=True, exist_ok=True)
-    DOC.write_text(doc)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)

@@ -11,15 +11,19 @@ keep-alive timer starts when a connection opens and again after each answer, and
 between do not push it back: so `keepalive_timeout` bounds both the time to deliver a request's headers
 (a slowloris that trickles a header that never ends is closed) and how long an idle connection stays.
 The rest of a request body is read for at most `lingering_time` after the answer (no handler reads
-bodies), so a body that trickles is cut off too. The number of open connections is capped, so the HTTP
-API cannot take the file descriptors the Kafka listeners need; a TLS handshake must finish in time.
+bodies), so a body that trickles is cut off too. Open connections are capped, in all and per client
+address, so the HTTP API cannot take the file descriptors the Kafka listeners need, and at the cap a new
+connection closes the oldest of the busiest address (ConnectionCap), so a kubelet's probe always gets in
+however many slow clients hold connections; a TLS handshake must finish in time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ssl
+from collections import Counter
 from collections.abc import Callable
+from typing import TypeVar
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -36,20 +40,27 @@ from staticfleet.broker.host import CoordinatorHost
 from staticfleet.broker.metrics import BrokerMetrics
 from staticfleet.broker.security.http_auth import TokenSource, bearer_middleware
 
+_T = TypeVar("_T")
+
 HTTP_REQUEST_TIMEOUT_S = 15.0
 """A request's headers must arrive within this long of the connection opening or of its last answer;
 a connection idle this long is closed."""
 HTTP_LINGER_S = 5.0
 """After the answer, the rest of a request body is read (and dropped) for at most this long."""
 MAX_HTTP_CONNECTIONS = 128
-"""Open HTTP connections (TLS handshakes in progress included) at most; another is closed at once."""
+"""Open HTTP connections (TLS handshakes in progress included) at most."""
+MAX_HTTP_CONNECTIONS_PER_ADDRESS = 16
+"""Open HTTP connections from one client address at most; another from it is closed at once."""
 
 
 class HttpApi:
-    def __init__(self, runner: web.AppRunner, listener: asyncio.Server, port: int) -> None:
+    def __init__(
+        self, runner: web.AppRunner, listener: asyncio.Server, port: int, cap: ConnectionCap
+    ) -> None:
         self.runner = runner
         self.listener = listener
         self.port = port
+        self.cap = cap
 
     async def cleanup(self) -> None:
         self.listener.close()
@@ -64,25 +75,40 @@ class _Refused(asyncio.Protocol):
 
 
 class _Counted(asyncio.Protocol):
-    """aiohttp's request handler for one connection, seen by the cap from accept to close."""
+    """aiohttp's request handler for one connection, seen by the cap from accept to close. A connection
+    the cap refuses once its address is known never reaches aiohttp."""
 
-    def __init__(self, cap: _ConnectionCap, handler: asyncio.Protocol) -> None:
+    def __init__(self, cap: ConnectionCap, handler: asyncio.Protocol) -> None:
         self._cap = cap
         self._handler = handler
+        self._transport: asyncio.BaseTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._cap.made(self)
+        peer = transport.get_extra_info("peername")
+        address = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+        if not self._cap.made(self, address):
+            transport.close()
+            return
+        self._transport = transport
         self._handler.connection_made(transport)
+
+    def evict(self) -> None:
+        if isinstance(self._transport, asyncio.Transport):
+            self._transport.abort()
+        elif self._transport is not None:
+            self._transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cap.lost(self)
-        self._handler.connection_lost(exc)
+        if self._transport is not None:
+            self._handler.connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        self._handler.data_received(data)
+        if self._transport is not None:
+            self._handler.data_received(data)
 
     def eof_received(self) -> bool | None:
-        return self._handler.eof_received()
+        return self._handler.eof_received() if self._transport is not None else None
 
     def pause_writing(self) -> None:
         self._handler.pause_writing()
@@ -91,17 +117,33 @@ class _Counted(asyncio.Protocol):
         self._handler.resume_writing()
 
 
-class _ConnectionCap:
-    """The listener's protocol factory: at most `limit` connections open or in their TLS handshake (a
-    handshake that fails never reaches `connection_made`; it stops counting when it must have ended)."""
+def eviction_victim(open_connections: dict[_T, str]) -> _T | None:
+    """The connection to close so that a new one fits: the oldest of the address holding the most (the
+    dict is in the order the connections opened). A flood from a few addresses makes room for anyone
+    else's probe out of its own connections."""
+    per_address = Counter(open_connections.values())
+    if not per_address:
+        return None
+    busiest = max(per_address, key=lambda address: per_address[address])
+    return next(connection for connection, address in open_connections.items() if address == busiest)
 
-    def __init__(self, server: web.Server, limit: int, handshake_timeout_s: float) -> None:
+
+class ConnectionCap:
+    """The listener's protocol factory. At most `per_address` connections from one address: another is
+    closed at once. At most `limit` open or in their TLS handshake (a handshake that fails never reaches
+    `connection_made`; it stops counting when it must have ended): at the limit a new connection closes
+    the oldest of the busiest address (eviction_victim), so slow clients cannot keep a kubelet's probe out;
+    only when every slot is a handshake in progress is the new one refused."""
+
+    def __init__(self, server: web.Server, limit: int, per_address: int, handshake_timeout_s: float) -> None:
         self._server = server
         self._limit = limit
+        self._per_address = per_address
         self._handshake_timeout_s = handshake_timeout_s
         self._starting: dict[_Counted, float] = {}
-        self._open: set[_Counted] = set()
+        self._open: dict[_Counted, str] = {}
         self.refused = 0
+        self.evicted = 0
 
     def __call__(self) -> asyncio.BaseProtocol:
         now = asyncio.get_running_loop().time()
@@ -109,19 +151,29 @@ class _ConnectionCap:
             if deadline < now:
                 del self._starting[connection]
         if len(self._open) + len(self._starting) >= self._limit:
-            self.refused += 1
-            return _Refused()
+            victim = eviction_victim(self._open)
+            if victim is None:
+                self.refused += 1
+                return _Refused()
+            del self._open[victim]
+            self.evicted += 1
+            victim.evict()
         connection = _Counted(self, self._server())
         self._starting[connection] = now + self._handshake_timeout_s
         return connection
 
-    def made(self, connection: _Counted) -> None:
+    def made(self, connection: _Counted, address: str) -> bool:
+        """Whether the connection, its address now known, is served."""
         self._starting.pop(connection, None)
-        self._open.add(connection)
+        if sum(1 for held in self._open.values() if held == address) >= self._per_address:
+            self.refused += 1
+            return False
+        self._open[connection] = address
+        return True
 
     def lost(self, connection: _Counted) -> None:
         self._starting.pop(connection, None)
-        self._open.discard(connection)
+        self._open.pop(connection, None)
 
 
 async def start_http(
@@ -136,6 +188,7 @@ async def start_http(
     request_timeout_s: float = HTTP_REQUEST_TIMEOUT_S,
     linger_s: float = HTTP_LINGER_S,
     max_connections: int = MAX_HTTP_CONNECTIONS,
+    max_connections_per_address: int = MAX_HTTP_CONNECTIONS_PER_ADDRESS,
     listings: GroupListings | None = None,
 ) -> HttpApi:
     """The HTTP API; with `token`, /api/* and /metrics need it as a bearer token (probes stay open)."""
@@ -199,12 +252,13 @@ async def start_http(
     runner = web.AppRunner(app, access_log=None, keepalive_timeout=request_timeout_s, lingering_time=linger_s)
     await runner.setup()
     assert runner.server is not None
+    cap = ConnectionCap(runner.server, max_connections, max_connections_per_address, request_timeout_s)
     listener = await asyncio.get_running_loop().create_server(
-        _ConnectionCap(runner.server, max_connections, request_timeout_s),
+        cap,
         host or None,
         port,
         ssl=tls,
         ssl_handshake_timeout=request_timeout_s if tls is not None else None,
         reuse_address=True,
     )
-    return HttpApi(runner, listener, listener.sockets[0].getsockname()[1])
+    return HttpApi(runner, listener, listener.sockets[0].getsockname()[1], cap)

@@ -31,6 +31,7 @@ from typing import Any
 
 from aiohttp import web
 
+from staticfleet.broker.security.http_auth import bearer_credentials
 from staticfleet.broker.security.tls import ReloadingContext, TlsSettings
 from staticfleet.ui.sources import FleetSource
 from staticfleet.ui.views import fleet_detail, fleet_summary
@@ -272,9 +273,9 @@ def _token_middleware(token: str | None) -> Any:
             response = web.Response(status=303, headers={"Location": str(target)})
             response.set_cookie(COOKIE, token, httponly=True, samesite="Strict")
             return response
-        header = request.headers.get("Authorization", "")
-        presented = header[7:] if header.startswith("Bearer ") else request.cookies.get(COOKIE, "")
-        if presented and hmac.compare_digest(presented, token):
+        header = request.headers.get("Authorization")
+        presented = bearer_credentials(header) or request.cookies.get(COOKIE, "")
+        if presented and hmac.compare_digest(presented.encode(), token.encode()):
             return await handler(request)
         if _is_api(request):
             return web.json_response({"error": "a bearer token is required"}, status=401)

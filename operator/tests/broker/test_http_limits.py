@@ -1,7 +1,9 @@
 """The HTTP API against slow and abusive clients, over real loopback sockets: a header that never ends,
 a connection that sends nothing, a body that trickles and an idle keep-alive connection are all closed
-after a bounded time; connections over the cap are closed at once; a TLS handshake that never finishes
-is dropped. Timeouts are shortened here so the loops stay short; each loop is bounded."""
+after a bounded time; connections over the per-address limit are closed at once, and at the overall cap
+a new connection (a probe) closes the oldest of the busiest address; a TLS handshake that never finishes
+is dropped. Slow clients connect from other loopback addresses (127.0.0.2 and up). Timeouts are
+shortened here so the loops stay short; each loop is bounded."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+
+import pytest
 
 from conformance.certs import CertificateAuthority
 from staticfleet.broker.host import CoordinatorHost
@@ -25,7 +29,12 @@ GIVE_UP_S = 15.0
 
 @asynccontextmanager
 async def http_api(
-    tmp_path: Path, *, max_connections: int = 16, tls: ssl.SSLContext | None = None
+    tmp_path: Path,
+    *,
+    max_connections: int = 16,
+    per_address: int = 16,
+    timeout_s: float = TIMEOUT_S,
+    tls: ssl.SSLContext | None = None,
 ) -> AsyncIterator[HttpApi]:
     host = CoordinatorHost(tmp_path / "data", CoordinatorConfig(), clock=ManualClock())
     await host.start()
@@ -36,9 +45,10 @@ async def http_api(
         "127.0.0.1",
         0,
         tls=tls,
-        request_timeout_s=TIMEOUT_S,
+        request_timeout_s=timeout_s,
         linger_s=LINGER_S,
         max_connections=max_connections,
+        max_connections_per_address=per_address,
     )
     try:
         yield api
@@ -73,8 +83,8 @@ async def closed_while(
     raise AssertionError(f"the server kept the connection open for {GIVE_UP_S} s")
 
 
-async def get(port: int, path: str = "/healthz") -> bytes:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+async def get(port: int, path: str = "/healthz", source: str = "127.0.0.1") -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
     writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
     answer = await asyncio.wait_for(reader.read(), 5)
     writer.close()
@@ -136,20 +146,71 @@ def test_an_idle_keep_alive_connection_is_closed_after_its_answer(tmp_path: Path
     asyncio.run(run())
 
 
-def test_connections_over_the_cap_are_closed_at_once_until_slow_ones_time_out(tmp_path: Path) -> None:
+async def slow_clients(
+    port: int, count: int, source: str
+) -> list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+    """`count` connections from `source` (another loopback address) that send half a request head."""
+    held = []
+    for _ in range(count):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
+        writer.write(b"GET /healthz HTTP/1.1\r\n")
+        held.append((reader, writer))
+    await asyncio.sleep(0.05)
+    return held
+
+
+async def closed_at_once(reader: asyncio.StreamReader) -> bool:
+    try:
+        return await asyncio.wait_for(reader.read(), 2) == b""
+    except ConnectionError:
+        return True
+
+
+def test_connections_over_the_per_address_limit_are_closed_at_once_and_others_served(tmp_path: Path) -> None:
     async def run() -> None:
-        async with http_api(tmp_path, max_connections=4) as api:
-            slow = [await asyncio.open_connection("127.0.0.1", api.port) for _ in range(4)]
-            for _, writer in slow:
-                writer.write(b"GET /healthz HTTP/1.1\r\n")
-            await asyncio.sleep(0.05)
-            over, over_writer = await asyncio.open_connection("127.0.0.1", api.port)
-            assert await asyncio.wait_for(over.read(), 1) == b"", "over the cap: closed at once"
+        # A long request timeout: whatever closes here is the limit, not the slow clients' timeout.
+        async with http_api(tmp_path, per_address=3, timeout_s=60) as api:
+            slow = await slow_clients(api.port, 3, "127.0.0.2")
+            over, over_writer = await asyncio.open_connection(
+                "127.0.0.1", api.port, local_addr=("127.0.0.2", 0)
+            )
+            assert await closed_at_once(over), "a fourth from the same address is closed at once"
             over_writer.close()
-            for reader, writer in slow:
-                assert await closed_while(reader) == b""
+            assert (await get(api.port)).startswith(b"HTTP/1.1 200"), "another address is served"
+            assert api.cap.refused == 1 and api.cap.evicted == 0
+            for _, writer in slow:
                 writer.close()
-            assert (await get(api.port)).startswith(b"HTTP/1.1 200"), "room again once they are gone"
+
+    asyncio.run(run())
+
+
+def test_at_the_cap_a_probe_closes_the_oldest_connection_of_the_busiest_address(tmp_path: Path) -> None:
+    async def run() -> None:
+        async with http_api(tmp_path, max_connections=4, timeout_s=60) as api:
+            busiest = await slow_clients(api.port, 3, "127.0.0.2")
+            other = await slow_clients(api.port, 1, "127.0.0.3")
+            assert (await get(api.port)).startswith(b"HTTP/1.1 200"), "the probe got in"
+            assert await closed_at_once(busiest[0][0]), "the busiest address's oldest made room"
+            assert api.cap.evicted == 1 and api.cap.refused == 0
+            for reader, _ in busiest[1:] + other:
+                with pytest.raises(TimeoutError):
+                    await asyncio.wait_for(reader.read(), 0.2)  # still open
+            for _, writer in busiest + other:
+                writer.close()
+
+    asyncio.run(run())
+
+
+def test_probes_get_in_while_many_slow_clients_hold_connections(tmp_path: Path) -> None:
+    async def run() -> None:
+        async with http_api(tmp_path, max_connections=32, per_address=8, timeout_s=60) as api:
+            slow = []
+            for source in range(2, 12):  # 10 addresses x 8 = 80 slow connections for 32 slots
+                slow += await slow_clients(api.port, 8, f"127.0.0.{source}")
+            answers = [await get(api.port) for _ in range(20)]
+            assert all(answer.startswith(b"HTTP/1.1 200") for answer in answers)
+            for _, writer in slow:
+                writer.close()
 
     asyncio.run(run())
 

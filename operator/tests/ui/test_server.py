@@ -203,6 +203,8 @@ def test_with_a_token_every_page_but_healthz_needs_it_and_a_token_link_sets_a_co
         assert (await client.get("/api/fleets", headers={"Authorization": "Bearer wrong"})).status == 401
         ok = await client.get("/api/fleets", headers={"Authorization": "Bearer s3cret"})
         assert ok.status == 200
+        lower = await client.get("/api/fleets", headers={"Authorization": "bearer s3cret"})
+        assert lower.status == 200, "the scheme is matched whatever its case"
         redirected = await client.get("/fleets/shop/orders?token=s3cret", allow_redirects=False)
         assert redirected.status == 303 and redirected.headers["Location"] == "/fleets/shop/orders"
         assert (await client.get("/fleets/shop/orders")).status == 200, "the cookie carries the token"

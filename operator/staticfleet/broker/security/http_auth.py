@@ -15,6 +15,15 @@ from aiohttp.typedefs import Middleware
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 
 
+def bearer_credentials(header: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header, or None. The scheme is matched whatever its
+    case, as RFC 6750 (by RFC 7235) has it: `bearer x` and `BEARER x` carry the token `x`."""
+    scheme, _, credentials = (header or "").strip().partition(" ")
+    if scheme.lower() != "bearer" or not credentials.strip():
+        return None
+    return credentials.strip()
+
+
 class TokenFileError(ValueError):
     """A token file that cannot be used."""
 
@@ -64,10 +73,8 @@ class TokenSource:
         return self._token
 
     def accepts(self, header: str | None) -> bool:
-        if not header or not header.startswith("Bearer "):
-            return False
-        offered = header[len("Bearer ") :].strip().encode()
-        return hmac.compare_digest(offered, self.token().encode())
+        offered = bearer_credentials(header)
+        return offered is not None and hmac.compare_digest(offered.encode(), self.token().encode())
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -9,7 +9,12 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from staticfleet.broker.security.http_auth import TokenFileError, TokenSource, bearer_middleware
+from staticfleet.broker.security.http_auth import (
+    TokenFileError,
+    TokenSource,
+    bearer_credentials,
+    bearer_middleware,
+)
 
 
 async def _serve(source: TokenSource, requests: list[tuple[str, str | None]]) -> list[int]:
@@ -86,3 +91,46 @@ def test_a_missing_or_empty_token_file_is_refused_at_start(tmp_path: Path) -> No
     empty.write_text("  \n")
     with pytest.raises(TokenFileError, match="is empty"):
         TokenSource(empty)
+
+
+@pytest.mark.parametrize(
+    ("header", "token"),
+    [
+        ("Bearer abc", "abc"),
+        ("bearer abc", "abc"),
+        ("BEARER abc", "abc"),
+        ("  Bearer   abc  ", "abc"),
+        ("Basic abc", None),
+        ("Bearer", None),
+        ("Bearer ", None),
+        ("Bearerabc", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_the_bearer_scheme_is_matched_whatever_its_case(header: str | None, token: str | None) -> None:
+    assert bearer_credentials(header) == token
+
+
+def test_a_lower_case_scheme_is_let_in_over_a_real_server(token_file: Path) -> None:
+    async def run() -> list[int]:
+        async def ok(request: web.Request) -> web.Response:
+            return web.Response(text="ok")
+
+        app = web.Application(middlewares=[bearer_middleware(TokenSource(token_file))])
+        app.router.add_get("/api/groups", ok)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        url = f"http://127.0.0.1:{runner.addresses[0][1]}/api/groups"
+        try:
+            async with aiohttp.ClientSession() as session:
+                statuses = []
+                for header in ("bearer s3cret-token", "BEARER s3cret-token", "bearer wrong"):
+                    async with session.get(url, headers={"Authorization": header}) as response:
+                        statuses.append(response.status)
+                return statuses
+        finally:
+            await runner.cleanup()
+
+    assert asyncio.run(run()) == [200, 200, 401]
