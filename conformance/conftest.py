@@ -40,6 +40,9 @@ def pytest_collection_modifyitems(
             # The scenarios run as one concurrent batch per backend: under pytest-xdist they stay on one
             # worker, or every worker would run the whole batch.
             item.add_marker(pytest.mark.xdist_group("conformance"))
+        elif "plain_backend" in getattr(item, "fixturenames", ()):
+            # The real programs' tests share one pair of backends (and their JVMs) on one worker.
+            item.add_marker(pytest.mark.xdist_group("programs"))
     config.stash[_SELECTED] = list(selected.values())
 
 
