@@ -58,7 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--keep-namespace", action="store_true", help="with --teardown or down: keep the namespace"
     )
-    parser.add_argument("--results", type=Path, help="write the summary rows as JSON here")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        help="write the summary rows as JSON here (default: results.json in --state-dir, the last run's)",
+    )
     options = parser.parse_args(argv)
     settings = Settings(
         state_dir=options.state_dir,
@@ -73,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         rate=options.rate,
         teardown=options.teardown,
         keep_namespace=options.keep_namespace,
-        results=options.results,
+        results=options.results or options.state_dir / "results.json",
     )
     try:
         return up(settings) if options.command == "up" else down(settings)

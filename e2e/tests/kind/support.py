@@ -213,3 +213,27 @@ def assigned_partitions(group: Manifest | None) -> int:
     return sum(
         len(p) for m in (group or {}).get("memberList", []) for p in (m.get("partitions") or {}).values()
     )
+
+
+def assert_demo_outcomes(results: Path, stdout: str, kubectl: Kubectl, namespace: str) -> None:
+    """The demo's table (its results JSON): one rebalance per operation and none for a rollout. On
+    failure, the fleets' pods and the namespace's events in time order (a rollout costs a rebalance when
+    a pod takes longer than the session timeout to come back; the events say which step took the time)."""
+    import json
+
+    try:
+        rows = {row["label"]: row["outcomes"] for row in json.loads(results.read_text())["rows"]}
+        assert list(rows) == ["create 0 -> 3", "rolling restart of 3", "scale 3 -> 1", "scale 1 -> 4"]
+        ours = {label: outcomes["staticfleet"] for label, outcomes in rows.items()}
+        assert ours["create 0 -> 3"]["rebalances"] == 1
+        restart = ours["rolling restart of 3"]
+        assert (restart["rebalances"], restart["restarts_absorbed"]) == (0, 3)
+        assert (ours["scale 3 -> 1"]["rebalances"], ours["scale 3 -> 1"]["members_removed"]) == (1, 2)
+        assert ours["scale 1 -> 4"]["rebalances"] == 1
+        assert rows["rolling restart of 3"]["plain static"]["rebalances"] == 0
+        assert rows["rolling restart of 3"]["plain dynamic"]["rebalances"] >= 1
+        assert "staticfleet against plain dynamic" in stdout
+        assert "The demo keeps running" in stdout
+    except AssertionError as failure:
+        report = pod_report(kubectl, [namespace], log_lines=200, every_event=True)
+        raise AssertionError(f"{failure}\n{report}") from None

@@ -20,7 +20,16 @@ import pytest
 from e2e.helpers import Cluster, Kubectl, Manifest, wait_until
 from e2e.localcluster import binaries
 
-from .support import HELM_SECTION, README, RELEASE, RELEASE_NAMESPACE, Shell, readme_blocks, wait_explained
+from .support import (
+    HELM_SECTION,
+    README,
+    RELEASE,
+    RELEASE_NAMESPACE,
+    Shell,
+    assert_demo_outcomes,
+    readme_blocks,
+    wait_explained,
+)
 
 pytestmark = pytest.mark.kind
 
@@ -107,9 +116,12 @@ def test_make_demo_then_make_demo_down_without_the_kubeconfig_stops_it_on_this_c
     state = binaries.cache_dir() / "demo" / "state.json"
     assert not state.exists(), f"a demo is running ({state}): `make demo-down` first"
     kubectl = cluster.kubectl
+    results = state.parent / "results.json"
+    results.unlink(missing_ok=True)
     try:
         output = _run(shell, _command("The demo", "make demo"), timeout=1800)
         assert "The demo keeps running" in output and "staticfleet against plain dynamic" in output, output
+        assert_demo_outcomes(results, output, kubectl, DEMO_NAMESPACE)
         assert json.loads(state.read_text())["release"] == DEMO_RELEASE
         assert _helm_status(shell, DEMO_RELEASE, DEMO_NAMESPACE) == 0
         assert kubectl.get_or_none("ClusterRole", f"{DEMO_RELEASE}-operator", "default") is not None
