@@ -34,8 +34,10 @@ from staticfleet.admin.model import (
     Node,
     PartitionOffsets,
     RemovalReport,
+    group_state,
 )
 from staticfleet.coordinator.consumer_protocol import assignment_partitions
+from staticfleet.coordinator.group import GroupState
 
 T = TypeVar("T")
 
@@ -547,7 +549,9 @@ def _kafka_acl(binding: AclBinding) -> Any:
 def _group_description(group: Any, coordinator: Node) -> GroupDescription:
     code = int(group.error_code)
     state = str(group.group_state)
-    if code == ErrorCode.group_id_not_found or (code == ErrorCode.none and state == "Dead"):
+    if code == ErrorCode.group_id_not_found or (
+        code == ErrorCode.none and group_state(state) is GroupState.DEAD
+    ):
         raise GroupNotFound(
             f"group {group.group_id} does not exist on the coordinator at {coordinator.address}"
         )

@@ -9,6 +9,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from staticfleet.admin.errors import error_name
+from staticfleet.coordinator.group import GroupState
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,14 +46,28 @@ class MemberDescription:
         }
 
 
+def group_state(text: str | None) -> GroupState | None:
+    """The group state a coordinator named (DescribeGroups, its HTTP API, an earlier status); None for
+    a name that is not a classic group state."""
+    try:
+        return GroupState(text)
+    except ValueError:
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class GroupDescription:
     group_id: str
     state: str
+    """As the coordinator named it (group_state: the state it names)."""
     protocol_type: str
     protocol: str
     members: tuple[MemberDescription, ...]
     coordinator: Node
+
+    @property
+    def group_state(self) -> GroupState | None:
+        return group_state(self.state)
 
     @property
     def instance_ids(self) -> frozenset[str]:

@@ -31,6 +31,7 @@ from staticfleet.admin import (
 )
 from staticfleet.admin.coordinator_api import CoordinatorApiUnavailable, fetch_group_view
 from staticfleet.coordinator import EXPECTED_INSTANCE_IDS as PRE_REGISTRATION_CONFIG
+from staticfleet.coordinator import GroupState
 from staticfleet.kube import builders, secrets
 from staticfleet.kube.access import (
     AccessObservation,
@@ -104,7 +105,7 @@ def observe_group(
         except CoordinatorApiUnavailable as exc:
             log.info("%s/%s: %s; rebalances are inferred instead", spec.namespace, spec.name, exc)
     missing: list[str] = []
-    if description is None or description.state != "Stable":
+    if description is None or description.group_state is not GroupState.STABLE:
         try:  # a consumer of a topic that does not exist waits in silence: say so on the resource
             missing = admin.missing_topics(spec.topics)
         except AdminError as exc:
@@ -441,7 +442,7 @@ def _reconcile(
         return
     ctx.conflicts.pop((obs.spec.namespace, obs.spec.name), None)
     if plan.scale.started is not None and outcome.rejected is None:
-        ctx.metrics.scale_operations.labels(obs.spec.group_id, plan.scale.started.direction).inc()
+        ctx.metrics.scale_operations.labels(obs.spec.group_id, plan.scale.started.direction.value).inc()
     group, pods = obs.group, obs.pods
     if outcome.rejected is None and (
         outcome.acted_on_group or plan.scale.started or plan.scale.completed_scale_down

@@ -42,19 +42,43 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from enum import Enum
 from typing import Any
 
 from staticfleet.coordinator import GroupState
 from staticfleet.kube.spec import AFTER_SESSION_TIMEOUT, IMMEDIATE, GroupSpec
 
-SHRINKING = "ShrinkingStatefulSet"
-WAITING_FOR_PODS = "WaitingForPods"
-REMOVING_MEMBERS = "RemovingMembers"
-CONFIRMING_REMOVAL = "ConfirmingRemoval"
-WAITING_FOR_SESSION_TIMEOUT = "WaitingForSessionTimeout"
-PHASES = (SHRINKING, WAITING_FOR_PODS, REMOVING_MEMBERS, CONFIRMING_REMOVAL, WAITING_FOR_SESSION_TIMEOUT)
-# Phases that wait on others, and so may block.
-BLOCKABLE = (WAITING_FOR_PODS, REMOVING_MEMBERS, CONFIRMING_REMOVAL)
+
+class ScalePhase(Enum):
+    """status.scaleDown.phase: where a scale-down stands (the sequence above)."""
+
+    SHRINKING = "ShrinkingStatefulSet"
+    WAITING_FOR_PODS = "WaitingForPods"
+    REMOVING_MEMBERS = "RemovingMembers"
+    CONFIRMING_REMOVAL = "ConfirmingRemoval"
+    WAITING_FOR_SESSION_TIMEOUT = "WaitingForSessionTimeout"
+
+    @property
+    def blockable(self) -> bool:
+        """The phase waits on others (pods, the coordinator), and so may block."""
+        return self in (
+            ScalePhase.WAITING_FOR_PODS,
+            ScalePhase.REMOVING_MEMBERS,
+            ScalePhase.CONFIRMING_REMOVAL,
+        )
+
+    @staticmethod
+    def named(text: object) -> ScalePhase | None:
+        try:
+            return ScalePhase(text)
+        except ValueError:
+            return None
+
+
+class ScaleDirection(Enum):
+    UP = "Up"
+    DOWN = "Down"
+
 
 # After the session timeout the coordinator needs a moment to notice; past this we stop waiting.
 SESSION_EXPIRY_GRACE = timedelta(seconds=30)
@@ -82,7 +106,7 @@ def now_utc() -> datetime:
 
 @dataclass(frozen=True, slots=True)
 class ScaleDownState:
-    phase: str
+    phase: ScalePhase
     from_replicas: int
     to_replicas: int
     pending_instance_ids: tuple[str, ...]
@@ -96,7 +120,7 @@ class ScaleDownState:
 
     def to_status(self) -> dict[str, Any]:
         return {
-            "phase": self.phase,
+            "phase": self.phase.value,
             "fromReplicas": self.from_replicas,
             "toReplicas": self.to_replicas,
             "pendingInstanceIds": list(self.pending_instance_ids),
@@ -110,11 +134,12 @@ class ScaleDownState:
 
     @staticmethod
     def from_status(data: Mapping[str, Any] | None) -> ScaleDownState | None:
-        if not data or data.get("phase") not in PHASES:
+        phase = ScalePhase.named((data or {}).get("phase"))
+        if not data or phase is None:
             return None
         generation = data.get("statefulSetGeneration")
         return ScaleDownState(
-            phase=str(data["phase"]),
+            phase=phase,
             from_replicas=int(data.get("fromReplicas", 0)),
             to_replicas=int(data.get("toReplicas", 0)),
             pending_instance_ids=tuple(str(i) for i in data.get("pendingInstanceIds", []) or []),
@@ -126,7 +151,7 @@ class ScaleDownState:
             phase_since=data.get("phaseSince"),
         )
 
-    def entering(self, phase: str, now: datetime, **changes: Any) -> ScaleDownState:
+    def entering(self, phase: ScalePhase, now: datetime, **changes: Any) -> ScaleDownState:
         """This record in `phase`, which begins now (a phase kept keeps its start)."""
         since = self.phase_since if phase == self.phase else iso(now)
         return replace(self, phase=phase, phase_since=since, **changes)
@@ -137,9 +162,9 @@ class ScaleDownState:
 
     def shrunk(self, statefulset_generation: int) -> ScaleDownState:
         """The StatefulSet now has toReplicas, as of this generation."""
-        if self.phase != SHRINKING:
+        if self.phase is not ScalePhase.SHRINKING:
             return self
-        return replace(self, phase=WAITING_FOR_PODS, statefulset_generation=statefulset_generation)
+        return replace(self, phase=ScalePhase.WAITING_FOR_PODS, statefulset_generation=statefulset_generation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +187,7 @@ class FleetObservation:
 
 @dataclass(frozen=True, slots=True)
 class ScaleEvent:
-    direction: str  # "Up" or "Down"
+    direction: ScaleDirection
     from_replicas: int
     to_replicas: int
 
@@ -203,13 +228,13 @@ def plan_scale(
     """The next step of the scale flows. Pure: the caller performs the plan, in the order of its fields."""
     desired = spec.replicas
     current = obs.statefulset_replicas
-    untouched = state is not None and state.phase == SHRINKING and current == state.from_replicas
+    untouched = state is not None and state.phase is ScalePhase.SHRINKING and current == state.from_replicas
     if untouched and state is not None and desired != state.to_replicas:
         # Nothing happened yet (the StatefulSet still has fromReplicas): re-plan for the new target.
         return plan_scale(spec, None, obs, now, step_timeout)
     if state is not None:
         plan = _continue_scale_down(spec, state, obs, now)
-        if plan.scale_down is None or plan.scale_down.phase not in BLOCKABLE:
+        if plan.scale_down is None or not plan.scale_down.phase.blockable:
             return plan
         if plan.scale_down.waited(now) <= step_timeout:
             return plan
@@ -223,18 +248,18 @@ def plan_scale(
             statefulset_replicas=desired,
             scale_down=None,
             pre_register_ids=spec.member_ids(0, desired) if spec.pre_register and desired else None,
-            started=ScaleEvent("Up", 0, desired) if desired else None,
+            started=ScaleEvent(ScaleDirection.UP, 0, desired) if desired else None,
         )
     if desired > current:
         return ScalePlan(
             statefulset_replicas=desired,
             scale_down=None,
             pre_register_ids=spec.member_ids(0, desired) if spec.pre_register else None,
-            started=ScaleEvent("Up", current, desired),
+            started=ScaleEvent(ScaleDirection.UP, current, desired),
         )
     if desired < current:
         new_state = ScaleDownState(
-            phase=SHRINKING,
+            phase=ScalePhase.SHRINKING,
             from_replicas=current,
             to_replicas=desired,
             pending_instance_ids=spec.member_ids(desired, current),
@@ -246,7 +271,7 @@ def plan_scale(
             scale_down=new_state,
             persist_first=True,
             pre_register_ids=spec.member_ids(0, desired) if obs.pre_registration_active else None,
-            started=ScaleEvent("Down", current, desired),
+            started=ScaleEvent(ScaleDirection.DOWN, current, desired),
             waiting=f"scaling down from {current} to {desired}: waiting for the pods to stop",
         )
     return ScalePlan(statefulset_replicas=current, scale_down=None)
@@ -254,12 +279,12 @@ def plan_scale(
 
 def _blocked(spec: GroupSpec, state: ScaleDownState, obs: FleetObservation, timeout: timedelta) -> Blocked:
     after = f"after {int(timeout.total_seconds())} s"
-    if state.phase == WAITING_FOR_PODS:
+    if state.phase is ScalePhase.WAITING_FOR_PODS:
         stuck = [spec.pod_name(o) for o in sorted(obs.pod_ordinals) if o >= state.to_replicas]
         what = ", ".join(stuck) if stuck else "the StatefulSet controller (it has not observed the shrink)"
         return Blocked("PodsNotGone", f"still waiting for {what} {after} (stuck Terminating?)")
     pending = ", ".join(state.pending_instance_ids)
-    if state.phase == REMOVING_MEMBERS:
+    if state.phase is ScalePhase.REMOVING_MEMBERS:
         error = state.last_error or "no answer"
         return Blocked("RemovalFailing", f"removing {pending} has not succeeded {after}: {error}")
     return Blocked(
@@ -283,7 +308,7 @@ def _supersede(
         plan = plan_scale(spec, None, obs, now, step_timeout)
         return replace(plan, blocked=blocked)
     superseding = ScaleDownState(
-        phase=SHRINKING,
+        phase=ScalePhase.SHRINKING,
         from_replicas=state.from_replicas,
         to_replicas=target,
         pending_instance_ids=spec.member_ids(target, state.from_replicas),
@@ -295,7 +320,7 @@ def _supersede(
         statefulset_replicas=target,
         scale_down=superseding,
         persist_first=True,
-        started=ScaleEvent("Down", state.from_replicas, target),
+        started=ScaleEvent(ScaleDirection.DOWN, state.from_replicas, target),
         waiting=f"scaling down from {state.from_replicas} to {target} (superseding the blocked scale-down to "
         f"{state.to_replicas}): waiting for the pods to stop",
         blocked=blocked,
@@ -306,14 +331,14 @@ def _continue_scale_down(
     spec: GroupSpec, state: ScaleDownState, obs: FleetObservation, now: datetime
 ) -> ScalePlan:
     target = state.to_replicas
-    if state.phase == SHRINKING:
+    if state.phase is ScalePhase.SHRINKING:
         return ScalePlan(
             statefulset_replicas=target,
             scale_down=state,
             pre_register_ids=spec.member_ids(0, target) if obs.pre_registration_active else None,
             waiting=f"scaling down from {state.from_replicas} to {target}: shrinking the StatefulSet",
         )
-    if state.phase == WAITING_FOR_PODS:
+    if state.phase is ScalePhase.WAITING_FOR_PODS:
         remaining = sorted(o for o in obs.pod_ordinals if o >= target)
         seen = (
             state.statefulset_generation is None
@@ -330,15 +355,15 @@ def _continue_scale_down(
         if state.remove_members == AFTER_SESSION_TIMEOUT:
             return ScalePlan(
                 statefulset_replicas=target,
-                scale_down=state.entering(WAITING_FOR_SESSION_TIMEOUT, now),
+                scale_down=state.entering(ScalePhase.WAITING_FOR_SESSION_TIMEOUT, now),
                 waiting=_session_wait(spec, state),
             )
         return _removal(state, now)
-    if state.phase == REMOVING_MEMBERS:
+    if state.phase is ScalePhase.REMOVING_MEMBERS:
         return _removal(state, now)
-    if state.phase == CONFIRMING_REMOVAL:
+    if state.phase is ScalePhase.CONFIRMING_REMOVAL:
         return _confirming(state, obs, now)
-    # WAITING_FOR_SESSION_TIMEOUT
+    # WaitingForSessionTimeout
     gone_at = parse_time(state.pods_gone_at) or now
     deadline = gone_at + timedelta(milliseconds=spec.session_timeout_ms) + SESSION_EXPIRY_GRACE
     still_members = (
@@ -360,7 +385,7 @@ def _session_wait(spec: GroupSpec, state: ScaleDownState) -> str:
 
 
 def _removal(state: ScaleDownState, now: datetime, returned: tuple[str, ...] = ()) -> ScalePlan:
-    removing = state.entering(REMOVING_MEMBERS, now)
+    removing = state.entering(ScalePhase.REMOVING_MEMBERS, now)
     again = " again (the coordinator reports them as members once more)" if returned else ""
     return ScalePlan(
         statefulset_replicas=state.to_replicas,
@@ -404,8 +429,8 @@ def after_removal(
     failure it stays, with the error."""
     moment = now or now_utc()
     if ok:
-        return state.entering(CONFIRMING_REMOVAL, moment, last_error=None)
-    return state.entering(REMOVING_MEMBERS, moment, last_error=error)
+        return state.entering(ScalePhase.CONFIRMING_REMOVAL, moment, last_error=None)
+    return state.entering(ScalePhase.REMOVING_MEMBERS, moment, last_error=error)
 
 
 # -- pre-registration ------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 
 from staticfleet.admin.client import natural_key
 from staticfleet.admin.coordinator_api import CoordinatorGroupView
-from staticfleet.admin.model import GroupDescription, LagSummary
+from staticfleet.admin.model import GroupDescription, LagSummary, group_state
 from staticfleet.coordinator import GroupState
 from staticfleet.coordinator.events import REASON_SESSION_TIMEOUT
 from staticfleet.kube.builders import pod_ordinal, selector_string
@@ -89,12 +89,7 @@ class GroupObservation:
         return frozenset() if self.not_found else None
 
 
-def parse_state(text: str | None) -> GroupState | None:
-    """A group state named by DescribeGroups, the coordinator API or an earlier status."""
-    try:
-        return GroupState(text)
-    except ValueError:
-        return None
+parse_state = group_state
 
 
 @dataclass(frozen=True, slots=True)

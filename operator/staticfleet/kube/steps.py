@@ -31,12 +31,12 @@ from staticfleet.kube.access import (
 from staticfleet.kube.claims import Claim, describe_shared, shared_instance_ids
 from staticfleet.kube.kubeapi import ApplyConflict, KubeError
 from staticfleet.kube.scaling import (
-    CONFIRMING_REMOVAL,
     DEFAULT_STEP_TIMEOUT,
-    SHRINKING,
     FleetObservation,
     PreRegistration,
+    ScaleDirection,
     ScaleDownState,
+    ScalePhase,
     ScalePlan,
     after_removal,
     iso,
@@ -430,7 +430,7 @@ class ApplyChildren:
             io.outcome.grown = True
             faults.checkpoint("statefulset-grown")
         record = io.outcome.scale_down
-        if record is not None and record.phase == SHRINKING:
+        if record is not None and record.phase is ScalePhase.SHRINKING:
             io.outcome.scale_down = record.shrunk(int(applied["metadata"].get("generation", 0)))
             io.outcome.shrunk = True
 
@@ -537,7 +537,7 @@ def plan_actions(obs: Observed) -> ActionPlan:
         # First: the group waits for this removal, and the StatefulSet is already at its new size.
         reason = f"staticfleet: scaled down to {scale.scale_down.to_replicas}, consumers stopped"
         steps.append(RemoveMembers(scale.remove_instance_ids, reason))
-    grows = scale.started is not None and scale.started.direction == "Up"
+    grows = scale.started is not None and scale.started.direction is ScaleDirection.UP
     steps.append(ApplyChildren(scale.statefulset_replicas, grows))
     return ActionPlan(tuple(steps), scale)
 
@@ -599,13 +599,13 @@ def plan_status(
     if scale.started is not None:
         started = scale.started
         last_scale = {
-            "direction": started.direction,
+            "direction": started.direction.value,
             "fromReplicas": started.from_replicas,
             "toReplicas": started.to_replicas,
             "startedAt": iso(now),
         }
         note = ""
-        if started.direction == "Up" and pre is not None and scale.pre_register_ids is not None:
+        if started.direction is ScaleDirection.UP and pre is not None and scale.pre_register_ids is not None:
             if pre.hold_member_id:
                 note = "; the join phase is held until the new instances have joined"
             elif pre.accepted:
@@ -616,7 +616,7 @@ def plan_status(
             EventSpec(
                 "Normal",
                 "Scaled",
-                f"scaling {started.direction.lower()} from {started.from_replicas} "
+                f"scaling {started.direction.value.lower()} from {started.from_replicas} "
                 f"to {started.to_replicas}{note}",
             )
         )
@@ -642,7 +642,7 @@ def plan_status(
     record = outcome.scale_down
     if (
         record is not None
-        and record.phase == CONFIRMING_REMOVAL
+        and record.phase is ScalePhase.CONFIRMING_REMOVAL
         and outcome.acted_on_group
         and removal_confirmed(record, obs.fleet(group))
     ):

@@ -13,6 +13,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from staticfleet.admin.model import GroupDescription
+from staticfleet.coordinator import GroupState
 from staticfleet.ui.views import Rebalance, assignment_owners, partitions_moved
 
 KEEP = 50
@@ -38,7 +39,7 @@ class AssignmentTracker:
     ) -> None:
         """Records a change when the group is Stable with a decoded assignment that differs from the last
         one seen (or comes with another generation)."""
-        if group is None or group.state != "Stable":
+        if group is None or group.group_state is not GroupState.STABLE:
             return
         if any(m.partitions is None for m in group.members):
             return

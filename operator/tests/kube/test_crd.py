@@ -163,9 +163,9 @@ def test_defaults_agree_with_the_operator() -> None:
     assert props["membersPerPod"]["default"] == 1
     assert props["membersPerPod"]["maximum"] == MAX_MEMBERS_PER_POD
     status = schema()["properties"]["status"]["properties"]
-    from staticfleet.kube.scaling import PHASES
+    from staticfleet.kube.scaling import ScalePhase
 
-    assert status["scaleDown"]["properties"]["phase"]["enum"] == list(PHASES)
+    assert status["scaleDown"]["properties"]["phase"]["enum"] == [p.value for p in ScalePhase]
 
 
 def test_the_samples_are_valid_and_parse() -> None:

@@ -8,14 +8,11 @@ import pytest
 
 from staticfleet.coordinator import GroupState
 from staticfleet.kube.scaling import (
-    CONFIRMING_REMOVAL,
-    REMOVING_MEMBERS,
-    SHRINKING,
-    WAITING_FOR_PODS,
-    WAITING_FOR_SESSION_TIMEOUT,
     FleetObservation,
     PreRegistration,
+    ScaleDirection,
     ScaleDownState,
+    ScalePhase,
     after_removal,
     iso,
     plan_scale,
@@ -49,7 +46,7 @@ def test_scale_up_pre_registers_every_id_of_the_new_size_then_grows() -> None:
     plan = plan_scale(group_spec(replicas=4), None, observe(1, {0}), NOW)
     assert plan.pre_register_ids == ("orders-0", "orders-1", "orders-2", "orders-3")
     assert plan.statefulset_replicas == 4
-    assert plan.started is not None and plan.started.direction == "Up"
+    assert plan.started is not None and plan.started.direction is ScaleDirection.UP
 
 
 def test_scale_up_without_pre_registration_just_grows() -> None:
@@ -69,7 +66,7 @@ def test_scale_down_records_the_pending_ids_before_shrinking() -> None:
     plan = plan_scale(group_spec(replicas=1), None, observe(3, {0, 1, 2}), NOW)
     assert plan.persist_first
     assert plan.scale_down is not None
-    assert plan.scale_down.phase == SHRINKING
+    assert plan.scale_down.phase is ScalePhase.SHRINKING
     assert plan.scale_down.pending_instance_ids == ("orders-1", "orders-2")
     assert (plan.scale_down.from_replicas, plan.scale_down.to_replicas) == (3, 1)
     assert plan.statefulset_replicas == 1
@@ -85,7 +82,7 @@ def test_scale_down_lowers_an_active_pre_registration_to_the_remaining_ids() -> 
 
 def waiting(generation: int = 7) -> ScaleDownState:
     return ScaleDownState(
-        phase=WAITING_FOR_PODS,
+        phase=ScalePhase.WAITING_FOR_PODS,
         from_replicas=3,
         to_replicas=1,
         pending_instance_ids=("orders-1", "orders-2"),
@@ -112,7 +109,7 @@ def test_no_member_is_removed_before_the_statefulset_controller_saw_the_shrink()
 def test_once_the_pods_are_gone_the_pending_ids_are_removed_in_one_batch() -> None:
     plan = plan_scale(group_spec(replicas=1), waiting(), observe(1, {0}, observed_generation=7), NOW)
     assert plan.remove_instance_ids == ("orders-1", "orders-2")
-    assert plan.scale_down is not None and plan.scale_down.phase == REMOVING_MEMBERS
+    assert plan.scale_down is not None and plan.scale_down.phase is ScalePhase.REMOVING_MEMBERS
 
 
 def test_a_new_target_waits_until_the_running_scale_down_is_done() -> None:
@@ -121,7 +118,7 @@ def test_a_new_target_waits_until_the_running_scale_down_is_done() -> None:
 
 
 def test_a_recorded_but_not_yet_applied_scale_down_is_dropped_when_the_target_changes() -> None:
-    recorded = ScaleDownState(SHRINKING, 3, 1, ("orders-1", "orders-2"), "Immediate", iso(NOW))
+    recorded = ScaleDownState(ScalePhase.SHRINKING, 3, 1, ("orders-1", "orders-2"), "Immediate", iso(NOW))
     plan = plan_scale(group_spec(replicas=3), recorded, observe(3, {0, 1, 2}), NOW)
     assert plan.scale_down is None and plan.statefulset_replicas == 3
 
@@ -131,7 +128,7 @@ def test_after_session_timeout_waits_for_the_coordinator_to_expire_the_members()
     state = _with(waiting(), remove_members="AfterSessionTimeout")
     plan = plan_scale(spec, state, observe(1, {0}, observed_generation=7), NOW)
     assert not plan.remove_instance_ids
-    assert plan.scale_down is not None and plan.scale_down.phase == WAITING_FOR_SESSION_TIMEOUT
+    assert plan.scale_down is not None and plan.scale_down.phase is ScalePhase.WAITING_FOR_SESSION_TIMEOUT
     members = frozenset({"orders-0", "orders-2"})
     later = plan_scale(
         spec, plan.scale_down, observe(1, {0}, group_instance_ids=members), NOW + timedelta(seconds=30)
@@ -152,9 +149,9 @@ def _with(state: ScaleDownState, **changes: Any) -> ScaleDownState:
 
 
 def test_an_acknowledged_removal_is_kept_until_the_coordinator_reports_a_settled_group_without_it() -> None:
-    removing = _with(waiting(), phase=REMOVING_MEMBERS)
+    removing = _with(waiting(), phase=ScalePhase.REMOVING_MEMBERS)
     confirming = after_removal(removing, ok=True, error=None, now=NOW)
-    assert confirming.phase == CONFIRMING_REMOVAL
+    assert confirming.phase is ScalePhase.CONFIRMING_REMOVAL
     spec, rest = group_spec(replicas=1), frozenset({"orders-0"})
     rebalancing = observe(1, {0}, group_instance_ids=rest, group_state=GroupState.PREPARING_REBALANCE)
     assert plan_scale(spec, confirming, rebalancing, NOW).scale_down == confirming
@@ -163,11 +160,13 @@ def test_an_acknowledged_removal_is_kept_until_the_coordinator_reports_a_settled
     settled = observe(1, {0}, group_instance_ids=rest, group_state=GroupState.STABLE)
     assert plan_scale(spec, confirming, settled, NOW).scale_down is None
     kept = after_removal(removing, ok=False, error="coordinator unreachable", now=NOW)
-    assert kept.phase == REMOVING_MEMBERS and kept.last_error == "coordinator unreachable"
+    assert kept.phase is ScalePhase.REMOVING_MEMBERS and kept.last_error == "coordinator unreachable"
 
 
 def test_members_a_coordinator_restart_brought_back_are_removed_again() -> None:
-    confirming = after_removal(_with(waiting(), phase=REMOVING_MEMBERS), ok=True, error=None, now=NOW)
+    confirming = after_removal(
+        _with(waiting(), phase=ScalePhase.REMOVING_MEMBERS), ok=True, error=None, now=NOW
+    )
     ghosts = frozenset({"orders-0", "orders-2"})
     plan = plan_scale(
         group_spec(replicas=1),
@@ -177,7 +176,7 @@ def test_members_a_coordinator_restart_brought_back_are_removed_again() -> None:
     )
     assert plan.remove_instance_ids == ("orders-1", "orders-2")
     assert plan.returned_instance_ids == ("orders-2",)
-    assert plan.scale_down is not None and plan.scale_down.phase == REMOVING_MEMBERS
+    assert plan.scale_down is not None and plan.scale_down.phase is ScalePhase.REMOVING_MEMBERS
 
 
 def test_a_phase_that_waits_longer_than_the_step_timeout_is_blocked_with_the_reason() -> None:
@@ -187,7 +186,7 @@ def test_a_phase_that_waits_longer_than_the_step_timeout_is_blocked_with_the_rea
     assert late.blocked is not None and late.blocked.reason == "PodsNotGone"
     assert "orders-2" in late.blocked.message
     assert late.statefulset_replicas == 1 and not late.remove_instance_ids  # still never removed early
-    failing = _with(waiting(), phase=REMOVING_MEMBERS, last_error="COORDINATOR_NOT_AVAILABLE")
+    failing = _with(waiting(), phase=ScalePhase.REMOVING_MEMBERS, last_error="COORDINATOR_NOT_AVAILABLE")
     removal = plan_scale(spec, failing, observe(1, {0}), NOW + timedelta(minutes=6), timedelta(seconds=30))
     assert removal.blocked is not None and removal.blocked.reason == "RemovalFailing"
     assert "COORDINATOR_NOT_AVAILABLE" in removal.blocked.message
@@ -197,7 +196,7 @@ def test_a_phase_that_waits_longer_than_the_step_timeout_is_blocked_with_the_rea
 def test_a_new_target_supersedes_a_blocked_scale_down_and_pends_only_the_ordinals_from_it_up() -> None:
     blocked = _with(
         waiting(),
-        phase=REMOVING_MEMBERS,
+        phase=ScalePhase.REMOVING_MEMBERS,
         from_replicas=4,
         pending_instance_ids=("orders-1", "orders-2", "orders-3"),
     )
@@ -208,7 +207,7 @@ def test_a_new_target_supersedes_a_blocked_scale_down_and_pends_only_the_ordinal
     assert up_a_little.statefulset_replicas == 2 and up_a_little.blocked is not None
     all_back = plan_scale(group_spec(replicas=4), blocked, observe(1, {0}), later)
     assert all_back.scale_down is None and all_back.statefulset_replicas == 4
-    assert all_back.started is not None and all_back.started.direction == "Up"
+    assert all_back.started is not None and all_back.started.direction is ScaleDirection.UP
     not_blocked = plan_scale(group_spec(replicas=2), blocked, observe(1, {0}), NOW)
     assert not_blocked.scale_down is not None and not_blocked.scale_down.to_replicas == 1
 
@@ -289,7 +288,7 @@ def operator_pass(cluster: FakeCluster, spec: GroupSpec, crash_at: str | None) -
             raise Crash
     generation = cluster.apply(plan.statefulset_replicas)
     current = plan.scale_down
-    if current is not None and current.phase == SHRINKING:
+    if current is not None and current.phase is ScalePhase.SHRINKING:
         current = current.shrunk(generation)
         cluster.status = current.to_status()
         if crash_at == "statefulset-shrunk":
@@ -352,7 +351,9 @@ def test_every_member_of_the_departed_pods_is_removed_in_one_batch_once_the_pods
 
 def test_a_removal_is_confirmed_only_when_no_member_of_a_departed_pod_is_left() -> None:
     spec = group_spec(replicas=1, **TWO_PER_POD)
-    record = ScaleDownState(CONFIRMING_REMOVAL, 2, 1, ("orders-1-1", "orders-1-2"), "Immediate", iso(NOW))
+    record = ScaleDownState(
+        ScalePhase.CONFIRMING_REMOVAL, 2, 1, ("orders-1-1", "orders-1-2"), "Immediate", iso(NOW)
+    )
     one_left = frozenset({"orders-0-1", "orders-0-2", "orders-1-2"})
     plan = plan_scale(
         spec, record, observe(1, {0}, group_instance_ids=one_left, group_state=GroupState.STABLE), NOW
@@ -387,7 +388,13 @@ def test_a_pre_registration_of_members_is_done_only_when_every_member_has_joined
 def test_a_superseding_scale_down_pends_the_members_of_the_pods_from_the_new_target_up() -> None:
     spec = group_spec(replicas=1, **TWO_PER_POD)
     blocked = ScaleDownState(
-        WAITING_FOR_PODS, 3, 2, ("orders-2-1", "orders-2-2"), "Immediate", iso(NOW), statefulset_generation=7
+        ScalePhase.WAITING_FOR_PODS,
+        3,
+        2,
+        ("orders-2-1", "orders-2-2"),
+        "Immediate",
+        iso(NOW),
+        statefulset_generation=7,
     )
     plan = plan_scale(spec, blocked, observe(2, {0, 1, 2}, observed_generation=7), NOW + timedelta(minutes=6))
     assert plan.scale_down is not None and plan.blocked is not None

@@ -6,7 +6,7 @@ from typing import Any
 
 from staticfleet.admin.coordinator_api import CoordinatorGroupView, RebalanceRecord
 from staticfleet.admin.model import GroupDescription, MemberDescription, Node
-from staticfleet.kube.scaling import Blocked, PreRegistration, ScaleDownState, iso
+from staticfleet.kube.scaling import Blocked, PreRegistration, ScaleDownState, ScalePhase, iso
 from staticfleet.kube.status import (
     MEMBER_LIST_CAP,
     GroupObservation,
@@ -522,7 +522,9 @@ def test_members_no_pod_of_the_fleet_runs_are_named_with_why() -> None:
 
 
 def test_members_a_scale_down_is_removing_are_not_outside_the_fleet() -> None:
-    record = ScaleDownState("ConfirmingRemoval", 4, 3, ("orders-3-1", "orders-3-2"), "Immediate", iso(NOW))
+    record = ScaleDownState(
+        ScalePhase.CONFIRMING_REMOVAL, 4, 3, ("orders-3-1", "orders-3-2"), "Immediate", iso(NOW)
+    )
     result = compute_status(two_per_pod(*FULL, "orders-3-1", "orders-3-2", scale_down=record))
     assert conditions(result.status)["MembersOutsideFleet"]["status"] == "False"
 

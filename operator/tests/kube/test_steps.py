@@ -7,7 +7,7 @@ from typing import Any
 
 from staticfleet.admin.model import GroupDescription, MemberDescription, Node
 from staticfleet.kube.claims import Claim
-from staticfleet.kube.scaling import PreRegistration, ScaleDownState, iso
+from staticfleet.kube.scaling import PreRegistration, ScaleDownState, ScalePhase, iso
 from staticfleet.kube.spec import InstanceIds
 from staticfleet.kube.status import GroupObservation
 from staticfleet.kube.steps import (
@@ -77,7 +77,9 @@ def test_a_scale_down_persists_its_record_before_the_statefulset_shrinks() -> No
 
 
 def test_members_are_removed_in_one_step_first_thing_once_their_pods_are_gone() -> None:
-    waiting = ScaleDownState("WaitingForPods", 3, 1, ("orders-1", "orders-2"), "Immediate", iso(NOW), 2)
+    waiting = ScaleDownState(
+        ScalePhase.WAITING_FOR_PODS, 3, 1, ("orders-1", "orders-2"), "Immediate", iso(NOW), 2
+    )
     obs = observed(1, 1, {0}, group("orders-0", "orders-1", "orders-2"), scaleDown=waiting.to_status())
     steps = plan_actions(obs).steps
     assert isinstance(steps[0], RemoveMembers) and steps[0].instance_ids == ("orders-1", "orders-2")
@@ -144,7 +146,7 @@ def test_a_scale_down_of_two_member_pods_records_every_member_of_the_departing_p
 
 
 def test_every_member_of_the_departed_pods_leaves_in_one_removal_step() -> None:
-    waiting = ScaleDownState("WaitingForPods", 3, 1, pod_members(1, 2), "Immediate", iso(NOW), 2)
+    waiting = ScaleDownState(ScalePhase.WAITING_FOR_PODS, 3, 1, pod_members(1, 2), "Immediate", iso(NOW), 2)
     obs = observed(1, 1, {0}, group(*pod_members(0, 1, 2)), 2, scaleDown=waiting.to_status())
     steps = plan_actions(obs).steps
     removal, apply = steps
