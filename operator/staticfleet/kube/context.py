@@ -14,6 +14,7 @@ from typing import Any, Protocol, cast
 
 from staticfleet.admin import GroupAdmin, KafkaConnection
 from staticfleet.kube.access import OperatorKafka
+from staticfleet.kube.fleetstatus import EventSpec
 from staticfleet.kube.join_hold import HoldWatcher, watch_in_thread
 from staticfleet.kube.kubeapi import KubeApi
 from staticfleet.kube.limits import Limits
@@ -21,7 +22,6 @@ from staticfleet.kube.metrics import OperatorMetrics
 from staticfleet.kube.scaling import DEFAULT_STEP_TIMEOUT
 from staticfleet.kube.secrets import SecretFiles
 from staticfleet.kube.spec import GroupSpec, OperatorDefaults
-from staticfleet.kube.status import EventSpec
 
 
 class ObjectLocks:

@@ -171,7 +171,7 @@ async def deleted(namespace: str | None, name: str, memo: Any, logger: Logger, *
     logger.info("%s", message)
 
 
-# -- tenancy ------------------------------------------------------------------------------------------------
+# -- tenancy -------------------------------------------------------------------------------------------------
 
 
 async def _policy_changed(memo: Any, **_: Any) -> None:

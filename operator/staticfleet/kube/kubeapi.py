@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
+from staticfleet.kube.fleetstatus import merge_patch
 from staticfleet.kube.spec import GROUP, KIND, PLURAL, VERSION, Manifest
-from staticfleet.kube.status import merge_patch
 
 FIELD_MANAGER = "staticfleet-operator"
 """The default field manager; the chart names one per release (`staticfleet-operator/<ns>/<release>`)."""

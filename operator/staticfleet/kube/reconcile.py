@@ -41,11 +41,14 @@ from staticfleet.kube.access import (
     new_password,
 )
 from staticfleet.kube.claims import Claim, conflicting_owner, servers_key
+from staticfleet.kube.conditions import INVALID_SPEC
 from staticfleet.kube.context import OperatorContext
+from staticfleet.kube.fleetstatus import EventSpec, FleetStatus
 from staticfleet.kube.kubeapi import ApplyConflict, KubeApi, KubeError
 from staticfleet.kube.limits import REPLICAS_ABOVE_LIMIT
 from staticfleet.kube.metrics import OperatorMetrics
-from staticfleet.kube.scaling import PreRegistration, now_utc, parse_time
+from staticfleet.kube.observation import Conflicting, GroupObservation, Invalid, Observation, Observed
+from staticfleet.kube.scaling import now_utc, parse_time
 from staticfleet.kube.spec import (
     RETAIN,
     GroupSpec,
@@ -54,12 +57,7 @@ from staticfleet.kube.spec import (
     SpecError,
     parse_group,
 )
-from staticfleet.kube.status import EventSpec, GroupObservation
 from staticfleet.kube.steps import (
-    Conflicting,
-    Invalid,
-    Observation,
-    Observed,
     Outcome,
     WriteStatus,
     plan_actions,
@@ -85,7 +83,7 @@ class Retry(Exception):
     """Not done yet: try again shortly (the message says what we wait for)."""
 
 
-# -- observation -------------------------------------------------------------------------------------------
+# -- observation ---------------------------------------------------------------------------------------------
 
 
 def observe_group(
@@ -177,12 +175,10 @@ def _acls_or_none(admin: GroupAdmin, principal: str) -> frozenset[AclBinding]:
         return frozenset()
 
 
-def observe_retired(
-    ctx: OperatorContext, admin: GroupAdmin, previous: Mapping[str, Any]
-) -> RetiredUser | None:
+def observe_retired(ctx: OperatorContext, admin: GroupAdmin, previous: FleetStatus) -> RetiredUser | None:
     """The user status.kafkaUser names, when the resource no longer has it provisioned (None when
     there is none, or the cluster cannot say now: the record stays and the next pass asks again)."""
-    user = (previous.get("kafkaUser") or {}).get("name")
+    user = previous.kafka_user.name if previous.kafka_user else None
     if not user or ctx.kafka is None:
         return None
     try:
@@ -246,7 +242,7 @@ def observe(
     With `tenancy` (the policies, when enforced), a resource naming what its namespace may not claim is
     Invalid with reason TenancyDenied."""
     meta, now = body["metadata"], now_utc()
-    previous: dict[str, Any] = dict(body.get("status") or {})
+    previous = FleetStatus.of(body.get("status"))
     generation = int(meta.get("generation", 0))
     try:
         spec = parse_group(body, ctx.defaults)
@@ -261,20 +257,20 @@ def observe(
         connection = secrets.connection(ctx.api, ctx.secret_files, spec, ctx.own_options())
         access = _fleet_access(ctx, spec)
     except SpecError as exc:
-        return Invalid(body, generation, previous, str(exc), now), None
+        return Invalid(body, generation, previous, str(exc), now, INVALID_SPEC), None
     admin = ctx.admin(connection)
     try:
         cluster_id, unreachable = admin.cluster_id(), None
     except AdminError as exc:  # the group cannot be described either: no second wait for it
         cluster_id, unreachable = None, str(exc)
-    cluster_id = cluster_id or previous.get("clusterId")
+    cluster_id = cluster_id or previous.cluster_id
     winner = _winner(spec, cluster_id, claims, tenancy)
     if winner is not None:
         return Conflicting(body, spec, generation, previous, winner, now, cluster_id), None
     try:
         access_seen = observe_access(ctx, admin, spec, access, unreachable) if access is not None else None
     except SpecError as exc:
-        return Invalid(body, generation, previous, str(exc), now), None
+        return Invalid(body, generation, previous, str(exc), now, INVALID_SPEC), None
     retired = observe_retired(ctx, admin, previous) if access is None and unreachable is None else None
     statefulset = ctx.api.get_statefulset(spec.namespace, spec.name)
     pods = _pods(ctx.api, spec)
@@ -300,7 +296,7 @@ def observe(
     )
 
 
-# -- execution ----------------------------------------------------------------------------------------------
+# -- execution -----------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -373,7 +369,7 @@ def _write_only(ctx: OperatorContext, body: Manifest, step: WriteStatus) -> None
     """A pass that only writes status (an invalid or conflicting resource)."""
     previous = body.get("status") or {}
     written, _ = write_status(
-        ctx.api, body, step.status, str(body["metadata"].get("resourceVersion", "")), previous
+        ctx.api, body, step.status.to_status(), str(body["metadata"].get("resourceVersion", "")), previous
     )
     meta, spec = body["metadata"], body.get("spec") or {}
     group = str(spec.get("groupId") or f"{meta['namespace']}.{meta['name']}")
@@ -426,7 +422,7 @@ def _reconcile(
     obs = observation
     plan = plan_actions(obs)
     outcome = Outcome(
-        status=dict(obs.previous),
+        status=dict(body.get("status") or {}),
         resource_version=str(body["metadata"].get("resourceVersion", "")),
         scale_down=plan.scale.scale_down,
         pre_registration=obs.pre_registration,
@@ -481,7 +477,7 @@ def _report_conflict(ctx: OperatorContext, body: Manifest, conflict: ApplyConfli
         post_event(ctx, body, EventSpec("Warning", "ApplyConflict", message))
 
 
-# -- deletion -----------------------------------------------------------------------------------------------
+# -- deletion ------------------------------------------------------------------------------------------------
 
 
 def previous_cluster_id(body: Manifest) -> str | None:
@@ -563,13 +559,13 @@ def remove_user(admin: GroupAdmin, user: str) -> tuple[frozenset[AclBinding], fr
     return acls, mechanisms
 
 
-def provisioned_user(ctx: OperatorContext, spec: GroupSpec, status: Mapping[str, Any]) -> str | None:
+def provisioned_user(ctx: OperatorContext, spec: GroupSpec, status: FleetStatus) -> str | None:
     """The user the operator made (or makes) for the resource: its own, or a former one status names."""
     access = _fleet_access(ctx, spec)
     if access is not None:
         return access.user
-    found = (status.get("kafkaUser") or {}).get("name")
-    return str(found) if found and ctx.kafka is not None else None
+    found = status.kafka_user.name if status.kafka_user else None
+    return found if found and ctx.kafka is not None else None
 
 
 def withdraw_access(ctx: OperatorContext, obs: Invalid) -> Invalid:
@@ -589,8 +585,7 @@ def withdraw_access(ctx: OperatorContext, obs: Invalid) -> Invalid:
     if acls or mechanisms:
         message = f"user {user} and its {len(acls)} ACLs removed: {obs.why}"
         post_event(ctx, obs.body, EventSpec("Warning", "AccessRevoked", message))
-    previous = {k: v for k, v in obs.previous.items() if k != "kafkaUser"}
-    return dataclasses.replace(obs, previous=previous)
+    return dataclasses.replace(obs, previous=dataclasses.replace(obs.previous, kafka_user=None))
 
 
 def _finalize_members(
@@ -622,12 +617,12 @@ def _finalize_members(
     if running:
         raise Retry(f"waiting for {len(running)} pods to stop before removing their members")
     admin = ctx.admin(secrets.connection(api, ctx.secret_files, spec, ctx.own_options()))
-    previous = body.get("status") or {}
+    previous = FleetStatus.of(body.get("status"))
     known = max(
         min(spec.replicas, ctx.limits.max_replicas),
         int((statefulset or {}).get("spec", {}).get("replicas", 0) or 0),
-        int((previous.get("scaleDown") or {}).get("fromReplicas", 0) or 0),
-        int(previous.get("replicas", 0) or 0),
+        previous.scale_down.from_replicas if previous.scale_down else 0,
+        previous.replicas or 0,
     )
     ids = list(spec.member_ids(0, known))
     try:
@@ -638,7 +633,7 @@ def _finalize_members(
             raise Retry(removal_message(report, "removal incomplete"))
         with contextlib.suppress(AdminError):  # without pre-registration there is nothing to withdraw
             admin.set_group_config(spec.group_id, PRE_REGISTRATION_CONFIG, None)
-        pre = PreRegistration.from_status(previous.get("preRegistration"))
+        pre = previous.pre_registration
         if pre is not None and pre.hold_member_id:
             with contextlib.suppress(AdminError):  # expired already, or it expires by itself
                 admin.release_join_phase(spec.group_id, pre.hold_member_id)

@@ -193,6 +193,52 @@ class ScaleEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class LastScale:
+    """status.lastScale: the latest scale operation, from its start until the group is Stable at the new
+    size."""
+
+    direction: ScaleDirection
+    from_replicas: int
+    to_replicas: int
+    started_at: str | None
+    completed_at: str | None = None
+    duration_seconds: float | None = None
+
+    @staticmethod
+    def starting(event: ScaleEvent, now: datetime) -> LastScale:
+        return LastScale(event.direction, event.from_replicas, event.to_replicas, iso(now))
+
+    def completing(self, now: datetime) -> LastScale:
+        started = parse_time(self.started_at)
+        duration = round((now - started).total_seconds(), 1) if started else None
+        return replace(self, completed_at=iso(now), duration_seconds=duration)
+
+    def to_status(self) -> dict[str, Any]:
+        return {
+            "direction": self.direction.value,
+            "fromReplicas": self.from_replicas,
+            "toReplicas": self.to_replicas,
+            "startedAt": self.started_at,
+            "completedAt": self.completed_at,
+            "durationSeconds": self.duration_seconds,
+        }
+
+    @staticmethod
+    def of(data: Mapping[str, Any] | None) -> LastScale | None:
+        if not data or data.get("direction") not in ("Up", "Down"):
+            return None
+        duration = data.get("durationSeconds")
+        return LastScale(
+            direction=ScaleDirection(data["direction"]),
+            from_replicas=int(data.get("fromReplicas") or 0),
+            to_replicas=int(data.get("toReplicas") or 0),
+            started_at=data.get("startedAt"),
+            completed_at=data.get("completedAt"),
+            duration_seconds=float(duration) if isinstance(duration, int | float) else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Blocked:
     reason: str  # PodsNotGone | RemovalFailing | RemovalNotConfirmed
     message: str
@@ -433,7 +479,7 @@ def after_removal(
     return state.entering(ScalePhase.REMOVING_MEMBERS, moment, last_error=error)
 
 
-# -- pre-registration ------------------------------------------------------------------------------------
+# -- pre-registration ----------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,24 +15,24 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from staticfleet.admin import AclBinding, AdminError, ConfigRejected, LagSummary, RemovalReport
+from staticfleet.admin import AclBinding, AdminError, ConfigRejected, RemovalReport
 from staticfleet.coordinator import EXPECTED_INSTANCE_IDS as PRE_REGISTRATION_CONFIG
 from staticfleet.kube import builders, faults
 from staticfleet.kube.access import (
     SCRAM_ITERATIONS,
-    AccessObservation,
-    FleetAccess,
     RetiredUser,
     plan_access,
 )
-from staticfleet.kube.claims import Claim, describe_shared, shared_instance_ids
+from staticfleet.kube.claims import describe_shared, shared_instance_ids
+from staticfleet.kube.conditions import DEGRADED, INVALID_SPEC
+from staticfleet.kube.fleetstatus import EventSpec, FleetStatus, KafkaUser, holding_reason
 from staticfleet.kube.kubeapi import ApplyConflict, KubeError
+from staticfleet.kube.observation import Conflicting, GroupObservation, Invalid, Observed
 from staticfleet.kube.scaling import (
-    DEFAULT_STEP_TIMEOUT,
-    FleetObservation,
+    LastScale,
     PreRegistration,
     ScaleDirection,
     ScaleDownState,
@@ -45,18 +45,13 @@ from staticfleet.kube.scaling import (
     pre_registration_done,
     removal_confirmed,
 )
-from staticfleet.kube.spec import GroupSpec, Manifest
+from staticfleet.kube.spec import Manifest
 from staticfleet.kube.status import (
-    INVALID_SPEC,
-    NOT_FOUND,
-    EventSpec,
-    GroupObservation,
     StatusInputs,
     StatusResult,
     compute_status,
     conflict_status,
-    degraded_reason,
-    invalid_spec_status,
+    invalid_status,
 )
 
 if TYPE_CHECKING:
@@ -67,91 +62,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-# -- what a pass sees ----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Invalid:
-    """The resource cannot be acted on as it stands; `why` says which field to fix."""
-
-    body: Manifest
-    generation: int
-    previous: Mapping[str, Any]
-    why: str
-    now: datetime
-    reason: str = INVALID_SPEC
-    """InvalidSpec, or why the operator refuses to act on it (limits.Refusal)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Conflicting:
-    """Another resource owns this one's consumer group."""
-
-    body: Manifest
-    spec: GroupSpec
-    generation: int
-    previous: Mapping[str, Any]
-    winner: Claim
-    now: datetime
-    cluster_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Observed:
-    """Everything one pass reads, read straight from the API server and the coordinator (no cache)."""
-
-    body: Manifest
-    spec: GroupSpec
-    generation: int
-    previous: Mapping[str, Any]
-    statefulset: Manifest | None
-    pods: tuple[Manifest, ...]
-    pod_ordinals: frozenset[int]
-    group: GroupObservation
-    now: datetime
-    step_timeout: timedelta = DEFAULT_STEP_TIMEOUT
-    """How long a scale-down phase may wait before it counts as blocked (operator flag)."""
-    cluster_id: str | None = None
-    """The id of the cluster the resource names (claims compare it), when known."""
-    lag: LagSummary | None = None
-    """The group's lag; None when the offsets could not be read this time."""
-    access: AccessObservation | None = None
-    """The fleet's provisioned user, Secret and ACLs (None: the operator provisions nothing for it)."""
-    retired: RetiredUser | None = None
-    """A user provisioned before that the resource no longer wants (kafka.credentials now External)."""
-
-    @property
-    def fleet_access(self) -> FleetAccess | None:
-        return self.access.access if self.access is not None else None
-
-    @property
-    def scale_down(self) -> ScaleDownState | None:
-        return ScaleDownState.from_status(self.previous.get("scaleDown"))
-
-    @property
-    def pre_registration(self) -> PreRegistration | None:
-        return PreRegistration.from_status(self.previous.get("preRegistration"))
-
-    def fleet(self, group: GroupObservation | None = None) -> FleetObservation:
-        """What the scale rules look at (with `group`: as read again after the steps)."""
-        sts = self.statefulset
-        pre = self.pre_registration
-        group = group or self.group
-        return FleetObservation(
-            statefulset_replicas=int(sts["spec"].get("replicas", 1)) if sts else None,
-            statefulset_observed_generation=int((sts or {}).get("status", {}).get("observedGeneration", 0)),
-            pod_ordinals=self.pod_ordinals,
-            group_instance_ids=group.instance_ids,
-            group_state=group.state,
-            group_not_found=group.state_text == NOT_FOUND,
-            pre_registration_active=pre is not None and pre.accepted,
-        )
-
-
-Observation = Invalid | Conflicting | Observed
-
-
-# -- what the steps did -------------------------------------------------------------------------------------
+# -- what the steps did --------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -200,7 +111,7 @@ class StepIO(Protocol):
         ...
 
 
-# -- the steps ----------------------------------------------------------------------------------------------
+# -- the steps -----------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -474,11 +385,11 @@ class RemoveMembers:
 class WriteStatus:
     """The pass's status, written once (server-side apply), then its Events."""
 
-    status: Mapping[str, Any]
+    status: FleetStatus
     events: tuple[EventSpec, ...] = ()
 
     def run(self, io: StepIO) -> None:
-        io.write_status(self.status)
+        io.write_status(self.status.to_status())
         if io.outcome.shrunk:
             faults.checkpoint("statefulset-shrunk")
         if io.outcome.grown:
@@ -513,7 +424,7 @@ def removal_message(report: RemovalReport, why: str) -> str:
     return f"{why}: " + "; ".join(parts) + f" (group {report.group_id})"
 
 
-# -- the planners -------------------------------------------------------------------------------------------
+# -- the planners --------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -575,7 +486,7 @@ def pre_registration_finished(obs: Observed) -> bool:
 @dataclass(frozen=True, slots=True)
 class StatusPlan:
     step: WriteStatus
-    completed_scale: Mapping[str, Any] | None = None
+    completed_scale: LastScale | None = None
 
 
 def plan_status(
@@ -588,22 +499,15 @@ def plan_status(
     """The one status write that ends a pass, from what was observed and what the steps did. Pure."""
     spec, now, scale = obs.spec, obs.now, plan.scale
     if outcome.rejected is not None:
-        status = {
-            **outcome.status,
-            **invalid_spec_status(outcome.status, obs.generation, outcome.rejected, now),
-        }
+        written = FleetStatus.of(outcome.status)
+        status = invalid_status(written, obs.generation, outcome.rejected, now, INVALID_SPEC)
         return StatusPlan(WriteStatus(status, ()))
     events = list(outcome.events)
-    last_scale: dict[str, Any] | None = obs.previous.get("lastScale")
+    last_scale = obs.previous.last_scale
     pre = outcome.pre_registration
     if scale.started is not None:
         started = scale.started
-        last_scale = {
-            "direction": started.direction.value,
-            "fromReplicas": started.from_replicas,
-            "toReplicas": started.to_replicas,
-            "startedAt": iso(now),
-        }
+        last_scale = LastScale.starting(started, now)
         note = ""
         if started.direction is ScaleDirection.UP and pre is not None and scale.pre_register_ids is not None:
             if pre.hold_member_id:
@@ -647,7 +551,7 @@ def plan_status(
         and removal_confirmed(record, obs.fleet(group))
     ):
         record = None  # the group read after the removal already shows it settled
-    if pre is not None and not pre.accepted and last_scale and last_scale.get("completedAt"):
+    if pre is not None and not pre.accepted and last_scale is not None and last_scale.completed_at:
         pre = None  # a refused pre-registration is only news while its scale-up runs
     result: StatusResult = compute_status(
         StatusInputs(
@@ -673,23 +577,22 @@ def plan_status(
     return StatusPlan(WriteStatus(result.status, (*events, *result.events)), result.completed_scale)
 
 
-def kafka_user_status(obs: Observed, outcome: Outcome) -> Mapping[str, Any] | None:
+def kafka_user_status(obs: Observed, outcome: Outcome) -> KafkaUser | None:
     """status.kafkaUser: the provisioned user; a former one stays there until it is removed."""
     access = obs.fleet_access
     if access is not None:
-        return {"name": access.user, "secretName": access.secret_name}
-    previous = obs.previous.get("kafkaUser")
-    return None if outcome.user_retired or not previous else dict(previous)
+        return KafkaUser(access.user, access.secret_name)
+    return None if outcome.user_retired else obs.previous.kafka_user
 
 
 def plan_invalid(obs: Invalid) -> WriteStatus:
     """Conditions say what to fix; the rest of the status (a scale-down in progress above all) is kept.
     A refusal (not a schema matter, so nothing else told the author) is also an Event, once."""
-    status = invalid_spec_status(obs.previous, obs.generation, obs.why, obs.now, obs.reason)
+    status = invalid_status(obs.previous, obs.generation, obs.why, obs.now, obs.reason)
     events: tuple[EventSpec, ...] = ()
-    if obs.reason != INVALID_SPEC and degraded_reason(obs.previous) != obs.reason:
+    if obs.reason != INVALID_SPEC and holding_reason(obs.previous.conditions, DEGRADED) != obs.reason:
         events = (EventSpec("Warning", obs.reason, obs.why),)
-    return WriteStatus({**obs.previous, **status}, events)
+    return WriteStatus(status, events)
 
 
 def plan_conflict(obs: Conflicting) -> WriteStatus:
@@ -698,11 +601,11 @@ def plan_conflict(obs: Conflicting) -> WriteStatus:
     result = conflict_status(
         obs.spec, obs.generation, obs.previous, obs.winner.ref, obs.now, obs.cluster_id, overlap
     )
-    return WriteStatus({**obs.previous, **result.status}, result.events)
+    return WriteStatus(result.status, result.events)
 
 
-def scale_duration(completed: Mapping[str, Any], now: datetime) -> tuple[str, float] | None:
-    started_at = parse_time(completed.get("startedAt"))
+def scale_duration(completed: LastScale, now: datetime) -> tuple[str, float] | None:
+    started_at = parse_time(completed.started_at)
     if started_at is None:
         return None
-    return str(completed.get("direction")), (now - started_at).total_seconds()
+    return completed.direction.value, (now - started_at).total_seconds()

@@ -26,12 +26,12 @@ from staticfleet.admin.model import (
 )
 from staticfleet.kube.claims import Claim
 from staticfleet.kube.context import OperatorContext
+from staticfleet.kube.fleetstatus import EventSpec
 from staticfleet.kube.kubeapi import KubeApi, KubeError, prune
 from staticfleet.kube.limits import Limits
 from staticfleet.kube.metrics import OperatorMetrics
 from staticfleet.kube.reconcile import Retry, finalize, reconcile
 from staticfleet.kube.spec import OperatorDefaults
-from staticfleet.kube.status import EventSpec
 
 from .fixtures import resource
 

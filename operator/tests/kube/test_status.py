@@ -1,21 +1,26 @@
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from staticfleet.admin.coordinator_api import CoordinatorGroupView, RebalanceRecord
-from staticfleet.admin.model import GroupDescription, MemberDescription, Node
-from staticfleet.kube.scaling import Blocked, PreRegistration, ScaleDownState, ScalePhase, iso
-from staticfleet.kube.status import (
-    MEMBER_LIST_CAP,
-    GroupObservation,
-    StatusInputs,
-    compute_status,
-    conflict_status,
-    merge_patch,
-    rebalances_total,
+from staticfleet.admin.model import GroupDescription, MemberDescription, Node, PartitionOffsets, lag_summary
+from staticfleet.kube import status as computed
+from staticfleet.kube.fleetstatus import EventSpec, FleetStatus, KafkaUser, merge_patch
+from staticfleet.kube.kubeapi import prune
+from staticfleet.kube.group_status import rebalances_total
+from staticfleet.kube.observation import GroupObservation
+from staticfleet.kube.scaling import (
+    Blocked,
+    LastScale,
+    PreRegistration,
+    ScaleDirection,
+    ScaleDownState,
+    ScalePhase,
+    iso,
 )
+from staticfleet.kube.status import MEMBER_LIST_CAP, StatusInputs, conflict_status
 
 from .fixtures import group_spec
 
@@ -58,6 +63,7 @@ def pods(n: int) -> list[dict[str, Any]]:
 
 
 def inputs(**overrides: Any) -> StatusInputs:
+    """A pass's inputs; `previous` is the status object as the API server holds it."""
     values: dict[str, Any] = {
         "spec": group_spec(replicas=3),
         "generation": 2,
@@ -68,7 +74,21 @@ def inputs(**overrides: Any) -> StatusInputs:
         "now": NOW,
     }
     values.update(overrides)
+    values["previous"] = FleetStatus.of(values["previous"])
     return StatusInputs(**values)
+
+
+@dataclass(frozen=True)
+class Shown:
+    status: dict[str, Any]
+    """As the resource shows it."""
+    events: tuple[EventSpec, ...]
+    completed_scale: LastScale | None
+
+
+def compute_status(values: StatusInputs) -> Shown:
+    result = computed.compute_status(values)
+    return Shown(result.status.to_status(), result.events, result.completed_scale)
 
 
 def conditions(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -319,25 +339,20 @@ def test_a_scale_down_in_progress_shows_as_progressing() -> None:
 
 def test_a_rejected_pre_registration_is_explained_and_the_scale_completes() -> None:
     pre = PreRegistration(("orders-0", "orders-1", "orders-2"), False, iso(NOW), "INVALID_CONFIG: unknown")
-    last = {
-        "direction": "Up",
-        "fromReplicas": 1,
-        "toReplicas": 3,
-        "startedAt": iso(NOW - timedelta(seconds=8)),
-    }
+    last = LastScale(ScaleDirection.UP, 1, 3, iso(NOW - timedelta(seconds=8)))
     pending = compute_status(
         inputs(group=GroupObservation(description=members(2)), pre_registration=pre, last_scale=last)
     )
     progressing = conditions(pending.status)["Progressing"]
     assert progressing["reason"] == "ScalingUp" and "pre-registration not supported" in progressing["message"]
     done = compute_status(inputs(pre_registration=pre, last_scale=last))
-    assert done.completed_scale is not None and done.completed_scale["durationSeconds"] == 8.0
+    assert done.completed_scale is not None and done.completed_scale.duration_seconds == 8.0
     assert done.status["lastScale"]["completedAt"] == iso(NOW)
 
 
 def test_a_losing_claim_is_degraded_with_the_owner_named() -> None:
-    result = conflict_status(group_spec(), 1, {}, "shop/first", NOW)
-    degraded = conditions(result.status)["Degraded"]
+    result = conflict_status(group_spec(), 1, FleetStatus(), "shop/first", NOW)
+    degraded = conditions(result.status.to_status())["Degraded"]
     assert degraded["reason"] == "GroupIdConflict" and "shop/first" in degraded["message"]
     assert [e.reason for e in result.events] == ["GroupIdConflict"]
     assert not conflict_status(group_spec(), 1, result.status, "shop/first", NOW).events
@@ -549,3 +564,23 @@ def test_a_message_names_at_most_twenty_members_outside_the_fleet_and_counts_the
     message = conditions(compute_status(two_per_pod(*FULL, *strays)).status)["MembersOutsideFleet"]["message"]
     assert "billing-19 (not an instance id of this fleet); and 5 more: members of group" in message
     assert "billing-20" not in message
+
+
+def test_a_status_read_back_from_the_api_server_is_the_status_written() -> None:
+    record = ScaleDownState(ScalePhase.CONFIRMING_REMOVAL, 4, 3, ("orders-3",), "Immediate", iso(NOW))
+    pre = PreRegistration(("orders-0", "orders-1"), True, iso(NOW), "held", hold_member_id="m-1")
+    written = computed.compute_status(
+        inputs(
+            group=GroupObservation(description=members(3), view=view(3, 4)),
+            pods=running(3),
+            scale_down=record,
+            pre_registration=pre,
+            last_scale=LastScale(ScaleDirection.DOWN, 4, 3, iso(NOW - timedelta(seconds=3))),
+            kafka_user=KafkaUser("staticfleet.shop.orders", "orders-kafka-user"),
+            lag=lag_summary([PartitionOffsets("orders", 0, 3, 10), PartitionOffsets("orders", 1, None, 4)]),
+            cluster_id="cluster-1",
+        )
+    ).status
+    stored = prune(written.to_status())  # the API server keeps no nulls
+    assert FleetStatus.of(stored) == written
+    assert FleetStatus.of(stored).to_status() == written.to_status()

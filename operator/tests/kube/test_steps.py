@@ -7,13 +7,12 @@ from typing import Any
 
 from staticfleet.admin.model import GroupDescription, MemberDescription, Node
 from staticfleet.kube.claims import Claim
+from staticfleet.kube.fleetstatus import FleetStatus
+from staticfleet.kube.observation import Conflicting, GroupObservation, Observed
 from staticfleet.kube.scaling import PreRegistration, ScaleDownState, ScalePhase, iso
 from staticfleet.kube.spec import InstanceIds
-from staticfleet.kube.status import GroupObservation
 from staticfleet.kube.steps import (
     ApplyChildren,
-    Conflicting,
-    Observed,
     Outcome,
     PersistScaleDownRecord,
     PreRegister,
@@ -54,7 +53,7 @@ def observed(
         body=body,
         spec=group_spec(replicas=replicas, membersPerPod=members_per_pod),
         generation=1,
-        previous=status,
+        previous=FleetStatus.of(status),
         statefulset=sts,
         pods=tuple({"metadata": {"name": f"orders-{o}"}} for o in sorted(pods)),
         pod_ordinals=frozenset(pods),
@@ -129,7 +128,7 @@ def test_the_status_plan_writes_once_with_the_events_of_the_pass() -> None:
         status={}, resource_version="1", scale_down=plan.scale.scale_down, pre_registration=None
     )
     status = plan_status(obs, plan, outcome, obs.group, obs.pods).step
-    assert status.status["scaleDown"]["pendingInstanceIds"] == ["orders-1", "orders-2"]
+    assert status.status.to_status()["scaleDown"]["pendingInstanceIds"] == ["orders-1", "orders-2"]
     assert [e.reason for e in status.events] == ["Scaled"]
 
 
@@ -177,14 +176,14 @@ def test_a_conflict_with_a_fleet_whose_ids_overlap_says_which_ids_the_two_would_
         "2026-11-22T09:00:00Z", "shop", "orders-1", ids=InstanceIds("orders-1", "shop"), replicas=3
     )
     body = resource(replicas=3, membersPerPod=2)
-    lost = Conflicting(body, group_spec(replicas=3, membersPerPod=2), 1, {}, winner, NOW)
-    (degraded,) = [c for c in plan_conflict(lost).status["conditions"] if c["type"] == "Degraded"]
+    lost = Conflicting(body, group_spec(replicas=3, membersPerPod=2), 1, FleetStatus(), winner, NOW)
+    (degraded,) = [c for c in plan_conflict(lost).status.to_status()["conditions"] if c["type"] == "Degraded"]
     assert degraded["reason"] == "GroupIdConflict"
     assert degraded["message"].endswith(
         "consumers with one instance id fence each other: orders-1-1 (member 1 of pod orders-1 here, pod "
         "orders-1-1's own id in shop/orders-1), orders-1-2 (member 2 of pod orders-1 here, pod orders-1-2's "
         "own id in shop/orders-1)."
     )
-    apart = Conflicting(resource(), single, 1, {}, winner, NOW)
-    (plain,) = [c for c in plan_conflict(apart).status["conditions"] if c["type"] == "Degraded"]
+    apart = Conflicting(resource(), single, 1, FleetStatus(), winner, NOW)
+    (plain,) = [c for c in plan_conflict(apart).status.to_status()["conditions"] if c["type"] == "Degraded"]
     assert plain["message"].endswith("Give it another groupId.")
