@@ -1,5 +1,5 @@
-"""The operator SIGKILLed at every checkpoint of a scale-down and a scale-up (staticfleet.kube.faults):
-after each kill the state it left behind is the one the checkpoint names, a restarted operator finishes
+"""The operator SIGKILLed at every crash point of a scale-down and a scale-up (staticfleet.kube.faults):
+after each kill the state it left behind is the one the crash point names, a restarted operator finishes
 the step, and every step costs exactly one rebalance and removes each departed member exactly once.
 
 STATICFLEET_CHAOS_ROUNDS=<n> repeats the whole sequence n times (docs/reliability.md).
@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from e2e.helpers import Cluster, Kubectl, Manifest, wait_until
-from staticfleet.kube.faults import EXIT_AFTER_ENV, SCALE_DOWN_CHECKPOINTS, SCALE_UP_CHECKPOINTS
+from staticfleet.kube.faults import EXIT_AFTER_ENV, SCALE_DOWN_CRASH_POINTS, SCALE_UP_CRASH_POINTS
 
 from .harness import (
     Coordinator,
@@ -32,32 +32,30 @@ NAME = "orders"
 LARGE, SMALL = 2, 1
 
 
-def left_behind(
-    checkpoint: str, kubectl: Kubectl, namespace: str, coordinator: Coordinator, gid: str
-) -> None:
-    """What an operator killed at `checkpoint` leaves: proof that it died where the checkpoint says."""
+def left_behind(point: str, kubectl: Kubectl, namespace: str, coordinator: Coordinator, gid: str) -> None:
+    """What an operator killed at `point` leaves: proof that it died where the crash point says."""
     status = get_fleet(kubectl, namespace, NAME)["status"]
     sts_replicas = kubectl.get("statefulset", NAME, namespace)["spec"]["replicas"]
     phase = (status.get("scaleDown") or {}).get("phase")
-    if checkpoint == "scale-down-recorded":
+    if point == "scale-down-recorded":
         assert (phase, sts_replicas) == ("ShrinkingStatefulSet", LARGE)
-    elif checkpoint == "statefulset-shrunk":
+    elif point == "statefulset-shrunk":
         assert (phase, sts_replicas) == ("WaitingForPods", SMALL)
-    elif checkpoint == "members-removed":
-        # The coordinator removed the member, and the removal step recorded that before the checkpoint:
+    elif point == "members-removed":
+        # The coordinator removed the member, and the Checkpoint after the removal recorded that:
         # the restarted operator only waits for the coordinator to confirm it.
         assert phase == "ConfirmingRemoval" and sts_replicas == SMALL
         assert coordinator.members(gid) == {"orders-0"}
-    elif checkpoint == "pre-registered":
+    elif point == "pre-registered":
         assert status["preRegistration"]["instanceIds"] == ["orders-0", "orders-1"]
         assert sts_replicas == SMALL
-    elif checkpoint == "statefulset-grown":
+    elif point == "statefulset-grown":
         assert status["preRegistration"]["instanceIds"] == ["orders-0", "orders-1"]
         assert sts_replicas == LARGE and status["lastScale"]["direction"] == "Down"
-    elif checkpoint == "scale-up-recorded":
+    elif point == "scale-up-recorded":
         assert sts_replicas == LARGE and status["lastScale"]["direction"] == "Up"
     else:
-        raise AssertionError(f"unknown checkpoint {checkpoint}")
+        raise AssertionError(f"unknown crash point {point}")
 
 
 def settled(replicas: int) -> Callable[[Manifest], bool]:
@@ -68,7 +66,7 @@ def settled(replicas: int) -> Callable[[Manifest], bool]:
     )
 
 
-def test_the_operator_killed_at_every_checkpoint_finishes_each_step_once(
+def test_the_operator_killed_at_every_crash_point_finishes_each_step_once(
     cluster: Cluster, namespace: str, coordinator: Coordinator, operator: OperatorRunner, chaos_round: int
 ) -> None:
     kubectl = cluster.kubectl
@@ -84,22 +82,22 @@ def test_the_operator_killed_at_every_checkpoint_finishes_each_step_once(
     operator.stop()
 
     steps = [
-        (checkpoint, target)
-        for down, up in zip(SCALE_DOWN_CHECKPOINTS, SCALE_UP_CHECKPOINTS, strict=True)
-        for checkpoint, target in ((down, SMALL), (up, LARGE))
+        (point, target)
+        for down, up in zip(SCALE_DOWN_CRASH_POINTS, SCALE_UP_CRASH_POINTS, strict=True)
+        for point, target in ((down, SMALL), (up, LARGE))
     ]
-    for checkpoint, target in steps:
-        operator.start({EXIT_AFTER_ENV: checkpoint})
+    for point, target in steps:
+        operator.start({EXIT_AFTER_ENV: point})
         kubectl.run("scale", f"scg/{NAME}", "-n", namespace, f"--replicas={target}")
-        assert operator.wait_exit(timeout=90) == -signal.SIGKILL, f"killed at {checkpoint}"
-        left_behind(checkpoint, kubectl, namespace, coordinator, gid)
+        assert operator.wait_exit(timeout=90) == -signal.SIGKILL, f"killed at {point}"
+        left_behind(point, kubectl, namespace, coordinator, gid)
 
         elapsed = stopwatch()
         operator.start()
         wait_fleet(
-            kubectl, namespace, NAME, settled(target), timeout=120, what=f"{checkpoint}: settled at {target}"
+            kubectl, namespace, NAME, settled(target), timeout=120, what=f"{point}: settled at {target}"
         )
-        timing(f"chaos: operator killed after {checkpoint}: restart -> Ready", elapsed())
+        timing(f"chaos: operator killed after {point}: restart -> Ready", elapsed())
         wait_until(
             lambda: not (coordinator.group(gid) or {}).get("expectedInstanceIds"),
             timeout=30,
@@ -108,10 +106,10 @@ def test_the_operator_killed_at_every_checkpoint_finishes_each_step_once(
         group = coordinator.group(gid)
         assert group is not None and group["state"] == "Stable"
         assert coordinator.members(gid) == {f"orders-{o}" for o in range(target)}
-        assert group["rebalances"] == rebalances + 1, f"one rebalance for the step killed at {checkpoint}"
+        assert group["rebalances"] == rebalances + 1, f"one rebalance for the step killed at {point}"
         rebalances = group["rebalances"]
         operator.stop()
 
     removed = [e["instance_id"] for e in coordinator.events(gid) if e["type"] == "member_removed"]
-    assert removed == ["orders-1"] * len(SCALE_DOWN_CHECKPOINTS), "each departed member removed once"
+    assert removed == ["orders-1"] * len(SCALE_DOWN_CRASH_POINTS), "each departed member removed once"
     assert rebalances == first_rebalances + len(steps)

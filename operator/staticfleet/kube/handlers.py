@@ -21,7 +21,8 @@ from staticfleet import logs
 from staticfleet.kube.builders import GROUP_LABEL, MANAGED_BY_LABEL, MANAGER
 from staticfleet.kube.claims import Claim
 from staticfleet.kube.context import OperatorContext
-from staticfleet.kube.reconcile import Retry, claim_of, finalize, reconcile
+from staticfleet.kube.observe import claim_of
+from staticfleet.kube.reconcile import Retry, finalize, reconcile
 from staticfleet.kube.secrets import COMPONENT
 from staticfleet.kube.spec import GROUP, PLURAL, VERSION
 from staticfleet.kube.tenancy import TENANCY_PLURAL, PolicyError, Tenancy, TenancyPolicy, parse_policy

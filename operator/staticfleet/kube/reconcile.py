@@ -1,15 +1,13 @@
-"""One reconcile pass for one StaticConsumerGroup, and its deletion.
+"""One reconcile pass for one StaticConsumerGroup, and its deletion: the executor.
 
-A pass is: observe (every read, straight from the API server and the coordinator: no cache, so a
-decision never rests on stale state) -> plan the steps (steps.plan_actions, pure) -> run them -> plan
-the status (steps.plan_status, pure) -> write it once. Every step is idempotent, so a pass that dies
-half-way is simply run again; a status write that meets a newer resourceVersion starts the pass again
-from a fresh read.
+A pass is: observe (observe.py: every read) -> plan the steps (planner.plan_actions, pure) -> run them
+-> plan the status (planner.plan_status, pure) -> write it once (WriteStatus). Every step is idempotent,
+so a pass that dies half-way is simply run again; a status write that meets a newer resourceVersion
+starts the pass again from a fresh read.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import dataclasses
 import logging
@@ -17,56 +15,35 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
 from staticfleet.admin import (
     AclBinding,
     AdminError,
     CoordinatorUnreachable,
     GroupAdmin,
     GroupNotFound,
-    KafkaErrorResponse,
-    LagSummary,
-    lag_summary,
 )
-from staticfleet.admin.coordinator_api import CoordinatorApiUnavailable, fetch_group_view
 from staticfleet.coordinator import EXPECTED_INSTANCE_IDS as PRE_REGISTRATION_CONFIG
-from staticfleet.coordinator import GroupState
 from staticfleet.kube import builders, secrets
-from staticfleet.kube.access import (
-    AccessObservation,
-    FleetAccess,
-    RetiredUser,
-    fleet_access,
-    new_password,
-)
-from staticfleet.kube.claims import Claim, conflicting_owner, servers_key
-from staticfleet.kube.conditions import INVALID_SPEC
+from staticfleet.kube.claims import Claim
 from staticfleet.kube.context import OperatorContext
 from staticfleet.kube.fleetstatus import EventSpec, FleetStatus
 from staticfleet.kube.kubeapi import ApplyConflict, KubeApi, KubeError
 from staticfleet.kube.limits import REPLICAS_ABOVE_LIMIT
 from staticfleet.kube.metrics import OperatorMetrics
-from staticfleet.kube.observation import Conflicting, GroupObservation, Invalid, Observation, Observed
+from staticfleet.kube.observation import Conflicting, Invalid, Observed
+from staticfleet.kube.observe import (
+    acls_or_none,
+    fleet_pods,
+    observe,
+    observe_group,
+    observe_lag,
+    other_owner,
+    provisioned_access,
+)
+from staticfleet.kube.planner import plan_actions, plan_conflict, plan_invalid, plan_status, scale_duration
 from staticfleet.kube.scaling import now_utc, parse_time
-from staticfleet.kube.spec import (
-    RETAIN,
-    GroupSpec,
-    Manifest,
-    OperatorDefaults,
-    SpecError,
-    parse_group,
-)
-from staticfleet.kube.steps import (
-    Outcome,
-    WriteStatus,
-    plan_actions,
-    plan_conflict,
-    plan_invalid,
-    plan_status,
-    removal_message,
-    scale_duration,
-)
+from staticfleet.kube.spec import RETAIN, GroupSpec, Manifest, SpecError, parse_group
+from staticfleet.kube.steps import Outcome, Step, WriteStatus, removal_message
 from staticfleet.kube.tenancy import TENANCY_DENIED, Tenancy
 
 log = logging.getLogger(__name__)
@@ -76,224 +53,11 @@ DELETION_PATIENCE_S = 300.0
 # A pass that loses a write race to another writer starts again from a fresh read, this many times.
 CONFLICT_ATTEMPTS = 3
 
-__all__ = ["OperatorContext", "Retry", "claim_of", "finalize", "reconcile"]
+__all__ = ["OperatorContext", "Retry", "finalize", "reconcile"]
 
 
 class Retry(Exception):
     """Not done yet: try again shortly (the message says what we wait for)."""
-
-
-# -- observation ---------------------------------------------------------------------------------------------
-
-
-def observe_group(
-    admin: GroupAdmin, spec: GroupSpec, token: str | None = None, cafile: str | None = None
-) -> GroupObservation:
-    try:
-        description = admin.describe_group(spec.group_id)
-        not_found = False
-    except GroupNotFound:
-        description, not_found = None, True
-    except AdminError as exc:
-        return GroupObservation(error=str(exc))
-    view = None
-    if spec.coordinator_api:
-        try:
-            view = fetch_group_view(spec.coordinator_api, spec.group_id, token=token, cafile=cafile)
-        except CoordinatorApiUnavailable as exc:
-            log.info("%s/%s: %s; rebalances are inferred instead", spec.namespace, spec.name, exc)
-    missing: list[str] = []
-    if description is None or description.group_state is not GroupState.STABLE:
-        try:  # a consumer of a topic that does not exist waits in silence: say so on the resource
-            missing = admin.missing_topics(spec.topics)
-        except AdminError as exc:
-            log.info("%s/%s: topics not checked: %s", spec.namespace, spec.name, exc)
-    return GroupObservation(
-        description=description,
-        view=view,
-        not_found=not_found and view is None,
-        missing_topics=tuple(missing),
-    )
-
-
-def observe_lag(admin: GroupAdmin, spec: GroupSpec) -> LagSummary | None:
-    """The group's lag over its topics; None when the offsets cannot be read this time."""
-    try:
-        return lag_summary(admin.partition_offsets(spec.group_id, spec.topics))
-    except AdminError as exc:
-        log.info("%s/%s: lag unknown: %s", spec.namespace, spec.name, exc)
-        return None
-
-
-def _fleet_access(ctx: OperatorContext, spec: GroupSpec) -> FleetAccess | None:
-    return fleet_access(spec, ctx.kafka.fleet_security()) if ctx.kafka is not None else None
-
-
-def _secret_data(ctx: OperatorContext, spec: GroupSpec, access: FleetAccess) -> dict[str, bytes] | None:
-    """The fleet's Secret, if there is one; a Secret of that name the resource does not own is refused
-    (the operator never takes over a Secret someone else made)."""
-    secret = ctx.api.get_secret(spec.namespace, access.secret_name)
-    if secret is None:
-        return None
-    owners = (secret.get("metadata") or {}).get("ownerReferences") or []
-    if not any(o.get("uid") == spec.uid and o.get("controller") for o in owners):
-        raise SpecError(
-            f"Secret {spec.namespace}/{access.secret_name} exists and is not owned by this resource: the "
-            "operator keeps the fleet's provisioned credentials there. Rename or delete that Secret, or "
-            "set kafka.credentials to External"
-        )
-    return {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
-
-
-def observe_access(
-    ctx: OperatorContext, admin: GroupAdmin, spec: GroupSpec, access: FleetAccess, unreachable: str | None
-) -> AccessObservation:
-    """The fleet's Secret, its user's SCRAM mechanisms and its ACLs (no authorizer: acls None)."""
-    secret = _secret_data(ctx, spec, access)
-    if unreachable is not None:
-        return AccessObservation(access, secret, frozenset(), None, error=unreachable)
-    try:
-        mechanisms = admin.scram_mechanisms(access.user)
-        try:
-            acls: frozenset[AclBinding] | None = admin.acls_of(access.principal)
-        except KafkaErrorResponse as exc:
-            if exc.code != ErrorCode.security_disabled:
-                raise
-            acls = None  # no authorizer: no ACLs to grant
-    except AdminError as exc:
-        return AccessObservation(access, secret, frozenset(), None, error=str(exc))
-    return AccessObservation(access, secret, mechanisms, acls, new_password())
-
-
-def _acls_or_none(admin: GroupAdmin, principal: str) -> frozenset[AclBinding]:
-    """The principal's ACLs; none on a cluster without an authorizer."""
-    try:
-        return admin.acls_of(principal)
-    except KafkaErrorResponse as exc:
-        if exc.code != ErrorCode.security_disabled:
-            raise
-        return frozenset()
-
-
-def observe_retired(ctx: OperatorContext, admin: GroupAdmin, previous: FleetStatus) -> RetiredUser | None:
-    """The user status.kafkaUser names, when the resource no longer has it provisioned (None when
-    there is none, or the cluster cannot say now: the record stays and the next pass asks again)."""
-    user = previous.kafka_user.name if previous.kafka_user else None
-    if not user or ctx.kafka is None:
-        return None
-    try:
-        return RetiredUser(str(user), admin.scram_mechanisms(str(user)), _acls_or_none(admin, f"User:{user}"))
-    except AdminError as exc:
-        log.info("former user %s: %s", user, exc)
-        return None
-
-
-def claim_of(body: Mapping[str, Any], defaults: OperatorDefaults) -> tuple[str, Claim] | None:
-    """The index entry of a resource: group id -> its claim (with its cluster, as far as known)."""
-    meta = body.get("metadata", {})
-    try:
-        spec = parse_group(body, defaults)
-    except (SpecError, KeyError, ValueError, TypeError):
-        return None
-    created = str(meta.get("creationTimestamp") or "9999-12-31T23:59:59Z")
-    cluster_id = (body.get("status") or {}).get("clusterId")
-    servers = servers_key(spec.bootstrap_servers)
-    claim = Claim(created, spec.namespace, spec.name, cluster_id or None, servers, spec.ids, spec.replicas)
-    return spec.group_id, claim
-
-
-def _winner(
-    spec: GroupSpec,
-    cluster_id: str | None,
-    claims: Mapping[str, Sequence[Claim]],
-    tenancy: Tenancy | None = None,
-) -> Claim | None:
-    """The claim that owns the resource's group, when it is another's. A claim from a namespace that may
-    not claim the group counts for nothing: no namespace squats another's group ids."""
-    found = claims.get(spec.group_id, ())
-    if tenancy is not None:
-        found = [c for c in found if tenancy.allows_group(c.namespace, spec.group_id)]
-    return conflicting_owner(
-        found,
-        spec.namespace,
-        spec.name,
-        cluster_id,
-        servers_key(spec.bootstrap_servers),
-    )
-
-
-def _pods(api: KubeApi, spec: GroupSpec) -> tuple[Manifest, ...]:
-    return tuple(api.list_pods(spec.namespace, builders.selector_string(spec)))
-
-
-def _ordinals(spec: GroupSpec, pods: Sequence[Manifest]) -> frozenset[int]:
-    """The ordinals of the pods whose consumers may still run (terminating ones included)."""
-    running = (p for p in pods if builders.consumer_may_run(p))
-    return frozenset(o for o in (builders.pod_ordinal(p, spec.name) for p in running) if o is not None)
-
-
-def observe(
-    ctx: OperatorContext,
-    body: Manifest,
-    claims: Mapping[str, Sequence[Claim]],
-    tenancy: Tenancy | None = None,
-) -> tuple[Observation, GroupAdmin | None]:
-    """Every read of a pass, and the admin client for its cluster (None when there is nothing to ask).
-    With `tenancy` (the policies, when enforced), a resource naming what its namespace may not claim is
-    Invalid with reason TenancyDenied."""
-    meta, now = body["metadata"], now_utc()
-    previous = FleetStatus.of(body.get("status"))
-    generation = int(meta.get("generation", 0))
-    try:
-        spec = parse_group(body, ctx.defaults)
-        if not spec.bootstrap_servers:
-            raise SpecError(
-                "no bootstrap servers: set spec.kafka.bootstrapServers or start the operator with "
-                "--default-bootstrap-servers"
-            )
-        refusal = ctx.limits.refusal(spec) or (tenancy.refusal(spec) if tenancy is not None else None)
-        if refusal is not None:
-            return Invalid(body, generation, previous, refusal.message, now, refusal.reason), None
-        connection = secrets.connection(ctx.api, ctx.secret_files, spec, ctx.own_options())
-        access = _fleet_access(ctx, spec)
-    except SpecError as exc:
-        return Invalid(body, generation, previous, str(exc), now, INVALID_SPEC), None
-    admin = ctx.admin(connection)
-    try:
-        cluster_id, unreachable = admin.cluster_id(), None
-    except AdminError as exc:  # the group cannot be described either: no second wait for it
-        cluster_id, unreachable = None, str(exc)
-    cluster_id = cluster_id or previous.cluster_id
-    winner = _winner(spec, cluster_id, claims, tenancy)
-    if winner is not None:
-        return Conflicting(body, spec, generation, previous, winner, now, cluster_id), None
-    try:
-        access_seen = observe_access(ctx, admin, spec, access, unreachable) if access is not None else None
-    except SpecError as exc:
-        return Invalid(body, generation, previous, str(exc), now, INVALID_SPEC), None
-    retired = observe_retired(ctx, admin, previous) if access is None and unreachable is None else None
-    statefulset = ctx.api.get_statefulset(spec.namespace, spec.name)
-    pods = _pods(ctx.api, spec)
-    token, cafile = ctx.api_token(spec), ctx.api_ca(spec)
-    group = GroupObservation(error=unreachable) if unreachable else observe_group(admin, spec, token, cafile)
-    return (
-        Observed(
-            body,
-            spec,
-            generation,
-            previous,
-            statefulset,
-            pods,
-            _ordinals(spec, pods),
-            group,
-            now,
-            ctx.step_timeout,
-            cluster_id,
-            access=access_seen,
-            retired=retired,
-        ),
-        admin,
-    )
 
 
 # -- execution -----------------------------------------------------------------------------------------------
@@ -301,13 +65,20 @@ def observe(
 
 @dataclass
 class PassIO:
-    """What the steps of one pass act through (steps.StepIO)."""
+    """What the steps of one pass act through (steps.StepIO), and the status as the server holds it."""
 
     ctx: OperatorContext
     body: Manifest
     observed: Observed
     outcome: Outcome
     admin: GroupAdmin
+    status: dict[str, Any] = dataclasses.field(init=False)
+    """As the server holds it now (read at the start of the pass, then as each write left it)."""
+    resource_version: str = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.status = dict(self.body.get("status") or {})
+        self.resource_version = str(self.body["metadata"].get("resourceVersion", ""))
 
     @property
     def api(self) -> KubeApi:
@@ -317,9 +88,13 @@ class PassIO:
     def metrics(self) -> OperatorMetrics:
         return self.ctx.metrics
 
-    def write_status(self, status: Mapping[str, Any]) -> None:
-        self.outcome.status, self.outcome.resource_version = write_status(
-            self.ctx.api, self.body, status, self.outcome.resource_version, self.outcome.status
+    @property
+    def written(self) -> FleetStatus:
+        return FleetStatus.of(self.status)
+
+    def write_status(self, status: FleetStatus) -> None:
+        self.status, self.resource_version = write_status(
+            self.ctx.api, self.body, status.to_status(), self.resource_version, self.status
         )
 
     def post(self, event: EventSpec) -> None:
@@ -327,6 +102,15 @@ class PassIO:
 
     def watch_hold(self, member_id: str, instance_ids: tuple[str, ...], bound_s: float) -> None:
         self.ctx.hold_watcher(self.admin, self.observed.spec.group_id, member_id, instance_ids, bound_s)
+
+
+def run_steps(steps: Sequence[Step], io: PassIO) -> None:
+    """Each step in order, until one halts the pass (the API server refused our objects, or another
+    operator owns them)."""
+    for step in steps:
+        step.run(io)
+        if io.outcome.halted:
+            return
 
 
 def write_status(
@@ -421,18 +205,9 @@ def _reconcile(
     assert admin is not None
     obs = observation
     plan = plan_actions(obs)
-    outcome = Outcome(
-        status=dict(body.get("status") or {}),
-        resource_version=str(body["metadata"].get("resourceVersion", "")),
-        scale_down=plan.scale.scale_down,
-        pre_registration=obs.pre_registration,
-        statefulset=obs.statefulset,
-    )
-    io = PassIO(ctx, body, obs, outcome, admin)
-    for step in plan.steps:
-        step.run(io)
-        if outcome.rejected is not None or outcome.conflict is not None:
-            break
+    io = PassIO(ctx, body, obs, plan.outcome(obs), admin)
+    outcome = io.outcome
+    run_steps(plan.steps, io)
     if outcome.conflict is not None:
         _report_conflict(ctx, body, outcome.conflict)
         return
@@ -445,18 +220,18 @@ def _reconcile(
     ):
         # Read what the steps changed again, so the status shows this pass's outcome.
         token, cafile = ctx.api_token(obs.spec), ctx.api_ca(obs.spec)
-        group, pods = observe_group(admin, obs.spec, token, cafile), _pods(ctx.api, obs.spec)
+        group, pods = observe_group(admin, obs.spec, token, cafile), fleet_pods(ctx.api, obs.spec)
     # The lag feeds only the status and the metrics: read after the steps, so no step waits for it.
     lag = observe_lag(admin, obs.spec) if obs.group.reachable else None
     obs = dataclasses.replace(obs, lag=lag)
-    status = plan_status(obs, plan, outcome, group, pods)
+    status = plan_status(obs, plan, outcome, group, pods, io.written)
     status.step.run(io)
     if status.completed_scale is not None:
         measured = scale_duration(status.completed_scale, obs.now)
         if measured is not None:
             ctx.metrics.scale_duration.labels(measured[0]).observe(measured[1])
     ctx.metrics.observe_fleet(
-        obs.spec.namespace, obs.spec.name, obs.spec.group_id, obs.spec.replicas, outcome.status
+        obs.spec.namespace, obs.spec.name, obs.spec.group_id, obs.spec.replicas, io.status
     )
     ctx.metrics.reconciles.labels("invalid" if outcome.rejected else "ok").inc()
 
@@ -529,7 +304,7 @@ def _revoke_access(ctx: OperatorContext, body: Manifest) -> str | None:
     refusal = ctx.limits.refusal(spec)
     if refusal is not None and refusal.reason != REPLICAS_ABOVE_LIMIT:
         return None
-    access = _fleet_access(ctx, spec)
+    access = provisioned_access(ctx, spec)
     # A user provisioned before kafka.credentials became External, not yet removed, is still ours.
     user = (
         access.user if access is not None else ((body.get("status") or {}).get("kafkaUser") or {}).get("name")
@@ -552,7 +327,7 @@ def _revoke_access(ctx: OperatorContext, body: Manifest) -> str | None:
 
 def remove_user(admin: GroupAdmin, user: str) -> tuple[frozenset[AclBinding], frozenset[str]]:
     """Deletes the user's ACLs, then its SCRAM credentials; returns what there was of each."""
-    acls = _acls_or_none(admin, f"User:{user}")
+    acls = acls_or_none(admin, f"User:{user}")
     admin.delete_acls(acls)
     mechanisms = admin.scram_mechanisms(user)
     admin.delete_scram(user, mechanisms)
@@ -561,7 +336,7 @@ def remove_user(admin: GroupAdmin, user: str) -> tuple[frozenset[AclBinding], fr
 
 def provisioned_user(ctx: OperatorContext, spec: GroupSpec, status: FleetStatus) -> str | None:
     """The user the operator made (or makes) for the resource: its own, or a former one status names."""
-    access = _fleet_access(ctx, spec)
+    access = provisioned_access(ctx, spec)
     if access is not None:
         return access.user
     found = status.kafka_user.name if status.kafka_user else None
@@ -606,14 +381,14 @@ def _finalize_members(
         return f"left as it is: {refusal.message}"
     if tenancy is not None and not tenancy.allows_group(spec.namespace, spec.group_id):
         return f"namespace {spec.namespace} may not claim group {spec.group_id}: left as it is"
-    winner = _winner(spec, previous_cluster_id(body), claims, tenancy)
+    winner = other_owner(spec, previous_cluster_id(body), claims, tenancy)
     if winner is not None:
         return f"group {spec.group_id} belongs to {winner.ref}: left as it is"
     api = ctx.api
     statefulset = api.get_statefulset(namespace, name)
     if statefulset is not None and int(statefulset["spec"].get("replicas", 0)) > 0:
         api.scale_statefulset(namespace, name, 0)
-    running = [p for p in _pods(api, spec) if builders.consumer_may_run(p)]
+    running = [p for p in fleet_pods(api, spec) if builders.consumer_may_run(p)]
     if running:
         raise Retry(f"waiting for {len(running)} pods to stop before removing their members")
     admin = ctx.admin(secrets.connection(api, ctx.secret_files, spec, ctx.own_options()))

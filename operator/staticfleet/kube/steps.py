@@ -1,22 +1,18 @@
-"""The reconcile pass as data: what was observed, the typed steps planned from it, and what the steps did.
+"""The steps of a pass: typed, each a frozen dataclass with a `run(io)` method that performs it through
+`StepIO` and notes what happened in `io.outcome`. planner.py decides which steps a pass takes, and in
+which order, from the observation alone; reconcile.py runs them.
 
-    observe (reconcile.observe: every read)  ->  plan_actions (pure)  ->  run each step (I/O)
-                                             ->  plan_status (pure)   ->  WriteStatus (I/O, once)
-
-Every step is idempotent: a pass that dies after any step is simply run again, and the scale-down
-record in status says where the sequence stands (scaling.py). A step is a frozen dataclass with a
-`run(io)` method that performs it through `StepIO` and notes its result in `io.outcome`; the planners
-below decide which steps a pass takes, from the observation alone. Adding a step is one class here,
-its rule in a planner, and its test (docs/architecture.md walks through one).
+Every step is idempotent: a pass that dies after any step is simply run again, and the records in status
+(scaleDown, preRegistration) say where a scale stands. Those are written once, at the end of the pass
+(WriteStatus), except where a later step must find them durable: there the plan holds a Checkpoint.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Protocol
 
 from staticfleet.admin import AclBinding, AdminError, ConfigRejected, RemovalReport
 from staticfleet.coordinator import EXPECTED_INSTANCE_IDS as PRE_REGISTRATION_CONFIG
@@ -24,35 +20,18 @@ from staticfleet.kube import builders, faults
 from staticfleet.kube.access import (
     SCRAM_ITERATIONS,
     RetiredUser,
-    plan_access,
 )
-from staticfleet.kube.claims import describe_shared, shared_instance_ids
-from staticfleet.kube.conditions import DEGRADED, INVALID_SPEC
-from staticfleet.kube.fleetstatus import EventSpec, FleetStatus, KafkaUser, holding_reason
+from staticfleet.kube.fleetstatus import EventSpec, FleetStatus
 from staticfleet.kube.kubeapi import ApplyConflict, KubeError
-from staticfleet.kube.observation import Conflicting, GroupObservation, Invalid, Observed
+from staticfleet.kube.observation import Observed
 from staticfleet.kube.scaling import (
-    LastScale,
     PreRegistration,
-    ScaleDirection,
     ScaleDownState,
     ScalePhase,
-    ScalePlan,
     after_removal,
     iso,
-    parse_time,
-    plan_scale,
-    pre_registration_done,
-    removal_confirmed,
 )
 from staticfleet.kube.spec import Manifest
-from staticfleet.kube.status import (
-    StatusInputs,
-    StatusResult,
-    compute_status,
-    conflict_status,
-    invalid_status,
-)
 
 if TYPE_CHECKING:
     from staticfleet.admin import GroupAdmin
@@ -69,9 +48,6 @@ log = logging.getLogger(__name__)
 class Outcome:
     """Filled in by the steps as they run; the status planner reads it."""
 
-    status: dict[str, Any]
-    """The status as the server now holds it."""
-    resource_version: str
     scale_down: ScaleDownState | None
     """The scale-down record as planned, then as the steps leave it."""
     pre_registration: PreRegistration | None
@@ -84,11 +60,14 @@ class Outcome:
     events: list[EventSpec] = field(default_factory=list)
     acted_on_group: bool = False
     """A step changed the group: read it again before computing status."""
-    shrunk: bool = False
     access_error: str | None = None
     """Provisioning the fleet's user or ACLs failed (Degraded says why; the next pass tries again)."""
     user_retired: bool = False
-    grown: bool = False
+
+    @property
+    def halted(self) -> bool:
+        """The pass stops here: the API server refused our objects, or another operator owns them."""
+        return self.rejected is not None or self.conflict is not None
 
 
 class StepIO(Protocol):
@@ -104,7 +83,12 @@ class StepIO(Protocol):
     def observed(self) -> Observed: ...
     @property
     def outcome(self) -> Outcome: ...
-    def write_status(self, status: Mapping[str, Any]) -> None: ...
+    @property
+    def written(self) -> FleetStatus:
+        """The status as the API server holds it now."""
+        ...
+
+    def write_status(self, status: FleetStatus) -> None: ...
     def post(self, event: EventSpec) -> None: ...
     def watch_hold(self, member_id: str, instance_ids: tuple[str, ...], bound_s: float) -> None:
         """Releases the held join phase once every instance has joined (join_hold.py), beside the pass."""
@@ -112,18 +96,6 @@ class StepIO(Protocol):
 
 
 # -- the steps -----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PersistScaleDownRecord:
-    """The pending instance ids are durable in status before any pod goes away."""
-
-    record: ScaleDownState
-
-    def run(self, io: StepIO) -> None:
-        io.write_status({**io.outcome.status, "scaleDown": self.record.to_status()})
-        io.outcome.scale_down = self.record
-        faults.checkpoint("scale-down-recorded")
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,8 +118,6 @@ class PreRegister:
             io.outcome.pre_registration = PreRegistration(ids, False, now, str(exc))
         else:
             io.outcome.pre_registration = PreRegistration(ids, True, now, "")
-        io.write_status({**io.outcome.status, "preRegistration": io.outcome.pre_registration.to_status()})
-        faults.checkpoint("pre-registered")
 
 
 # What a held join phase advertises when the group has no members to copy it from: any protocol will do
@@ -232,7 +202,7 @@ class SetFleetCredential:
         io.outcome.events.append(
             EventSpec("Normal", "UserProvisioned", f"{self.mechanism} credential of user {self.user} set")
         )
-        faults.checkpoint("fleet-credential-set")
+        faults.crash_after(faults.FLEET_CREDENTIAL_SET)
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,19 +308,17 @@ class ApplyChildren:
             raise
         io.outcome.statefulset = applied
         if self.grows:
-            io.outcome.grown = True
-            faults.checkpoint("statefulset-grown")
+            faults.crash_after(faults.STATEFULSET_GROWN)
         record = io.outcome.scale_down
         if record is not None and record.phase is ScalePhase.SHRINKING:
             io.outcome.scale_down = record.shrunk(int(applied["metadata"].get("generation", 0)))
-            io.outcome.shrunk = True
 
 
 @dataclass(frozen=True, slots=True)
 class RemoveMembers:
-    """One LeaveGroup batch for the departed instance ids; UNKNOWN_MEMBER_ID means already gone. An
-    acknowledged removal is recorded in status at once (ConfirmingRemoval), before the rest of the pass:
-    from then on, members the coordinator lists again are known to have returned."""
+    """One LeaveGroup batch for the departed instance ids; UNKNOWN_MEMBER_ID means already gone. The
+    record notes the answer (ConfirmingRemoval, or the error), and a Checkpoint follows: from then on,
+    members the coordinator lists again are known to have returned."""
 
     instance_ids: tuple[str, ...]
     reason: str
@@ -376,24 +344,40 @@ class RemoveMembers:
         outcome.removal_error = error
         outcome.scale_down = after_removal(record, error is None, error, io.observed.now)
         outcome.acted_on_group = True
-        if error is None:
-            io.write_status({**outcome.status, "scaleDown": outcome.scale_down.to_status()})
-        faults.checkpoint("members-removed")
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A status write in the middle of a pass: the scale records (status.scaleDown and
+    status.preRegistration) as the steps before it left them, durable before the steps after it run.
+    Those rely on it (the pending instance ids are recorded before any pod goes: persist first), or an
+    operator that dies after them must find it (a pre-registration to withdraw, a removal to confirm
+    rather than repeat). Nothing is written when the server holds the records already. `crash_point`
+    names it for the fault tests (faults.py)."""
+
+    crash_point: str
+
+    def run(self, io: StepIO) -> None:
+        outcome = io.outcome
+        status = replace(io.written, scale_down=outcome.scale_down, pre_registration=outcome.pre_registration)
+        if status != io.written:
+            io.write_status(status)
+        faults.crash_after(self.crash_point)
 
 
 @dataclass(frozen=True, slots=True)
 class WriteStatus:
-    """The pass's status, written once (server-side apply), then its Events."""
+    """The pass's status, written once (server-side apply), then its Events. `crash_points`: the fault
+    tests' points that this write completes (faults.py)."""
 
     status: FleetStatus
     events: tuple[EventSpec, ...] = ()
+    crash_points: tuple[str, ...] = ()
 
     def run(self, io: StepIO) -> None:
-        io.write_status(self.status.to_status())
-        if io.outcome.shrunk:
-            faults.checkpoint("statefulset-shrunk")
-        if io.outcome.grown:
-            faults.checkpoint("scale-up-recorded")
+        io.write_status(self.status)
+        for point in self.crash_points:
+            faults.crash_after(point)
         for event in self.events:
             io.post(event)
 
@@ -404,11 +388,11 @@ Step = (
     | GrantAcls
     | RevokeAcls
     | RetireFleetUser
-    | PersistScaleDownRecord
     | PreRegister
     | WithdrawPreRegistration
     | ApplyChildren
     | RemoveMembers
+    | Checkpoint
     | WriteStatus
 )
 
@@ -422,190 +406,3 @@ def removal_message(report: RemovalReport, why: str) -> str:
     if report.failed:
         parts.append("failed: " + ", ".join(f"{r.instance_id} ({r.outcome})" for r in report.failed))
     return f"{why}: " + "; ".join(parts) + f" (group {report.group_id})"
-
-
-# -- the planners --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ActionPlan:
-    steps: tuple[Step, ...]
-    scale: ScalePlan
-
-
-def plan_actions(obs: Observed) -> ActionPlan:
-    """The steps that change the cluster or the group, in order. Pure."""
-    spec = obs.spec
-    scale = plan_scale(spec, obs.scale_down, obs.fleet(), obs.now, obs.step_timeout)
-    steps: list[Step] = list(plan_access_steps(obs))
-    if scale.persist_first and scale.scale_down is not None:
-        steps.append(PersistScaleDownRecord(scale.scale_down))
-    if scale.pre_register_ids is not None:
-        steps.append(PreRegister(scale.pre_register_ids))
-    elif pre_registration_finished(obs):
-        steps.append(WithdrawPreRegistration())
-    if scale.remove_instance_ids and scale.scale_down is not None:
-        # First: the group waits for this removal, and the StatefulSet is already at its new size.
-        reason = f"staticfleet: scaled down to {scale.scale_down.to_replicas}, consumers stopped"
-        steps.append(RemoveMembers(scale.remove_instance_ids, reason))
-    grows = scale.started is not None and scale.started.direction is ScaleDirection.UP
-    steps.append(ApplyChildren(scale.statefulset_replicas, grows))
-    return ActionPlan(tuple(steps), scale)
-
-
-def plan_access_steps(obs: Observed) -> tuple[Step, ...]:
-    """A provisioned fleet's user, Secret and ACLs, before the children (the pods read the Secret)."""
-    if obs.retired is not None:
-        return (RetireFleetUser(obs.retired),)
-    if obs.access is None:
-        return ()
-    access = obs.access.access
-    plan = plan_access(obs.access, obs.spec)
-    steps: list[Step] = []
-    if plan.credential_password is not None:
-        steps.append(SetFleetCredential(access.user, access.mechanism, plan.credential_password))
-    if plan.secret is not None:
-        steps.append(ApplyFleetSecret(plan.secret))
-    if plan.grant:
-        steps.append(GrantAcls(plan.grant))
-    if plan.revoke:
-        steps.append(RevokeAcls(plan.revoke))
-    return tuple(steps)
-
-
-def pre_registration_finished(obs: Observed) -> bool:
-    """Our pre-registration is in force and every instance it names is in a Stable group (or it is too
-    old to still be useful)."""
-    pre = obs.pre_registration
-    if pre is None or not pre.accepted:
-        return False
-    group = obs.group
-    return pre_registration_done(pre, group.state, group.instance_ids, obs.spec.rebalance_timeout_ms, obs.now)
-
-
-@dataclass(frozen=True, slots=True)
-class StatusPlan:
-    step: WriteStatus
-    completed_scale: LastScale | None = None
-
-
-def plan_status(
-    obs: Observed,
-    plan: ActionPlan,
-    outcome: Outcome,
-    group: GroupObservation,
-    pods: tuple[Manifest, ...],
-) -> StatusPlan:
-    """The one status write that ends a pass, from what was observed and what the steps did. Pure."""
-    spec, now, scale = obs.spec, obs.now, plan.scale
-    if outcome.rejected is not None:
-        written = FleetStatus.of(outcome.status)
-        status = invalid_status(written, obs.generation, outcome.rejected, now, INVALID_SPEC)
-        return StatusPlan(WriteStatus(status, ()))
-    events = list(outcome.events)
-    last_scale = obs.previous.last_scale
-    pre = outcome.pre_registration
-    if scale.started is not None:
-        started = scale.started
-        last_scale = LastScale.starting(started, now)
-        note = ""
-        if started.direction is ScaleDirection.UP and pre is not None and scale.pre_register_ids is not None:
-            if pre.hold_member_id:
-                note = "; the join phase is held until the new instances have joined"
-            elif pre.accepted:
-                note = "; new instances pre-registered with the coordinator"
-            else:
-                note = f"; no pre-registration ({pre.message})"
-        events.append(
-            EventSpec(
-                "Normal",
-                "Scaled",
-                f"scaling {started.direction.value.lower()} from {started.from_replicas} "
-                f"to {started.to_replicas}{note}",
-            )
-        )
-    if scale.completed_scale_down is not None:
-        done = scale.completed_scale_down
-        events.append(
-            EventSpec(
-                "Normal",
-                "MembersExpired",
-                f"scale-down to {done.to_replicas}: {', '.join(done.pending_instance_ids)} left the group "
-                "after the session timeout",
-            )
-        )
-    if scale.returned_instance_ids:
-        events.append(
-            EventSpec(
-                "Warning",
-                "MembersReturned",
-                f"{', '.join(scale.returned_instance_ids)} are members again after their removal (the "
-                "coordinator restarted before it persisted it); removing them again",
-            )
-        )
-    record = outcome.scale_down
-    if (
-        record is not None
-        and record.phase is ScalePhase.CONFIRMING_REMOVAL
-        and outcome.acted_on_group
-        and removal_confirmed(record, obs.fleet(group))
-    ):
-        record = None  # the group read after the removal already shows it settled
-    if pre is not None and not pre.accepted and last_scale is not None and last_scale.completed_at:
-        pre = None  # a refused pre-registration is only news while its scale-up runs
-    result: StatusResult = compute_status(
-        StatusInputs(
-            spec=spec,
-            generation=obs.generation,
-            previous=obs.previous,
-            statefulset=outcome.statefulset,
-            pods=pods,
-            group=group,
-            now=now,
-            scale_down=record,
-            scale_waiting=scale.waiting if record is not None else None,
-            pre_registration=pre,
-            last_scale=last_scale,
-            removal_error=outcome.removal_error,
-            access_error=outcome.access_error or (obs.access.error if obs.access is not None else None),
-            kafka_user=kafka_user_status(obs, outcome),
-            blocked=scale.blocked,
-            cluster_id=obs.cluster_id,
-            lag=obs.lag,
-        )
-    )
-    return StatusPlan(WriteStatus(result.status, (*events, *result.events)), result.completed_scale)
-
-
-def kafka_user_status(obs: Observed, outcome: Outcome) -> KafkaUser | None:
-    """status.kafkaUser: the provisioned user; a former one stays there until it is removed."""
-    access = obs.fleet_access
-    if access is not None:
-        return KafkaUser(access.user, access.secret_name)
-    return None if outcome.user_retired else obs.previous.kafka_user
-
-
-def plan_invalid(obs: Invalid) -> WriteStatus:
-    """Conditions say what to fix; the rest of the status (a scale-down in progress above all) is kept.
-    A refusal (not a schema matter, so nothing else told the author) is also an Event, once."""
-    status = invalid_status(obs.previous, obs.generation, obs.why, obs.now, obs.reason)
-    events: tuple[EventSpec, ...] = ()
-    if obs.reason != INVALID_SPEC and holding_reason(obs.previous.conditions, DEGRADED) != obs.reason:
-        events = (EventSpec("Warning", obs.reason, obs.why),)
-    return WriteStatus(status, events)
-
-
-def plan_conflict(obs: Conflicting) -> WriteStatus:
-    shared = shared_instance_ids(obs.spec, obs.winner)
-    overlap = describe_shared(obs.spec, obs.winner, shared) if shared else ""
-    result = conflict_status(
-        obs.spec, obs.generation, obs.previous, obs.winner.ref, obs.now, obs.cluster_id, overlap
-    )
-    return WriteStatus(result.status, result.events)
-
-
-def scale_duration(completed: LastScale, now: datetime) -> tuple[str, float] | None:
-    started_at = parse_time(completed.started_at)
-    if started_at is None:
-        return None
-    return completed.direction.value, (now - started_at).total_seconds()

@@ -8,7 +8,7 @@ from typing import cast
 from staticfleet.admin import GroupAdmin, GroupNotFound
 from staticfleet.admin.errors import CoordinatorUnreachable
 from staticfleet.admin.model import GroupDescription, Node
-from staticfleet.kube.reconcile import observe_group
+from staticfleet.kube.observe import observe_group
 
 from .fixtures import group_spec
 

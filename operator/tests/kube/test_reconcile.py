@@ -310,6 +310,17 @@ def test_scale_down_records_first_shrinks_then_removes_only_after_the_pods_are_g
     assert [m["instanceId"] for m in kube.group["status"]["members"]] == ["orders-0"]
 
 
+def test_a_pass_writes_its_status_once_and_again_only_where_a_later_step_needs_a_record_durable() -> None:
+    kube, _, ctx = steady(3)
+    reconcile(ctx, "shop", "orders", {})
+    assert [c for c in kube.calls if c.startswith("status")] == ["status"]
+    kube.group["spec"]["replicas"] = 1
+    kube.calls.clear()
+    reconcile(ctx, "shop", "orders", {})
+    # The record before the StatefulSet shrinks (the Checkpoint), then the pass's one write.
+    assert [c for c in kube.calls if c.startswith("status")] == ["status(scaleDown)", "status"]
+
+
 def steady_pods_of_two(replicas: int) -> tuple[FakeKube, FakeAdmin, Context]:
     kube = FakeKube(resource(replicas=replicas, membersPerPod=2))
     admin = FakeAdmin({f"orders-{i}-{k}" for i in range(replicas) for k in (1, 2)})

@@ -8,8 +8,8 @@ from staticfleet.admin.coordinator_api import CoordinatorGroupView, RebalanceRec
 from staticfleet.admin.model import GroupDescription, MemberDescription, Node, PartitionOffsets, lag_summary
 from staticfleet.kube import status as computed
 from staticfleet.kube.fleetstatus import EventSpec, FleetStatus, KafkaUser, merge_patch
-from staticfleet.kube.kubeapi import prune
 from staticfleet.kube.group_status import rebalances_total
+from staticfleet.kube.kubeapi import prune
 from staticfleet.kube.observation import GroupObservation
 from staticfleet.kube.scaling import (
     Blocked,

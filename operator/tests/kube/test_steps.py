@@ -3,24 +3,23 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from staticfleet.admin.model import GroupDescription, MemberDescription, Node
 from staticfleet.kube.claims import Claim
 from staticfleet.kube.fleetstatus import FleetStatus
 from staticfleet.kube.observation import Conflicting, GroupObservation, Observed
+from staticfleet.kube.planner import plan_actions, plan_conflict, plan_status
 from staticfleet.kube.scaling import PreRegistration, ScaleDownState, ScalePhase, iso
 from staticfleet.kube.spec import InstanceIds
 from staticfleet.kube.steps import (
     ApplyChildren,
+    Checkpoint,
     Outcome,
-    PersistScaleDownRecord,
     PreRegister,
     RemoveMembers,
+    StepIO,
     WithdrawPreRegistration,
-    plan_actions,
-    plan_conflict,
-    plan_status,
 )
 
 from .fixtures import group_spec, resource
@@ -69,10 +68,10 @@ def test_a_steady_fleet_only_applies_its_children() -> None:
 
 def test_a_scale_down_persists_its_record_before_the_statefulset_shrinks() -> None:
     obs = observed(1, 3, {0, 1, 2}, group("orders-0", "orders-1", "orders-2"))
-    record, apply = plan_actions(obs).steps
-    assert isinstance(record, PersistScaleDownRecord)
-    assert record.record.pending_instance_ids == ("orders-1", "orders-2")
-    assert apply == ApplyChildren(1)
+    plan = plan_actions(obs)
+    assert plan.steps == (Checkpoint("scale-down-recorded"), ApplyChildren(1))
+    record = plan.outcome(obs).scale_down  # what the checkpoint writes
+    assert record is not None and record.pending_instance_ids == ("orders-1", "orders-2")
 
 
 def test_members_are_removed_in_one_step_first_thing_once_their_pods_are_gone() -> None:
@@ -80,15 +79,19 @@ def test_members_are_removed_in_one_step_first_thing_once_their_pods_are_gone() 
         ScalePhase.WAITING_FOR_PODS, 3, 1, ("orders-1", "orders-2"), "Immediate", iso(NOW), 2
     )
     obs = observed(1, 1, {0}, group("orders-0", "orders-1", "orders-2"), scaleDown=waiting.to_status())
-    steps = plan_actions(obs).steps
-    assert isinstance(steps[0], RemoveMembers) and steps[0].instance_ids == ("orders-1", "orders-2")
-    assert steps[1] == ApplyChildren(1)
+    removal, checkpoint, apply = plan_actions(obs).steps
+    assert isinstance(removal, RemoveMembers) and removal.instance_ids == ("orders-1", "orders-2")
+    assert (checkpoint, apply) == (Checkpoint("members-removed"), ApplyChildren(1))
 
 
 def test_a_scale_up_pre_registers_before_the_statefulset_grows() -> None:
     obs = observed(3, 1, {0}, group("orders-0"))
     steps = plan_actions(obs).steps
-    assert steps == (PreRegister(("orders-0", "orders-1", "orders-2")), ApplyChildren(3, grows=True))
+    assert steps == (
+        PreRegister(("orders-0", "orders-1", "orders-2")),
+        Checkpoint("pre-registered"),
+        ApplyChildren(3, grows=True),
+    )
 
 
 def test_a_pre_registration_that_did_its_job_is_withdrawn() -> None:
@@ -124,10 +127,7 @@ def test_a_held_join_phase_is_released_once_everyone_has_joined_before_the_group
 def test_the_status_plan_writes_once_with_the_events_of_the_pass() -> None:
     obs = observed(1, 3, {0, 1, 2}, group("orders-0", "orders-1", "orders-2"))
     plan = plan_actions(obs)
-    outcome = Outcome(
-        status={}, resource_version="1", scale_down=plan.scale.scale_down, pre_registration=None
-    )
-    status = plan_status(obs, plan, outcome, obs.group, obs.pods).step
+    status = plan_status(obs, plan, plan.outcome(obs), obs.group, obs.pods, FleetStatus()).step
     assert status.status.to_status()["scaleDown"]["pendingInstanceIds"] == ["orders-1", "orders-2"]
     assert [e.reason for e in status.events] == ["Scaled"]
 
@@ -138,24 +138,27 @@ def pod_members(*ordinals: int) -> tuple[str, ...]:
 
 def test_a_scale_down_of_two_member_pods_records_every_member_of_the_departing_pods() -> None:
     obs = observed(1, 3, {0, 1, 2}, group(*pod_members(0, 1, 2)), members_per_pod=2)
-    record, apply = plan_actions(obs).steps
-    assert isinstance(record, PersistScaleDownRecord)
-    assert record.record.pending_instance_ids == pod_members(1, 2)
-    assert apply == ApplyChildren(1)
+    plan = plan_actions(obs)
+    assert plan.steps == (Checkpoint("scale-down-recorded"), ApplyChildren(1))
+    record = plan.outcome(obs).scale_down
+    assert record is not None and record.pending_instance_ids == pod_members(1, 2)
 
 
 def test_every_member_of_the_departed_pods_leaves_in_one_removal_step() -> None:
     waiting = ScaleDownState(ScalePhase.WAITING_FOR_PODS, 3, 1, pod_members(1, 2), "Immediate", iso(NOW), 2)
     obs = observed(1, 1, {0}, group(*pod_members(0, 1, 2)), 2, scaleDown=waiting.to_status())
-    steps = plan_actions(obs).steps
-    removal, apply = steps
+    removal, checkpoint, apply = plan_actions(obs).steps
     assert isinstance(removal, RemoveMembers) and removal.instance_ids == pod_members(1, 2)
-    assert apply == ApplyChildren(1)
+    assert (checkpoint, apply) == (Checkpoint("members-removed"), ApplyChildren(1))
 
 
 def test_a_scale_up_of_two_member_pods_pre_registers_every_member() -> None:
     steps = plan_actions(observed(3, 1, {0}, group(*pod_members(0)), members_per_pod=2)).steps
-    assert steps == (PreRegister(pod_members(0, 1, 2)), ApplyChildren(3, grows=True))
+    assert steps == (
+        PreRegister(pod_members(0, 1, 2)),
+        Checkpoint("pre-registered"),
+        ApplyChildren(3, grows=True),
+    )
 
 
 def test_a_held_join_phase_of_two_member_pods_is_released_only_when_every_member_has_joined() -> None:
@@ -187,3 +190,26 @@ def test_a_conflict_with_a_fleet_whose_ids_overlap_says_which_ids_the_two_would_
     apart = Conflicting(resource(), single, 1, FleetStatus(), winner, NOW)
     (plain,) = [c for c in plan_conflict(apart).status.to_status()["conditions"] if c["type"] == "Degraded"]
     assert plain["message"].endswith("Give it another groupId.")
+
+
+class CheckpointIO:
+    """Just what a Checkpoint touches: the status as the server holds it, and the records."""
+
+    def __init__(self, written: FleetStatus, outcome: Outcome) -> None:
+        self.written = written
+        self.outcome = outcome
+        self.writes: list[FleetStatus] = []
+
+    def write_status(self, status: FleetStatus) -> None:
+        self.writes.append(status)
+        self.written = status
+
+
+def test_a_checkpoint_writes_the_records_only_when_the_server_does_not_hold_them_yet() -> None:
+    record = ScaleDownState(ScalePhase.SHRINKING, 3, 1, ("orders-1", "orders-2"), "Immediate", iso(NOW))
+    held = FleetStatus(replicas=3, scale_down=record)
+    io = CheckpointIO(FleetStatus(replicas=3), Outcome(record, None, None))
+    Checkpoint("scale-down-recorded").run(cast(StepIO, io))
+    assert io.writes == [held], "the rest of the status is as the server holds it"
+    Checkpoint("scale-down-recorded").run(cast(StepIO, io))
+    assert len(io.writes) == 1, "nothing new to make durable"
