@@ -1,5 +1,5 @@
-"""What a pass sees: everything it read, as values the planners decide from (reconcile.observe reads
-them; the planners in steps.py decide)."""
+"""What a pass, or a deletion, sees: everything it read, as values the planners decide from (observe.py
+reads them; planner.py decides)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from staticfleet.admin.coordinator_api import CoordinatorGroupView
 from staticfleet.admin.model import GroupDescription, LagSummary
 from staticfleet.coordinator import GroupState
 from staticfleet.kube.access import AccessObservation, FleetAccess, RetiredUser
+from staticfleet.kube.builders import consumer_may_run
 from staticfleet.kube.claims import Claim
 from staticfleet.kube.fleetstatus import FleetStatus, ShownState, Unobserved, shown_state
 from staticfleet.kube.scaling import DEFAULT_STEP_TIMEOUT, FleetObservation, PreRegistration, ScaleDownState
@@ -67,6 +68,13 @@ class Invalid:
     now: datetime
     reason: str
     """InvalidSpec, or why the operator refuses to act on it (limits.Refusal, tenancy)."""
+    user: str | None = None
+    """The user the operator provisioned for the resource, which it must not keep once its namespace may
+    no longer claim what it names (TenancyDenied)."""
+    withdrawn: RetiredUser | None = None
+    """That user as the cluster holds it, to remove."""
+    withdrawal_error: str | None = None
+    """Why that user could not be read (the next pass tries again)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +132,16 @@ class Observed:
         sts = self.statefulset
         return int(sts["spec"].get("replicas", 1)) if sts else None
 
+    @property
+    def running_pods(self) -> tuple[Manifest, ...]:
+        """The pods whose consumers may still run (terminating ones included; builders.consumer_may_run)."""
+        return tuple(p for p in self.pods if consumer_may_run(p))
+
+    @property
+    def consumers_stopped(self) -> bool:
+        """The StatefulSet is at 0 (or gone) and no consumer of the fleet may still run."""
+        return not self.statefulset_replicas and not self.running_pods
+
     def fleet(self, group: GroupObservation | None = None) -> FleetObservation:
         """What the scale rules look at (with `group`: as read again after the steps)."""
         pre = self.pre_registration
@@ -142,3 +160,40 @@ class Observed:
 
 
 Observation = Invalid | Conflicting | Observed
+
+
+@dataclass(frozen=True, slots=True)
+class Untouched:
+    """A resource being deleted that the operator leaves as it is, and why (it never acted on it)."""
+
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Deleting:
+    """A resource being deleted, and what its finalizer reads before it plans. Its group is asked about
+    only when its members are to go (`left_alone` is None); the user provisioned for it, whatever the
+    deletionPolicy (its Secret goes with the resource: the user would be left with a password nobody
+    holds)."""
+
+    observed: Observed
+    """Its StatefulSet and pods; its group (asked about once its consumers have stopped); in `retired`
+    the user to remove with what the cluster holds of it (read once the members are done with)."""
+    deleted_at: datetime
+    left_alone: str | None
+    """Why its group is left as it is (deletionPolicy Retain, another resource's group, one its
+    namespace may not claim)."""
+    user: str | None
+    """The user the operator provisioned for it (its own, or a former one status still names)."""
+    user_error: str | None = None
+    """Why that user's credentials and ACLs could not be read."""
+    known_replicas: int = 0
+    """The most pods the fleet may have had: every member of each goes."""
+
+    @property
+    def members_done_with(self) -> bool:
+        """Nothing stops the user's removal: the group is left alone, or every consumer has stopped."""
+        return self.left_alone is not None or self.observed.consumers_stopped
+
+
+DeletionObservation = Untouched | Deleting

@@ -4,6 +4,7 @@ rests on stale state), gathered into an observation (observation.py) that the pl
 from __future__ import annotations
 
 import base64
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -28,10 +29,20 @@ from staticfleet.kube.conditions import INVALID_SPEC
 from staticfleet.kube.context import OperatorContext
 from staticfleet.kube.fleetstatus import FleetStatus
 from staticfleet.kube.kubeapi import KubeApi
-from staticfleet.kube.observation import Conflicting, GroupObservation, Invalid, Observation, Observed
-from staticfleet.kube.scaling import now_utc
-from staticfleet.kube.spec import GroupSpec, Manifest, OperatorDefaults, SpecError, parse_group
-from staticfleet.kube.tenancy import Tenancy
+from staticfleet.kube.limits import REPLICAS_ABOVE_LIMIT
+from staticfleet.kube.observation import (
+    Conflicting,
+    Deleting,
+    DeletionObservation,
+    GroupObservation,
+    Invalid,
+    Observation,
+    Observed,
+    Untouched,
+)
+from staticfleet.kube.scaling import now_utc, parse_time
+from staticfleet.kube.spec import RETAIN, GroupSpec, Manifest, OperatorDefaults, SpecError, parse_group
+from staticfleet.kube.tenancy import TENANCY_DENIED, Tenancy
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +139,34 @@ def acls_or_none(admin: GroupAdmin, principal: str) -> frozenset[AclBinding]:
         return frozenset()
 
 
+def provisioned_user(ctx: OperatorContext, spec: GroupSpec, status: FleetStatus) -> str | None:
+    """The user the operator made (or makes) for the resource: its own, or a former one status names."""
+    access = provisioned_access(ctx, spec)
+    if access is not None:
+        return access.user
+    found = status.kafka_user.name if status.kafka_user else None
+    return found if found and ctx.kafka is not None else None
+
+
+def user_as_held(admin: GroupAdmin, user: str) -> RetiredUser:
+    """What the cluster holds of a user the operator made: its SCRAM mechanisms and its ACLs."""
+    return RetiredUser(user, admin.scram_mechanisms(user), acls_or_none(admin, f"User:{user}"))
+
+
+def observe_withdrawal(ctx: OperatorContext, refused: Invalid) -> tuple[Invalid, GroupAdmin | None]:
+    """A resource outside its namespace's tenancy keeps no Kafka user and no ACL: what the cluster holds
+    of the user it was given, to remove before its status says why."""
+    spec = parse_group(refused.body, ctx.defaults)
+    user = provisioned_user(ctx, spec, refused.previous)
+    if user is None:
+        return refused, None
+    try:
+        admin = ctx.admin(secrets.connection(ctx.api, ctx.secret_files, spec, ctx.own_options()))
+        return dataclasses.replace(refused, user=user, withdrawn=user_as_held(admin, user)), admin
+    except (AdminError, SpecError) as exc:
+        return dataclasses.replace(refused, user=user, withdrawal_error=str(exc)), None
+
+
 def observe_retired(ctx: OperatorContext, admin: GroupAdmin, previous: FleetStatus) -> RetiredUser | None:
     """The user status.kafkaUser names, when the resource no longer has it provisioned (None when
     there is none, or the cluster cannot say now: the record stays and the next pass asks again)."""
@@ -135,7 +174,7 @@ def observe_retired(ctx: OperatorContext, admin: GroupAdmin, previous: FleetStat
     if not user or ctx.kafka is None:
         return None
     try:
-        return RetiredUser(str(user), admin.scram_mechanisms(str(user)), acls_or_none(admin, f"User:{user}"))
+        return user_as_held(admin, user)
     except AdminError as exc:
         log.info("former user %s: %s", user, exc)
         return None
@@ -205,6 +244,10 @@ def observe(
                 "--default-bootstrap-servers"
             )
         refusal = ctx.limits.refusal(spec) or (tenancy.refusal(spec) if tenancy is not None else None)
+        if refusal is not None and refusal.reason == TENANCY_DENIED:
+            return observe_withdrawal(
+                ctx, Invalid(body, generation, previous, refusal.message, now, refusal.reason)
+            )
         if refusal is not None:
             return Invalid(body, generation, previous, refusal.message, now, refusal.reason), None
         connection = secrets.connection(ctx.api, ctx.secret_files, spec, ctx.own_options())
@@ -247,3 +290,81 @@ def observe(
         ),
         admin,
     )
+
+
+def observe_deletion(
+    ctx: OperatorContext,
+    body: Manifest,
+    claims: Mapping[str, Sequence[Claim]],
+    tenancy: Tenancy | None = None,
+) -> tuple[DeletionObservation, GroupAdmin | None]:
+    """Every read of a deletion, and the admin client for its cluster (None when nothing is asked of it
+    this time). The group is asked about only once every consumer has stopped, the user only once
+    nothing of the members is left to wait for."""
+    meta, now = body["metadata"], now_utc()
+    try:
+        spec = parse_group(body, ctx.defaults)
+    except SpecError as exc:
+        return Untouched(f"nothing to clean up ({exc})"), None
+    left_alone = (
+        "deletionPolicy Retain: the group is left as it is" if spec.deletion_policy == RETAIN else None
+    )
+    if not spec.bootstrap_servers:
+        return Untouched(left_alone or "no bootstrap servers: nothing to clean up"), None
+    refusal = ctx.limits.refusal(spec)
+    if refusal is not None and refusal.reason != REPLICAS_ABOVE_LIMIT:  # fewer replicas are no harm
+        return Untouched(left_alone or f"left as it is: {refusal.message}"), None
+    previous = FleetStatus.of(body.get("status"))
+    if left_alone is None and tenancy is not None and not tenancy.allows_group(spec.namespace, spec.group_id):
+        left_alone = f"namespace {spec.namespace} may not claim group {spec.group_id}: left as it is"
+    winner = other_owner(spec, previous.cluster_id, claims, tenancy) if left_alone is None else None
+    if winner is not None:
+        left_alone = f"group {spec.group_id} belongs to {winner.ref}: left as it is"
+    statefulset = ctx.api.get_statefulset(spec.namespace, spec.name)
+    pods = fleet_pods(ctx.api, spec)
+    fleet = Observed(
+        body,
+        spec,
+        int(meta.get("generation", 0)),
+        previous,
+        statefulset,
+        pods,
+        _ordinals(spec, pods),
+        GroupObservation(),  # not asked (yet)
+        now,
+        ctx.step_timeout,
+        previous.cluster_id,
+    )
+    deleting = Deleting(
+        fleet,
+        parse_time(str(meta.get("deletionTimestamp") or "")) or now,
+        left_alone,
+        provisioned_user(ctx, spec, previous),
+        known_replicas=max(
+            min(spec.replicas, ctx.limits.max_replicas),
+            fleet.statefulset_replicas or 0,
+            previous.scale_down.from_replicas if previous.scale_down else 0,
+            previous.replicas or 0,
+        ),
+    )
+    if not deleting.members_done_with or (left_alone is not None and deleting.user is None):
+        return deleting, None
+    admin = ctx.admin(secrets.connection(ctx.api, ctx.secret_files, spec, ctx.own_options()))
+    if left_alone is None:
+        fleet = dataclasses.replace(fleet, group=_members_of(admin, spec))
+    if deleting.user is not None:
+        try:
+            fleet = dataclasses.replace(fleet, retired=user_as_held(admin, deleting.user))
+        except AdminError as exc:
+            deleting = dataclasses.replace(deleting, user_error=str(exc))
+    return dataclasses.replace(deleting, observed=fleet), admin
+
+
+def _members_of(admin: GroupAdmin, spec: GroupSpec) -> GroupObservation:
+    """DescribeGroups alone: a deletion needs only who is in the group."""
+    try:
+        return GroupObservation(description=admin.describe_group(spec.group_id))
+    except GroupNotFound:
+        return GroupObservation(not_found=True)
+    except AdminError as exc:
+        return GroupObservation(error=str(exc))

@@ -4,20 +4,22 @@ observation alone (and, for the status, from what the steps did). Pure: no I/O h
     observe (observe.py: every read)  ->  plan_actions  ->  run each step (reconcile.py)
                                       ->  plan_status   ->  WriteStatus, once
 
-A resource that cannot be reconciled gets only a status (plan_invalid, plan_conflict).
+A resource that cannot be reconciled gets only a status (plan_invalid, plan_conflict; one outside its
+namespace's tenancy loses its user first, plan_withdrawal). A deletion is planned the same way
+(plan_deletion) and run by the same executor, with the same steps.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from staticfleet.kube import faults
-from staticfleet.kube.access import plan_access
+from staticfleet.kube.access import RetiredUser, plan_access
 from staticfleet.kube.claims import describe_shared, shared_instance_ids
-from staticfleet.kube.conditions import DEGRADED, INVALID_SPEC
+from staticfleet.kube.conditions import COORDINATOR_UNAVAILABLE, DEGRADED, INVALID_SPEC
 from staticfleet.kube.fleetstatus import EventSpec, FleetStatus, KafkaUser, holding_reason
-from staticfleet.kube.observation import Conflicting, GroupObservation, Invalid, Observed
+from staticfleet.kube.observation import Conflicting, Deleting, GroupObservation, Invalid, Observed
 from staticfleet.kube.scaling import (
     LastScale,
     ScaleDirection,
@@ -48,11 +50,13 @@ from staticfleet.kube.steps import (
     RevokeAcls,
     SetFleetCredential,
     Step,
+    StopConsumers,
     WithdrawPreRegistration,
     WriteStatus,
+    removal_message,
 )
 
-# -- a pass --------------------------------------------------------------------------------------------
+# -- a pass --------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +93,7 @@ def plan_actions(obs: Observed) -> ActionPlan:
 def plan_access_steps(obs: Observed) -> tuple[Step, ...]:
     """A provisioned fleet's user, Secret and ACLs, before the children (the pods read the Secret)."""
     if obs.retired is not None:
-        return (RetireFleetUser(obs.retired),)
+        return (RetireFleetUser(obs.retired, user_removed(obs.retired)),)
     if obs.access is None:
         return ()
     access = obs.access.access
@@ -233,14 +237,35 @@ def kafka_user_status(obs: Observed, outcome: Outcome) -> KafkaUser | None:
     return None if outcome.user_retired else obs.previous.kafka_user
 
 
-def plan_invalid(obs: Invalid) -> WriteStatus:
+def user_removed(user: RetiredUser) -> EventSpec:
+    return EventSpec("Normal", "UserRemoved", f"user {user.user} and its {len(user.acls)} ACLs removed")
+
+
+def plan_withdrawal(obs: Invalid) -> tuple[RetireFleetUser, ...]:
+    """A resource outside its namespace's tenancy keeps no Kafka user and no ACL: both are removed before
+    its status says why, so that a narrowed policy takes effect within one pass."""
+    held = obs.withdrawn
+    if held is None:
+        return ()
+    revoked = f"user {held.user} and its {len(held.acls)} ACLs removed: {obs.why}"
+    announce = EventSpec("Warning", "AccessRevoked", revoked) if held.acls or held.mechanisms else None
+    return (RetireFleetUser(held, announce),)
+
+
+def plan_invalid(obs: Invalid, outcome: Outcome) -> WriteStatus:
     """Conditions say what to fix; the rest of the status (a scale-down in progress above all) is kept.
-    A refusal (not a schema matter, so nothing else told the author) is also an Event, once."""
-    status = invalid_status(obs.previous, obs.generation, obs.why, obs.now, obs.reason)
-    events: tuple[EventSpec, ...] = ()
+    A refusal (not a schema matter, so nothing else told the author) is also an Event, once. `outcome`:
+    what the withdrawal of the resource's user did (a removal that failed is tried again next pass)."""
+    why, previous = obs.why, obs.previous
+    failure = obs.withdrawal_error or outcome.retire_error
+    if failure is not None:
+        why = f"{why} Removing user {obs.user} and its ACLs failed, and is tried again: {failure}"
+    elif outcome.user_retired:
+        previous = replace(previous, kafka_user=None)
+    events = list(outcome.events)
     if obs.reason != INVALID_SPEC and holding_reason(obs.previous.conditions, DEGRADED) != obs.reason:
-        events = (EventSpec("Warning", obs.reason, obs.why),)
-    return WriteStatus(status, events)
+        events.append(EventSpec("Warning", obs.reason, why))
+    return WriteStatus(invalid_status(previous, obs.generation, why, obs.now, obs.reason), tuple(events))
 
 
 def plan_conflict(obs: Conflicting) -> WriteStatus:
@@ -257,3 +282,102 @@ def scale_duration(completed: LastScale, now: datetime) -> tuple[str, float] | N
     if started_at is None:
         return None
     return completed.direction.value, (now - started_at).total_seconds()
+
+
+# -- a deletion ----------------------------------------------------------------------------------------------
+
+# A deletion waits this long for an unreachable coordinator before it lets the resource go anyway.
+DELETION_PATIENCE_S = 300.0
+DELETED = "staticfleet: StaticConsumerGroup deleted"
+
+
+@dataclass(frozen=True, slots=True)
+class DeletionPlan:
+    """deletionPolicy RemoveMembers: stop the consumers, then remove every member of every pod the fleet
+    had (and any other member the group lists) and withdraw a pre-registration. Then, whatever the
+    policy, the user the operator provisioned for the fleet: its Secret goes with the resource, so the
+    user would be left with a password nobody holds. The second part runs once the first is done."""
+
+    members: tuple[Step, ...] = ()
+    waiting: str | None = None
+    """Why the members cannot go yet: the deletion is tried again shortly."""
+    user: tuple[Step, ...] = ()
+
+
+def plan_deletion(obs: Deleting) -> DeletionPlan:
+    """The steps of a deletion, decided from what it read. Pure."""
+    fleet = obs.observed
+    held = fleet.retired
+    user: tuple[Step, ...] = (RetireFleetUser(held, user_removed(held)),) if held is not None else ()
+    if obs.left_alone is not None:
+        return DeletionPlan(user=user)
+    if fleet.statefulset_replicas:
+        return DeletionPlan((StopConsumers(),), waiting_for_pods(fleet))
+    if fleet.running_pods:
+        return DeletionPlan(waiting=waiting_for_pods(fleet))
+    if not fleet.group.reachable:
+        return DeletionPlan(user=user)  # members_finished waits for the coordinator, or gives up
+    ids = fleet.spec.member_ids(0, obs.known_replicas)
+    others = sorted((fleet.group.instance_ids or frozenset()) - set(ids))
+    removal = RemoveMembers((*ids, *others), DELETED, "deleted")
+    return DeletionPlan((removal, WithdrawPreRegistration()), user=user)
+
+
+def waiting_for_pods(fleet: Observed) -> str:
+    """Removing the member of a consumer that may still run would make it rejoin as a new member."""
+    running = len(fleet.running_pods)
+    if running:
+        return f"waiting for {running} pods to stop before removing their members"
+    return "waiting for the StatefulSet to stop its pods before removing their members"
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """How one part of a deletion ended: what to log and its Events, or why to try again (`retry`)."""
+
+    message: str | None = None
+    events: tuple[EventSpec, ...] = ()
+    retry: str | None = None
+
+
+def patience_left(obs: Deleting) -> bool:
+    return (obs.observed.now - obs.deleted_at).total_seconds() < DELETION_PATIENCE_S
+
+
+def members_finished(obs: Deleting, plan: DeletionPlan, outcome: Outcome) -> Finished:
+    """After the members' steps: done, waiting, or (past DELETION_PATIENCE_S without a coordinator)
+    given up with a Warning. A removal the coordinator answered with failures is always tried again."""
+    if obs.left_alone is not None:
+        return Finished(obs.left_alone)
+    if plan.waiting is not None:
+        return Finished(retry=plan.waiting)
+    report = outcome.removal
+    if report is not None and not report.ok:
+        return Finished(retry=outcome.removal_error)
+    unanswered = obs.observed.group.error or outcome.removal_error
+    if unanswered is not None:
+        if patience_left(obs):
+            return Finished(retry=f"cannot remove the members yet: {unanswered}")
+        warning = f"deleted without removing members: {unanswered}"
+        return Finished(
+            f"gave up removing members: {unanswered}",
+            (EventSpec("Warning", COORDINATOR_UNAVAILABLE, warning),),
+        )
+    assert report is not None
+    return Finished(removal_message(report, "deleted"), tuple(outcome.events))
+
+
+def user_finished(obs: Deleting, plan: DeletionPlan, outcome: Outcome) -> Finished:
+    """After the user's step: removed, waiting for the cluster, or (past DELETION_PATIENCE_S) left with a
+    Warning."""
+    if obs.user is None:
+        return Finished()
+    failure = obs.user_error or outcome.retire_error
+    if failure is not None:
+        if patience_left(obs):
+            return Finished(retry=f"cannot remove user {obs.user} and its ACLs yet: {failure}")
+        message = f"deleted without removing user {obs.user} and its ACLs: {failure}"
+        return Finished(message, (EventSpec("Warning", "AccessNotRevoked", message),))
+    held = obs.observed.retired
+    assert held is not None
+    return Finished(user_removed(held).message, tuple(outcome.events))

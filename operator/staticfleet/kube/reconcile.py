@@ -8,48 +8,37 @@ starts the pass again from a fresh read.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from staticfleet.admin import (
-    AclBinding,
-    AdminError,
-    CoordinatorUnreachable,
-    GroupAdmin,
-    GroupNotFound,
-)
-from staticfleet.coordinator import EXPECTED_INSTANCE_IDS as PRE_REGISTRATION_CONFIG
-from staticfleet.kube import builders, secrets
+from staticfleet.admin import GroupAdmin
 from staticfleet.kube.claims import Claim
 from staticfleet.kube.context import OperatorContext
 from staticfleet.kube.fleetstatus import EventSpec, FleetStatus
 from staticfleet.kube.kubeapi import ApplyConflict, KubeApi, KubeError
-from staticfleet.kube.limits import REPLICAS_ABOVE_LIMIT
 from staticfleet.kube.metrics import OperatorMetrics
-from staticfleet.kube.observation import Conflicting, Invalid, Observed
-from staticfleet.kube.observe import (
-    acls_or_none,
-    fleet_pods,
-    observe,
-    observe_group,
-    observe_lag,
-    other_owner,
-    provisioned_access,
+from staticfleet.kube.observation import Conflicting, Invalid, Observed, Untouched
+from staticfleet.kube.observe import fleet_pods, observe, observe_deletion, observe_group, observe_lag
+from staticfleet.kube.planner import (
+    members_finished,
+    plan_actions,
+    plan_conflict,
+    plan_deletion,
+    plan_invalid,
+    plan_status,
+    plan_withdrawal,
+    scale_duration,
+    user_finished,
 )
-from staticfleet.kube.planner import plan_actions, plan_conflict, plan_invalid, plan_status, scale_duration
-from staticfleet.kube.scaling import now_utc, parse_time
-from staticfleet.kube.spec import RETAIN, GroupSpec, Manifest, SpecError, parse_group
-from staticfleet.kube.steps import Outcome, Step, WriteStatus, removal_message
-from staticfleet.kube.tenancy import TENANCY_DENIED, Tenancy
+from staticfleet.kube.spec import Manifest
+from staticfleet.kube.steps import Outcome, Step, WriteStatus
+from staticfleet.kube.tenancy import Tenancy
 
 log = logging.getLogger(__name__)
 
-# A deletion waits this long for an unreachable coordinator before it lets the resource go anyway.
-DELETION_PATIENCE_S = 300.0
 # A pass that loses a write race to another writer starts again from a fresh read, this many times.
 CONFLICT_ATTEMPTS = 3
 
@@ -71,7 +60,8 @@ class PassIO:
     body: Manifest
     observed: Observed
     outcome: Outcome
-    admin: GroupAdmin
+    cluster: GroupAdmin | None
+    """None when the pass asks nothing of the cluster (a deletion waiting for its pods)."""
     status: dict[str, Any] = dataclasses.field(init=False)
     """As the server holds it now (read at the start of the pass, then as each write left it)."""
     resource_version: str = dataclasses.field(init=False)
@@ -83,6 +73,11 @@ class PassIO:
     @property
     def api(self) -> KubeApi:
         return self.ctx.api
+
+    @property
+    def admin(self) -> GroupAdmin:
+        assert self.cluster is not None, "planned a step on the cluster without reading it"
+        return self.cluster
 
     @property
     def metrics(self) -> OperatorMetrics:
@@ -104,13 +99,22 @@ class PassIO:
         self.ctx.hold_watcher(self.admin, self.observed.spec.group_id, member_id, instance_ids, bound_s)
 
 
-def run_steps(steps: Sequence[Step], io: PassIO) -> None:
+def run_steps(steps: Sequence[Step], io: PassIO, *, stop_on_failure: bool = False) -> None:
     """Each step in order, until one halts the pass (the API server refused our objects, or another
-    operator owns them)."""
+    operator owns them) or, with `stop_on_failure` (a deletion, whose steps depend on each other and
+    which is tried again as a whole), until one fails."""
     for step in steps:
         step.run(io)
-        if io.outcome.halted:
+        if io.outcome.failed if stop_on_failure else io.outcome.halted:
             return
+
+
+@dataclass
+class WithdrawalIO:
+    """What the withdrawal of a refused resource's user acts through (steps.AccessIO)."""
+
+    admin: GroupAdmin
+    outcome: Outcome
 
 
 def write_status(
@@ -193,9 +197,11 @@ def _reconcile(
 ) -> None:
     observation, admin = observe(ctx, body, claims, tenancy)
     if isinstance(observation, Invalid):
-        if observation.reason == TENANCY_DENIED:
-            observation = withdraw_access(ctx, observation)
-        _write_only(ctx, body, plan_invalid(observation))
+        outcome = Outcome()
+        for step in plan_withdrawal(observation):
+            assert admin is not None
+            step.run(WithdrawalIO(admin, outcome))
+        _write_only(ctx, body, plan_invalid(observation, outcome))
         ctx.metrics.reconciles.labels("invalid").inc()
         return
     if isinstance(observation, Conflicting):
@@ -252,12 +258,7 @@ def _report_conflict(ctx: OperatorContext, body: Manifest, conflict: ApplyConfli
         post_event(ctx, body, EventSpec("Warning", "ApplyConflict", message))
 
 
-# -- deletion ------------------------------------------------------------------------------------------------
-
-
-def previous_cluster_id(body: Manifest) -> str | None:
-    found = (body.get("status") or {}).get("clusterId")
-    return str(found) if found else None
+# -- deletion -----------------------------------------------------------------------------------------------
 
 
 def finalize(
@@ -266,8 +267,8 @@ def finalize(
     claims: Mapping[str, Sequence[Claim]],
     tenancy: Tenancy | None = None,
 ) -> str:
-    """deletionPolicy RemoveMembers: stop the pods, then remove every member. Raises Retry while waiting.
-    Returns what was done (for the log)."""
+    """The finalizer's work (planner.plan_deletion). Raises Retry while waiting; returns what was done
+    (for the log)."""
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     with ctx.locks(namespace, name):
@@ -280,149 +281,21 @@ def finalize(
 def _finalize(
     ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequence[Claim]], tenancy: Tenancy | None
 ) -> str:
-    """The members first (their pods stop before anything else), then the fleet's provisioned user and
-    its ACLs, whatever the deletionPolicy: the Secret goes with the resource, so the user would be left
-    with a password nobody holds."""
-    members = _finalize_members(ctx, body, claims, tenancy)
-    revoked = _revoke_access(ctx, body)
-    return members if revoked is None else f"{members}; {revoked}"
-
-
-def _patience_left(body: Manifest) -> bool:
-    deleted_at = parse_time(str(body["metadata"].get("deletionTimestamp") or "")) or now_utc()
-    return (now_utc() - deleted_at).total_seconds() < DELETION_PATIENCE_S
-
-
-def _revoke_access(ctx: OperatorContext, body: Manifest) -> str | None:
-    """Deletes the fleet's ACLs and SCRAM credentials (None: the operator provisioned nothing for it)."""
-    try:
-        spec = parse_group(body, ctx.defaults)
-    except SpecError:
-        return None
-    if ctx.kafka is None or not spec.bootstrap_servers:
-        return None
-    refusal = ctx.limits.refusal(spec)
-    if refusal is not None and refusal.reason != REPLICAS_ABOVE_LIMIT:
-        return None
-    access = provisioned_access(ctx, spec)
-    # A user provisioned before kafka.credentials became External, not yet removed, is still ours.
-    user = (
-        access.user if access is not None else ((body.get("status") or {}).get("kafkaUser") or {}).get("name")
-    )
-    if not user:
-        return None
-    admin = ctx.admin(secrets.connection(ctx.api, ctx.secret_files, spec, ctx.own_options()))
-    try:
-        acls, _ = remove_user(admin, str(user))
-    except AdminError as exc:
-        if _patience_left(body):
-            raise Retry(f"cannot remove user {user} and its ACLs yet: {exc}") from exc
-        message = f"deleted without removing user {user} and its ACLs: {exc}"
-        post_event(ctx, body, EventSpec("Warning", "AccessNotRevoked", message))
-        return message
-    message = f"user {user} and its {len(acls)} ACLs removed"
-    post_event(ctx, body, EventSpec("Normal", "UserRemoved", message))
-    return message
-
-
-def remove_user(admin: GroupAdmin, user: str) -> tuple[frozenset[AclBinding], frozenset[str]]:
-    """Deletes the user's ACLs, then its SCRAM credentials; returns what there was of each."""
-    acls = acls_or_none(admin, f"User:{user}")
-    admin.delete_acls(acls)
-    mechanisms = admin.scram_mechanisms(user)
-    admin.delete_scram(user, mechanisms)
-    return acls, mechanisms
-
-
-def provisioned_user(ctx: OperatorContext, spec: GroupSpec, status: FleetStatus) -> str | None:
-    """The user the operator made (or makes) for the resource: its own, or a former one status names."""
-    access = provisioned_access(ctx, spec)
-    if access is not None:
-        return access.user
-    found = status.kafka_user.name if status.kafka_user else None
-    return found if found and ctx.kafka is not None else None
-
-
-def withdraw_access(ctx: OperatorContext, obs: Invalid) -> Invalid:
-    """A resource outside its namespace's tenancy keeps no Kafka user and no ACL: both are removed
-    before its status says why (so a narrowed policy takes effect within one pass). A removal that
-    fails is retried on the next pass, and the condition says so."""
-    spec = parse_group(obs.body, ctx.defaults)
-    user = provisioned_user(ctx, spec, obs.previous)
-    if user is None or not spec.bootstrap_servers:
-        return obs
-    try:
-        admin = ctx.admin(secrets.connection(ctx.api, ctx.secret_files, spec, ctx.own_options()))
-        acls, mechanisms = remove_user(admin, user)
-    except (AdminError, SpecError) as exc:
-        why = f"{obs.why} Removing user {user} and its ACLs failed, and is tried again: {exc}"
-        return dataclasses.replace(obs, why=why)
-    if acls or mechanisms:
-        message = f"user {user} and its {len(acls)} ACLs removed: {obs.why}"
-        post_event(ctx, obs.body, EventSpec("Warning", "AccessRevoked", message))
-    return dataclasses.replace(obs, previous=dataclasses.replace(obs.previous, kafka_user=None))
-
-
-def _finalize_members(
-    ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequence[Claim]], tenancy: Tenancy | None
-) -> str:
-    meta = body["metadata"]
-    namespace, name = meta["namespace"], meta["name"]
-    try:
-        spec = parse_group(body, ctx.defaults)
-    except SpecError as exc:
-        return f"nothing to clean up ({exc})"
-    if spec.deletion_policy == RETAIN:
-        return "deletionPolicy Retain: the group is left as it is"
-    if not spec.bootstrap_servers:
-        return "no bootstrap servers: nothing to clean up"
-    refusal = ctx.limits.refusal(spec)
-    if refusal is not None and refusal.reason != REPLICAS_ABOVE_LIMIT:
-        return f"left as it is: {refusal.message}"
-    if tenancy is not None and not tenancy.allows_group(spec.namespace, spec.group_id):
-        return f"namespace {spec.namespace} may not claim group {spec.group_id}: left as it is"
-    winner = other_owner(spec, previous_cluster_id(body), claims, tenancy)
-    if winner is not None:
-        return f"group {spec.group_id} belongs to {winner.ref}: left as it is"
-    api = ctx.api
-    statefulset = api.get_statefulset(namespace, name)
-    if statefulset is not None and int(statefulset["spec"].get("replicas", 0)) > 0:
-        api.scale_statefulset(namespace, name, 0)
-    running = [p for p in fleet_pods(api, spec) if builders.consumer_may_run(p)]
-    if running:
-        raise Retry(f"waiting for {len(running)} pods to stop before removing their members")
-    admin = ctx.admin(secrets.connection(api, ctx.secret_files, spec, ctx.own_options()))
-    previous = FleetStatus.of(body.get("status"))
-    known = max(
-        min(spec.replicas, ctx.limits.max_replicas),
-        int((statefulset or {}).get("spec", {}).get("replicas", 0) or 0),
-        previous.scale_down.from_replicas if previous.scale_down else 0,
-        previous.replicas or 0,
-    )
-    ids = list(spec.member_ids(0, known))
-    try:
-        with contextlib.suppress(GroupNotFound):
-            ids += sorted(admin.describe_group(spec.group_id).instance_ids - set(ids))
-        report = admin.remove_members(spec.group_id, ids, reason="staticfleet: StaticConsumerGroup deleted")
-        if report.failed:
-            raise Retry(removal_message(report, "removal incomplete"))
-        with contextlib.suppress(AdminError):  # without pre-registration there is nothing to withdraw
-            admin.set_group_config(spec.group_id, PRE_REGISTRATION_CONFIG, None)
-        pre = previous.pre_registration
-        if pre is not None and pre.hold_member_id:
-            with contextlib.suppress(AdminError):  # expired already, or it expires by itself
-                admin.release_join_phase(spec.group_id, pre.hold_member_id)
-    except (CoordinatorUnreachable, AdminError) as exc:
-        if _patience_left(body):
-            raise Retry(f"cannot remove the members yet: {exc}") from exc
-        post_event(
-            ctx,
-            body,
-            EventSpec("Warning", "CoordinatorUnavailable", f"deleted without removing members: {exc}"),
-        )
-        return f"gave up removing members: {exc}"
-    ctx.metrics.members_removed.labels(spec.group_id).inc(len(report.removed))
-    ctx.metrics.removal_batches.labels(spec.group_id, "ok").inc()
-    message = removal_message(report, "deleted")
-    post_event(ctx, body, EventSpec("Normal", "MembersRemoved", message))
-    return message
+    """The members first, then the user: each part's steps stop at the first that fails, and a part that
+    is not done (Retry) ends the attempt before the next one begins."""
+    observation, admin = observe_deletion(ctx, body, claims, tenancy)
+    if isinstance(observation, Untouched):
+        return observation.why
+    plan = plan_deletion(observation)
+    said = []
+    for steps, finished in ((plan.members, members_finished), (plan.user, user_finished)):
+        io = PassIO(ctx, body, observation.observed, Outcome(), admin)
+        run_steps(steps, io, stop_on_failure=True)
+        result = finished(observation, plan, io.outcome)
+        for event in result.events:
+            post_event(ctx, body, event)
+        if result.retry is not None:
+            raise Retry(result.retry)
+        if result.message:
+            said.append(result.message)
+    return "; ".join(said)

@@ -48,41 +48,56 @@ log = logging.getLogger(__name__)
 class Outcome:
     """Filled in by the steps as they run; the status planner reads it."""
 
-    scale_down: ScaleDownState | None
+    scale_down: ScaleDownState | None = None
     """The scale-down record as planned, then as the steps leave it."""
-    pre_registration: PreRegistration | None
+    pre_registration: PreRegistration | None = None
     statefulset: Manifest | None = None
     rejected: str | None = None
     """Why the API server refused our objects (the pass stops there)."""
     conflict: ApplyConflict | None = None
     """Another operator owns fields of our children (the pass stops there, and writes no status)."""
+    removal: RemovalReport | None = None
+    """The coordinator's answer to a LeaveGroup batch."""
     removal_error: str | None = None
+    """Why members could not be removed: the batch unanswered, or answered with failures."""
     events: list[EventSpec] = field(default_factory=list)
     acted_on_group: bool = False
     """A step changed the group: read it again before computing status."""
     access_error: str | None = None
     """Provisioning the fleet's user or ACLs failed (Degraded says why; the next pass tries again)."""
     user_retired: bool = False
+    retire_error: str | None = None
+    """Why a user could not be removed (as the cluster said it)."""
 
     @property
     def halted(self) -> bool:
         """The pass stops here: the API server refused our objects, or another operator owns them."""
         return self.rejected is not None or self.conflict is not None
 
+    @property
+    def failed(self) -> bool:
+        """A step could not do its work (the fields above say why)."""
+        return self.halted or self.removal_error is not None or self.access_error is not None
 
-class StepIO(Protocol):
+
+class AccessIO(Protocol):
+    """What the steps on a fleet's user touch: the cluster, and the outcome."""
+
+    @property
+    def admin(self) -> GroupAdmin: ...
+    @property
+    def outcome(self) -> Outcome: ...
+
+
+class StepIO(AccessIO, Protocol):
     """What steps may touch (reconcile.PassIO is the real one; tests pass their own)."""
 
     @property
     def api(self) -> KubeApi: ...
     @property
-    def admin(self) -> GroupAdmin: ...
-    @property
     def metrics(self) -> OperatorMetrics: ...
     @property
     def observed(self) -> Observed: ...
-    @property
-    def outcome(self) -> Outcome: ...
     @property
     def written(self) -> FleetStatus:
         """The status as the API server holds it now."""
@@ -253,25 +268,26 @@ class RevokeAcls:
 
 @dataclass(frozen=True, slots=True)
 class RetireFleetUser:
-    """A user the resource no longer wants: its ACLs, then its SCRAM credentials, are deleted (status
-    keeps its name until this succeeds). Its Secret stays until the resource goes."""
+    """A user the operator made for the resource, which it no longer has: kafka.credentials became
+    External, its namespace may no longer claim what it names, or the resource is being deleted. Its ACLs,
+    then its SCRAM credentials, are deleted (status keeps its name until this succeeds); `announce` is
+    the Event that says so. Its Secret stays until the resource goes."""
 
     user: RetiredUser
+    announce: EventSpec | None = None
 
-    def run(self, io: StepIO) -> None:
+    def run(self, io: AccessIO) -> None:
         retired = self.user
         try:
             io.admin.delete_acls(retired.acls)
             io.admin.delete_scram(retired.user, retired.mechanisms)
         except AdminError as exc:
             io.outcome.access_error = f"could not remove the former user {retired.user}: {exc}"
+            io.outcome.retire_error = str(exc)
             return
         io.outcome.user_retired = True
-        io.outcome.events.append(
-            EventSpec(
-                "Normal", "UserRemoved", f"user {retired.user} and its {len(retired.acls)} ACLs removed"
-            )
-        )
+        if self.announce is not None:
+            io.outcome.events.append(self.announce)
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,17 +332,17 @@ class ApplyChildren:
 
 @dataclass(frozen=True, slots=True)
 class RemoveMembers:
-    """One LeaveGroup batch for the departed instance ids; UNKNOWN_MEMBER_ID means already gone. The
-    record notes the answer (ConfirmingRemoval, or the error), and a Checkpoint follows: from then on,
-    members the coordinator lists again are known to have returned."""
+    """One LeaveGroup batch for the departed instance ids (`reason`: what the coordinator logs);
+    UNKNOWN_MEMBER_ID means already gone. Within a scale-down the record notes the answer
+    (ConfirmingRemoval, or the error), and a Checkpoint follows: from then on, members the coordinator
+    lists again are known to have returned. `purpose` begins the MembersRemoved Event."""
 
     instance_ids: tuple[str, ...]
     reason: str
+    purpose: str = "scale-down"
 
     def run(self, io: StepIO) -> None:
         outcome, metrics, group = io.outcome, io.metrics, io.observed.spec.group_id
-        record = outcome.scale_down
-        assert record is not None
         error: str | None
         try:
             report = io.admin.remove_members(io.observed.spec.group_id, self.instance_ids, reason=self.reason)
@@ -334,16 +350,28 @@ class RemoveMembers:
             metrics.removal_batches.labels(group, "failed").inc()
             error = str(exc)
         else:
+            outcome.removal = report
             error = None if report.ok else removal_message(report, "removal incomplete")
             metrics.removal_batches.labels(group, "ok" if report.ok else "failed").inc()
             metrics.members_removed.labels(group).inc(len(report.removed))
             if report.ok:
                 outcome.events.append(
-                    EventSpec("Normal", "MembersRemoved", removal_message(report, "scale-down"))
+                    EventSpec("Normal", "MembersRemoved", removal_message(report, self.purpose))
                 )
         outcome.removal_error = error
-        outcome.scale_down = after_removal(record, error is None, error, io.observed.now)
+        if outcome.scale_down is not None:
+            outcome.scale_down = after_removal(outcome.scale_down, error is None, error, io.observed.now)
         outcome.acted_on_group = True
+
+
+@dataclass(frozen=True, slots=True)
+class StopConsumers:
+    """The StatefulSet scaled to 0, before a deleted fleet's members go: its spec.replicas alone, by
+    merge patch (the rest of it is left as it is, and a resource being deleted gets no new children)."""
+
+    def run(self, io: StepIO) -> None:
+        spec = io.observed.spec
+        io.api.scale_statefulset(spec.namespace, spec.name, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,6 +420,7 @@ Step = (
     | WithdrawPreRegistration
     | ApplyChildren
     | RemoveMembers
+    | StopConsumers
     | Checkpoint
     | WriteStatus
 )
