@@ -1,5 +1,5 @@
 """What a pass, or a deletion, sees: everything it read, as values the planners decide from (observe.py
-reads them; planner.py decides)."""
+reads them; steps.py and deletion.py decide)."""
 
 from __future__ import annotations
 

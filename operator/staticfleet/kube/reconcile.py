@@ -1,7 +1,7 @@
 """One reconcile pass for one StaticConsumerGroup, and its deletion: the executor.
 
-A pass is: observe (observe.py: every read) -> plan the steps (planner.plan_actions, pure) -> run them
--> plan the status (planner.plan_status, pure) -> write it once (WriteStatus). Every step is idempotent,
+A pass is: observe (observe.py: every read) -> plan the steps (steps.plan_actions, pure) -> run them
+-> plan the status (status.plan_status, pure) -> write it once (WriteStatus). Every step is idempotent,
 so a pass that dies half-way is simply run again; a status write that meets a newer resourceVersion
 starts the pass again from a fresh read.
 """
@@ -17,24 +17,15 @@ from typing import Any
 from staticfleet.admin import GroupAdmin
 from staticfleet.kube.claims import Claim
 from staticfleet.kube.context import OperatorContext
+from staticfleet.kube.deletion import members_finished, plan_deletion, user_finished
 from staticfleet.kube.fleetstatus import EventSpec, FleetStatus
 from staticfleet.kube.kubeapi import ApplyConflict, KubeApi, KubeError
 from staticfleet.kube.metrics import OperatorMetrics
 from staticfleet.kube.observation import Conflicting, Invalid, Observed, Untouched
 from staticfleet.kube.observe import fleet_pods, observe, observe_deletion, observe_group, observe_lag
-from staticfleet.kube.planner import (
-    members_finished,
-    plan_actions,
-    plan_conflict,
-    plan_deletion,
-    plan_invalid,
-    plan_status,
-    plan_withdrawal,
-    scale_duration,
-    user_finished,
-)
 from staticfleet.kube.spec import Manifest
-from staticfleet.kube.steps import Outcome, Step, WriteStatus
+from staticfleet.kube.status import plan_conflict, plan_invalid, plan_status, scale_duration
+from staticfleet.kube.steps import Outcome, Step, WriteStatus, plan_actions, plan_withdrawal
 from staticfleet.kube.tenancy import Tenancy
 
 log = logging.getLogger(__name__)
@@ -267,7 +258,7 @@ def finalize(
     claims: Mapping[str, Sequence[Claim]],
     tenancy: Tenancy | None = None,
 ) -> str:
-    """The finalizer's work (planner.plan_deletion). Raises Retry while waiting; returns what was done
+    """The finalizer's work (deletion.plan_deletion). Raises Retry while waiting; returns what was done
     (for the log)."""
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]

@@ -1,4 +1,8 @@
-"""The status, computed in one place from what a pass saw: a pure function of its inputs.
+"""The status, computed in one place from what a pass saw and what its steps did: pure functions.
+
+plan_status is where a pass ends: it turns the observation and the steps' outcome into the inputs of
+compute_status and the one WriteStatus. plan_invalid and plan_conflict do the same for a resource the
+operator does not reconcile.
 
 The parts are small functions of their own: the group block and its rebalances (group_status.py), the
 members and pods compared (members.py), each condition and the Events their changes are worth
@@ -13,10 +17,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from staticfleet.admin.model import LagSummary
+from staticfleet.kube import faults
 from staticfleet.kube.builders import selector_string
+from staticfleet.kube.claims import describe_shared, shared_instance_ids
 from staticfleet.kube.conditions import (
     DEGRADED,
     GROUP_STABLE,
+    INVALID_SPEC,
     MEMBERS_OUTSIDE_FLEET,
     PODS_OUTSIDE_GROUP,
     PROGRESSING,
@@ -37,12 +44,30 @@ from staticfleet.kube.conditions import (
     ready,
     scale_down_blocked,
 )
-from staticfleet.kube.fleetstatus import EventSpec, FleetStatus, GroupStatus, KafkaUser, Lag, Member
+from staticfleet.kube.fleetstatus import (
+    EventSpec,
+    FleetStatus,
+    GroupStatus,
+    KafkaUser,
+    Lag,
+    Member,
+    holding_reason,
+)
 from staticfleet.kube.group_status import GroupSeen, group_status
 from staticfleet.kube.members import fenced_pods, group_members
-from staticfleet.kube.observation import GroupObservation
-from staticfleet.kube.scaling import Blocked, LastScale, PreRegistration, ScaleDownState
+from staticfleet.kube.observation import Conflicting, GroupObservation, Invalid, Observed
+from staticfleet.kube.scaling import (
+    Blocked,
+    LastScale,
+    PreRegistration,
+    ScaleDirection,
+    ScaleDownState,
+    ScalePhase,
+    parse_time,
+    removal_confirmed,
+)
 from staticfleet.kube.spec import GroupSpec, Manifest
+from staticfleet.kube.steps import ActionPlan, Outcome, WriteStatus
 
 MEMBER_LIST_CAP = 50
 
@@ -206,3 +231,155 @@ def invalid_status(
     (a scale-down in progress above all) is kept."""
     conditions = invalid_conditions(previous.conditions, generation, message, now, reason)
     return replace(previous, observed_generation=generation, conditions=conditions)
+
+
+# -- the status that ends a pass -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StatusPlan:
+    step: WriteStatus
+    completed_scale: LastScale | None = None
+
+
+def plan_status(
+    obs: Observed,
+    plan: ActionPlan,
+    outcome: Outcome,
+    group: GroupObservation,
+    pods: tuple[Manifest, ...],
+    written: FleetStatus,
+) -> StatusPlan:
+    """The one status write that ends a pass, from what was observed (`group` and `pods` as read again
+    after the steps) and what the steps did. `written`: the status as the server holds it now. Pure."""
+    spec, now, scale = obs.spec, obs.now, plan.scale
+    if outcome.rejected is not None:
+        status = invalid_status(written, obs.generation, outcome.rejected, now, INVALID_SPEC)
+        return StatusPlan(WriteStatus(status, ()))
+    events = list(outcome.events)
+    last_scale = obs.previous.last_scale
+    pre = outcome.pre_registration
+    if scale.started is not None:
+        started = scale.started
+        last_scale = LastScale.starting(started, now)
+        note = ""
+        if started.direction is ScaleDirection.UP and pre is not None and scale.pre_register_ids is not None:
+            if pre.hold_member_id:
+                note = "; the join phase is held until the new instances have joined"
+            elif pre.accepted:
+                note = "; new instances pre-registered with the coordinator"
+            else:
+                note = f"; no pre-registration ({pre.message})"
+        events.append(
+            EventSpec(
+                "Normal",
+                "Scaled",
+                f"scaling {started.direction.value.lower()} from {started.from_replicas} "
+                f"to {started.to_replicas}{note}",
+            )
+        )
+    if scale.completed_scale_down is not None:
+        done = scale.completed_scale_down
+        events.append(
+            EventSpec(
+                "Normal",
+                "MembersExpired",
+                f"scale-down to {done.to_replicas}: {', '.join(done.pending_instance_ids)} left the group "
+                "after the session timeout",
+            )
+        )
+    if scale.returned_instance_ids:
+        events.append(
+            EventSpec(
+                "Warning",
+                "MembersReturned",
+                f"{', '.join(scale.returned_instance_ids)} are members again after their removal (the "
+                "coordinator restarted before it persisted it); removing them again",
+            )
+        )
+    record = outcome.scale_down
+    if (
+        record is not None
+        and record.phase is ScalePhase.CONFIRMING_REMOVAL
+        and outcome.acted_on_group
+        and removal_confirmed(record, obs.fleet(group))
+    ):
+        record = None  # the group read after the removal already shows it settled
+    if pre is not None and not pre.accepted and last_scale is not None and last_scale.completed_at:
+        pre = None  # a refused pre-registration is only news while its scale-up runs
+    result: StatusResult = compute_status(
+        StatusInputs(
+            spec=spec,
+            generation=obs.generation,
+            previous=obs.previous,
+            statefulset=outcome.statefulset,
+            pods=pods,
+            group=group,
+            now=now,
+            scale_down=record,
+            scale_waiting=scale.waiting if record is not None else None,
+            pre_registration=pre,
+            last_scale=last_scale,
+            removal_error=outcome.removal_error,
+            access_error=outcome.access_error or (obs.access.error if obs.access is not None else None),
+            kafka_user=kafka_user_status(obs, outcome),
+            blocked=scale.blocked,
+            cluster_id=obs.cluster_id,
+            lag=obs.lag,
+        )
+    )
+    step = WriteStatus(result.status, (*events, *result.events), crash_points(plan, outcome))
+    return StatusPlan(step, result.completed_scale)
+
+
+def crash_points(plan: ActionPlan, outcome: Outcome) -> tuple[str, ...]:
+    """The fault tests' points that the pass's status write completes: a shrink, or a scale-up, recorded."""
+    planned, record, started = plan.scale.scale_down, outcome.scale_down, plan.scale.started
+    shrunk = (
+        planned is not None
+        and planned.phase is ScalePhase.SHRINKING
+        and record is not None
+        and record.phase is ScalePhase.WAITING_FOR_PODS
+    )
+    grown = started is not None and started.direction is ScaleDirection.UP
+    return (faults.STATEFULSET_SHRUNK,) * shrunk + (faults.SCALE_UP_RECORDED,) * grown
+
+
+def kafka_user_status(obs: Observed, outcome: Outcome) -> KafkaUser | None:
+    """status.kafkaUser: the provisioned user; a former one stays there until it is removed."""
+    access = obs.fleet_access
+    if access is not None:
+        return KafkaUser(access.user, access.secret_name)
+    return None if outcome.user_retired else obs.previous.kafka_user
+
+
+def plan_invalid(obs: Invalid, outcome: Outcome) -> WriteStatus:
+    """Conditions say what to fix; the rest of the status (a scale-down in progress above all) is kept.
+    A refusal (not a schema matter, so nothing else told the author) is also an Event, once. `outcome`:
+    what the withdrawal of the resource's user did (a removal that failed is tried again next pass)."""
+    why, previous = obs.why, obs.previous
+    failure = obs.withdrawal_error or outcome.retire_error
+    if failure is not None:
+        why = f"{why} Removing user {obs.user} and its ACLs failed, and is tried again: {failure}"
+    elif outcome.user_retired:
+        previous = replace(previous, kafka_user=None)
+    events = list(outcome.events)
+    if obs.reason != INVALID_SPEC and holding_reason(obs.previous.conditions, DEGRADED) != obs.reason:
+        events.append(EventSpec("Warning", obs.reason, why))
+    return WriteStatus(invalid_status(previous, obs.generation, why, obs.now, obs.reason), tuple(events))
+
+
+def plan_conflict(obs: Conflicting) -> WriteStatus:
+    shared = shared_instance_ids(obs.spec, obs.winner)
+    overlap = describe_shared(obs.spec, obs.winner, shared) if shared else ""
+    result = conflict_status(
+        obs.spec, obs.generation, obs.previous, obs.winner.ref, obs.now, obs.cluster_id, overlap
+    )
+    return WriteStatus(result.status, result.events)
+
+
+def scale_duration(completed: LastScale, now: datetime) -> tuple[str, float] | None:
+    started_at = parse_time(completed.started_at)
+    if started_at is None:
+        return None
+    return completed.direction.value, (now - started_at).total_seconds()

@@ -1,6 +1,11 @@
-"""The steps of a pass: typed, each a frozen dataclass with a `run(io)` method that performs it through
-`StepIO` and notes what happened in `io.outcome`. planner.py decides which steps a pass takes, and in
-which order, from the observation alone; reconcile.py runs them.
+"""The steps of a pass, and the rules that choose them.
+
+A step is a frozen dataclass with a `run(io)` method that performs it through `StepIO` and notes what
+happened in `io.outcome`. The planners at the end of this module (plan_actions for a pass,
+plan_withdrawal for a resource its tenancy refuses) decide which steps to take, and in which order, from
+the observation alone: they are pure. A deletion takes these same steps (deletion.plan_deletion);
+reconcile.py runs them; the status that ends a pass is status.plan_status's. Adding a step is one class
+here, its rule in a planner here, and its test (docs/architecture.md walks through one).
 
 Every step is idempotent: a pass that dies after any step is simply run again, and the records in status
 (scaleDown, preRegistration) say where a scale stands. Those are written once, at the end of the pass
@@ -17,19 +22,20 @@ from typing import TYPE_CHECKING, Protocol
 from staticfleet.admin import AclBinding, AdminError, ConfigRejected, RemovalReport
 from staticfleet.coordinator import EXPECTED_INSTANCE_IDS as PRE_REGISTRATION_CONFIG
 from staticfleet.kube import builders, faults
-from staticfleet.kube.access import (
-    SCRAM_ITERATIONS,
-    RetiredUser,
-)
+from staticfleet.kube.access import SCRAM_ITERATIONS, RetiredUser, plan_access
 from staticfleet.kube.fleetstatus import EventSpec, FleetStatus
 from staticfleet.kube.kubeapi import ApplyConflict, KubeError
-from staticfleet.kube.observation import Observed
+from staticfleet.kube.observation import Invalid, Observed
 from staticfleet.kube.scaling import (
     PreRegistration,
+    ScaleDirection,
     ScaleDownState,
     ScalePhase,
+    ScalePlan,
     after_removal,
     iso,
+    plan_scale,
+    pre_registration_done,
 )
 from staticfleet.kube.spec import Manifest
 
@@ -435,3 +441,82 @@ def removal_message(report: RemovalReport, why: str) -> str:
     if report.failed:
         parts.append("failed: " + ", ".join(f"{r.instance_id} ({r.outcome})" for r in report.failed))
     return f"{why}: " + "; ".join(parts) + f" (group {report.group_id})"
+
+
+# -- which steps to take -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ActionPlan:
+    steps: tuple[Step, ...]
+    scale: ScalePlan
+
+    def outcome(self, obs: Observed) -> Outcome:
+        """Where the steps start from: the records as planned, the children as observed."""
+        return Outcome(self.scale.scale_down, obs.pre_registration, obs.statefulset)
+
+
+def plan_actions(obs: Observed) -> ActionPlan:
+    """The steps that change the cluster or the group, in order; a Checkpoint wherever a later step needs
+    the scale records durable first. Pure."""
+    spec = obs.spec
+    scale = plan_scale(spec, obs.scale_down, obs.fleet(), obs.now, obs.step_timeout)
+    steps: list[Step] = list(plan_access_steps(obs))
+    if scale.persist_first and scale.scale_down is not None:
+        steps.append(Checkpoint(faults.SCALE_DOWN_RECORDED))  # the pending ids, before any pod goes
+    if scale.pre_register_ids is not None:
+        steps += (PreRegister(scale.pre_register_ids), Checkpoint(faults.PRE_REGISTERED))
+    elif pre_registration_finished(obs):
+        steps.append(WithdrawPreRegistration())
+    if scale.remove_instance_ids and scale.scale_down is not None:
+        # First: the group waits for this removal, and the StatefulSet is already at its new size.
+        reason = f"staticfleet: scaled down to {scale.scale_down.to_replicas}, consumers stopped"
+        steps += (RemoveMembers(scale.remove_instance_ids, reason), Checkpoint(faults.MEMBERS_REMOVED))
+    grows = scale.started is not None and scale.started.direction is ScaleDirection.UP
+    steps.append(ApplyChildren(scale.statefulset_replicas, grows))
+    return ActionPlan(tuple(steps), scale)
+
+
+def plan_access_steps(obs: Observed) -> tuple[Step, ...]:
+    """A provisioned fleet's user, Secret and ACLs, before the children (the pods read the Secret)."""
+    if obs.retired is not None:
+        return (RetireFleetUser(obs.retired, user_removed(obs.retired)),)
+    if obs.access is None:
+        return ()
+    access = obs.access.access
+    plan = plan_access(obs.access, obs.spec)
+    steps: list[Step] = []
+    if plan.credential_password is not None:
+        steps.append(SetFleetCredential(access.user, access.mechanism, plan.credential_password))
+    if plan.secret is not None:
+        steps.append(ApplyFleetSecret(plan.secret))
+    if plan.grant:
+        steps.append(GrantAcls(plan.grant))
+    if plan.revoke:
+        steps.append(RevokeAcls(plan.revoke))
+    return tuple(steps)
+
+
+def pre_registration_finished(obs: Observed) -> bool:
+    """Our pre-registration is in force and every instance it names is in a Stable group (or it is too
+    old to still be useful)."""
+    pre = obs.pre_registration
+    if pre is None or not pre.accepted:
+        return False
+    group = obs.group
+    return pre_registration_done(pre, group.state, group.instance_ids, obs.spec.rebalance_timeout_ms, obs.now)
+
+
+def user_removed(user: RetiredUser) -> EventSpec:
+    return EventSpec("Normal", "UserRemoved", f"user {user.user} and its {len(user.acls)} ACLs removed")
+
+
+def plan_withdrawal(obs: Invalid) -> tuple[RetireFleetUser, ...]:
+    """A resource outside its namespace's tenancy keeps no Kafka user and no ACL: both are removed before
+    its status says why, so that a narrowed policy takes effect within one pass."""
+    held = obs.withdrawn
+    if held is None:
+        return ()
+    revoked = f"user {held.user} and its {len(held.acls)} ACLs removed: {obs.why}"
+    announce = EventSpec("Warning", "AccessRevoked", revoked) if held.acls or held.mechanisms else None
+    return (RetireFleetUser(held, announce),)

@@ -25,10 +25,15 @@ from staticfleet.kube.access import (
 )
 from staticfleet.kube.claims import Claim
 from staticfleet.kube.kubeapi import KubeApi
-from staticfleet.kube.planner import plan_actions
 from staticfleet.kube.reconcile import finalize, reconcile
 from staticfleet.kube.spec import SpecError
-from staticfleet.kube.steps import ApplyChildren, ApplyFleetSecret, GrantAcls, SetFleetCredential
+from staticfleet.kube.steps import (
+    ApplyChildren,
+    ApplyFleetSecret,
+    GrantAcls,
+    SetFleetCredential,
+    plan_actions,
+)
 from staticfleet.kube.tenancy import NamePattern, NamespaceSelector, Tenancy, TenancyPolicy
 
 from .fixtures import group_spec, resource

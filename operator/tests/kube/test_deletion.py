@@ -1,4 +1,4 @@
-"""A deletion as planned steps: the rules of planner.plan_deletion, and the finalizer running them against
+"""A deletion as planned steps: the rules of deletion.plan_deletion, and the finalizer running them against
 the in-memory API server and coordinator of test_reconcile."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 from staticfleet.admin import AclBinding, CoordinatorUnreachable
 from staticfleet.admin.model import GroupDescription, MemberDescription, MemberRemoval, Node, RemovalReport
 from staticfleet.kube.access import RetiredUser
+from staticfleet.kube.deletion import DeletionPlan, members_finished, plan_deletion
 from staticfleet.kube.fleetstatus import FleetStatus
 from staticfleet.kube.observation import Deleting, GroupObservation, Observed
-from staticfleet.kube.planner import DeletionPlan, members_finished, plan_deletion
 from staticfleet.kube.reconcile import Retry, finalize, reconcile
 from staticfleet.kube.scaling import iso
 from staticfleet.kube.steps import (

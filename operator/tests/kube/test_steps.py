@@ -1,4 +1,5 @@
-"""The pass planner: which typed steps a pass takes, decided from the observation alone."""
+"""Which typed steps a pass takes, decided from the observation alone (steps.plan_actions), and the one
+status write that ends it (status.plan_status)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from staticfleet.admin.model import GroupDescription, MemberDescription, Node
 from staticfleet.kube.claims import Claim
 from staticfleet.kube.fleetstatus import FleetStatus
 from staticfleet.kube.observation import Conflicting, GroupObservation, Observed
-from staticfleet.kube.planner import plan_actions, plan_conflict, plan_status
 from staticfleet.kube.scaling import PreRegistration, ScaleDownState, ScalePhase, iso
 from staticfleet.kube.spec import InstanceIds
+from staticfleet.kube.status import plan_conflict, plan_status
 from staticfleet.kube.steps import (
     ApplyChildren,
     Checkpoint,
@@ -20,6 +21,7 @@ from staticfleet.kube.steps import (
     RemoveMembers,
     StepIO,
     WithdrawPreRegistration,
+    plan_actions,
 )
 
 from .fixtures import group_spec, resource
