@@ -8,7 +8,7 @@ between two observations (`rebalancesSource: observed`, a lower bound).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from staticfleet.coordinator import GroupState
@@ -79,12 +79,8 @@ def group_status(seen: GroupSeen) -> tuple[GroupStatus, list[EventSpec]]:
     # next answer is added to them rather than taken as the whole count.
     if previous is None:
         return base, []
-    kept = GroupStatus(
-        state=base.state,
-        members=base.members,
-        assigned_partitions=base.assigned_partitions,
-        protocol=base.protocol,
-        observed_fingerprint=base.observed_fingerprint,
+    kept = replace(
+        base,
         generation=previous.generation,
         rebalances=previous.rebalances,
         coordinator_rebalances=previous.coordinator_rebalances,
@@ -100,12 +96,9 @@ def _from_coordinator(seen: GroupSeen, base: GroupStatus) -> tuple[GroupStatus, 
     shown = previous.rebalances if previous else None
     total = rebalances_total(shown, previous.coordinator_rebalances if previous else None, view.rebalances)
     last = view.last_rebalance
-    status = GroupStatus(
-        state=base.state,
-        members=base.members,
-        assigned_partitions=base.assigned_partitions,
+    status = replace(
+        base,
         protocol=base.protocol or view.protocol,
-        observed_fingerprint=base.observed_fingerprint,
         generation=view.generation,
         rebalances=total,
         coordinator_rebalances=view.rebalances,
@@ -163,12 +156,8 @@ def _observed(seen: GroupSeen, base: GroupStatus) -> tuple[GroupStatus, list[Eve
     last = previous.last_rebalance if previous is not None else None
     if rebalanced:
         last = LastRebalance(iso(seen.now), "observed", None)
-    status = GroupStatus(
-        state=base.state,
-        members=base.members,
-        assigned_partitions=base.assigned_partitions,
-        protocol=base.protocol,
-        observed_fingerprint=base.observed_fingerprint,
+    status = replace(
+        base,
         rebalances=count + (1 if rebalanced else 0),
         rebalances_source=RebalancesSource.OBSERVED,
         last_rebalance=last,
