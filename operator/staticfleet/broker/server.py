@@ -25,12 +25,7 @@ from typing import Any
 
 from kio.static.protocol import ResponsePayload
 
-from staticfleet.broker import (
-    apis,
-    fetch_wire,
-    registry,
-    security_apis,  # noqa: F401  (registers the security APIs)
-)
+from staticfleet.broker import apis, fetch_wire, registry
 from staticfleet.broker.codec import (
     EncodedBody,
     FrameError,

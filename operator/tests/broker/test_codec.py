@@ -18,7 +18,7 @@ from kio.schema.types import GroupId
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32, i32Timedelta
 
-from staticfleet.broker import apis
+from staticfleet.broker.apis import groups
 from staticfleet.broker.codec import (
     FrameError,
     TrailingFieldBody,
@@ -180,9 +180,9 @@ def test_a_followers_join_answer_is_the_same_bytes_as_kio_writes(
     version: int, shared: coordinator_messages.JoinGroupResponse
 ) -> None:
     protocol_name = None if version >= 7 and shared.protocol_name == "" else shared.protocol_name
-    body = apis._join_body(version, shared, protocol_name)
+    body = groups._join_body(version, shared, protocol_name)
     for member_id in _MEMBER_IDS:
-        expected = encode_body(for_version(apis._join_response(shared, protocol_name, member_id), version))
+        expected = encode_body(for_version(groups._join_response(shared, protocol_name, member_id), version))
         written = body.with_field(member_id.encode("utf-8"))
         assert written.body == expected.body
         assert written.flexible_header == expected.flexible_header
@@ -214,7 +214,7 @@ def test_a_sync_answer_is_the_same_bytes_as_kio_writes(
                 version,
             )
         )
-        written = apis._sync_body(version, r).with_field(assignment)
+        written = groups._sync_body(version, r).with_field(assignment)
         assert written.body == expected.body
         assert written.flexible_header == expected.flexible_header
 

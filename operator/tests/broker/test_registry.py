@@ -43,7 +43,7 @@ def test_an_api_cannot_be_served_by_two_handlers() -> None:
 
     with pytest.raises(ValueError, match="served twice"):
         registry.kafka_api("heartbeat", (0, 4))(again)
-    assert registry.api_named("heartbeat").handler is apis.handle_heartbeat
+    assert registry.api_named("heartbeat").handler is apis.groups.handle_heartbeat
 
 
 def test_an_unknown_api_name_fails_when_the_handler_is_declared() -> None:

@@ -14,7 +14,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewPartitions
 
 from conformance import driver as d
-from staticfleet.broker.apis import _ClearedWhenFull
+from staticfleet.broker.apis.groups import _ClearedWhenFull
 from staticfleet.broker.server import BrokerServer, BrokerSettings
 from staticfleet.coordinator import CoordinatorConfig
 from staticfleet.coordinator.consumer_protocol import Subscription, encode_subscription

@@ -1,0 +1,169 @@
+"""CreateTopics, DeleteTopics and CreatePartitions on the topic log."""
+
+from __future__ import annotations
+
+import uuid
+
+from kio.schema.create_partitions.v3 import request as create_partitions_req
+from kio.schema.create_partitions.v3 import response as create_partitions_res
+from kio.schema.create_topics.v7 import request as create_topics_req
+from kio.schema.create_topics.v7 import response as create_topics_res
+from kio.schema.delete_topics.v6 import request as delete_topics_req
+from kio.schema.delete_topics.v6 import response as delete_topics_res
+from kio.schema.types import TopicName
+from kio.static.primitive import i16, i32
+
+from staticfleet.broker.apis.common import NULL_TOPIC_ID, SOURCE_DEFAULT, SOURCE_DYNAMIC_TOPIC, E
+from staticfleet.broker.apis.security import access
+from staticfleet.broker.registry import NO_THROTTLE, BrokerContext, Request, kafka_api
+from staticfleet.broker.security.acl import AclOperation
+from staticfleet.broker.topiclog_errors import TopicLogError
+
+
+class _AssignmentError(TopicLogError):
+    error_code = E.invalid_replica_assignment
+
+
+def _invalid_assignment(ctx: BrokerContext) -> TopicLogError:
+    return _AssignmentError(f"replicas can only be placed on this broker (node {ctx.node_id})")
+
+
+@kafka_api("create_topics", (2, 7))
+async def handle_create_topics(
+    ctx: BrokerContext, request: Request[create_topics_req.CreateTopicsRequest]
+) -> create_topics_res.CreateTopicsResponse:
+    res = create_topics_res
+    validate_only = bool(request.optional("validate_only", False))
+    out = []
+    checks = access(ctx, request)
+    for topic in request.body.topics:
+        configs = {c.name: c.value for c in topic.configs}
+        if not checks.create_topic(topic.name):
+            out.append(
+                res.CreatableTopicResult(
+                    name=topic.name,
+                    topic_id=None,
+                    error_code=E.topic_authorization_failed,
+                    error_message="Authorization failed.",
+                    num_partitions=i32(-1),
+                    replication_factor=i16(-1),
+                    configs=(),
+                )
+            )
+            continue
+        try:
+            if topic.assignments:
+                if any(set(a.broker_ids) != {ctx.node_id} for a in topic.assignments):
+                    raise _invalid_assignment(ctx)
+                partitions, replication = len(topic.assignments), 1
+            else:
+                partitions, replication = topic.num_partitions, topic.replication_factor
+            description = await ctx.topics.create_topic_async(
+                topic.name, partitions, replication, configs, validate_only=validate_only
+            )
+            effective = ctx.topics.topic_configs(topic.name) if not validate_only else {}
+            # Without DESCRIBE_CONFIGS on the topic its settings are withheld (topic_config_error_code).
+            shown = not checks.enabled or checks.topic(AclOperation.DESCRIBE_CONFIGS, topic.name)
+            if not shown:
+                effective = {}
+            result = res.CreatableTopicResult(
+                name=topic.name,
+                topic_id=description.topic_id,
+                error_code=E.none,
+                error_message=None,
+                topic_config_error_code=i16(0 if shown else int(E.topic_authorization_failed)),
+                num_partitions=i32(description.partitions if shown else -1),
+                replication_factor=i16(1 if shown else -1),
+                configs=tuple(
+                    res.CreatableTopicConfigs(
+                        name=k,
+                        value=v,
+                        read_only=False,
+                        config_source=SOURCE_DYNAMIC_TOPIC if k in configs else SOURCE_DEFAULT,
+                        is_sensitive=False,
+                    )
+                    for k, v in sorted(effective.items())
+                ),
+            )
+        except TopicLogError as exc:
+            result = res.CreatableTopicResult(
+                name=topic.name,
+                topic_id=NULL_TOPIC_ID,
+                error_code=exc.error_code,
+                error_message=str(exc),
+                num_partitions=i32(-1),
+                replication_factor=i16(-1),
+                configs=(),
+            )
+        out.append(result)
+    return res.CreateTopicsResponse(throttle_time=NO_THROTTLE, topics=tuple(out))
+
+
+@kafka_api("delete_topics", (1, 6))
+async def handle_delete_topics(
+    ctx: BrokerContext, request: Request[delete_topics_req.DeleteTopicsRequest]
+) -> delete_topics_res.DeleteTopicsResponse:
+    wanted: list[tuple[str | None, uuid.UUID | None]]
+    if request.version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.body.topics]
+    else:
+        wanted = [(name, None) for name in request.optional("topic_names")]
+    responses = []
+    checks = access(ctx, request)
+    for name, topic_id in wanted:
+        if name is None and topic_id is not None:
+            name = ctx.topics.topic_name_for_id(topic_id)
+        error, message = E.none, None
+        if name is None:
+            error, message = E.unknown_topic_id, "Topic id not found"
+        elif checks.enabled and not (
+            checks.cluster(AclOperation.DELETE) or checks.topic(AclOperation.DELETE, name)
+        ):
+            error, message = E.topic_authorization_failed, "Topic authorization failed."
+        else:
+            try:
+                if ctx.topics.has_topic(name):
+                    topic_id = ctx.topics.describe_topic(name).topic_id
+                ctx.topics.delete_topic(name)
+            except TopicLogError as exc:
+                error, message = exc.error_code, str(exc)
+        responses.append(
+            delete_topics_res.DeletableTopicResult(
+                name=None if name is None else TopicName(name),
+                topic_id=topic_id,
+                error_code=error,
+                error_message=message,
+            )
+        )
+    return delete_topics_res.DeleteTopicsResponse(throttle_time=NO_THROTTLE, responses=tuple(responses))
+
+
+@kafka_api("create_partitions", (0, 3))
+async def handle_create_partitions(
+    ctx: BrokerContext, request: Request[create_partitions_req.CreatePartitionsRequest]
+) -> create_partitions_res.CreatePartitionsResponse:
+    results = []
+    checks = access(ctx, request)
+    for topic in request.body.topics:
+        error, message = E.none, None
+        if not checks.topic(AclOperation.ALTER, topic.name):
+            results.append(
+                create_partitions_res.CreatePartitionsTopicResult(
+                    name=topic.name, error_code=E.topic_authorization_failed, error_message=None
+                )
+            )
+            continue
+        try:
+            if topic.assignments and any(set(a.broker_ids) != {ctx.node_id} for a in topic.assignments):
+                raise _invalid_assignment(ctx)
+            ctx.topics.create_partitions(
+                topic.name, topic.count, validate_only=bool(request.body.validate_only)
+            )
+        except TopicLogError as exc:
+            error, message = exc.error_code, str(exc)
+        results.append(
+            create_partitions_res.CreatePartitionsTopicResult(
+                name=topic.name, error_code=error, error_message=message
+            )
+        )
+    return create_partitions_res.CreatePartitionsResponse(throttle_time=NO_THROTTLE, results=tuple(results))
