@@ -12,6 +12,7 @@ kio parses and writes every message; this module adds what a server needs around
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import io
 import struct
 import types
@@ -19,17 +20,30 @@ import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, Final, TypeVar
 
 from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.schema.index import api_key_map
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import (
+    f64,
+    i8,
+    i16,
+    i32,
+    i32Timedelta,
+    i64,
+    i64Timedelta,
+    u16,
+)
 from kio.static.protocol import ResponsePayload
 
-from staticfleet.broker.registry import API_KEYS, RequestHeader, UnsupportedVersion, key_of
 from staticfleet.coordinator.messages import MAX_STRING_BYTES
 
+API_KEYS: Final[dict[str, int]] = {name: key for key, name in api_key_map.items()}
+E = TypeVar("E")
 _HEAD = struct.Struct(">hhi")
 _I16 = struct.Struct(">h")
 _SIZE = struct.Struct(">i")
@@ -40,6 +54,31 @@ _API_VERSIONS = API_KEYS["api_versions"]  # answered with header v0 at every ver
 
 class FrameError(ValueError):
     """The frame cannot be parsed; the connection that sent it is closed."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+class UnsupportedVersion(Exception):
+    """A request for an API or version the registry does not serve (answered for ApiVersions only)."""
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int) -> None:
+        super().__init__(f"api {api_key} version {api_version} is not supported")
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+
+    def is_for(self, name: str) -> bool:
+        return self.api_key == API_KEYS[name]
+
+
+def key_of(response: ResponsePayload) -> int:
+    return int(response.__api_key__)
 
 
 def peek_header(frame: bytes) -> tuple[int, int, int]:
@@ -160,7 +199,7 @@ def _skip_variable(kafka_type: str, flexible: bool, buf: bytes, pos: int) -> int
     return _fits(pos + width.size + max(length, 0), buf)
 
 
-def _count(buf: bytes, pos: int, flexible: bool) -> tuple[int, int]:
+def _count(buf: bytes, pos: int, flexible: bool, nullable: bool) -> tuple[int, int]:
     if flexible:
         raw, pos = _uvarint(buf, pos)
         count = raw - 1
@@ -172,10 +211,10 @@ def _count(buf: bytes, pos: int, flexible: bool) -> tuple[int, int]:
     return max(count, 0), pos
 
 
-# A walk plan: the untagged fields in wire order as (operation, argument), runs of fixed-size fields
-# merged into one step; then whether the entity is flexible and the tags it knows.
+# A walk plan: the untagged fields in wire order as (operation, argument, nullable), runs of fixed-size
+# fields merged into one step; then whether the entity is flexible and the tags it knows.
 _FIXED, _VARIABLE, _ONE, _MANY, _FIXED_ARRAY, _VARIABLE_ARRAY = range(6)
-_Plan = tuple[tuple[tuple[int, Any], ...], bool, frozenset[int]]
+_Plan = tuple[tuple[tuple[int, Any, bool], ...], bool, frozenset[int]]
 _PLANS: dict[type[Any], _Plan] = {}
 
 
@@ -183,25 +222,29 @@ def _plan(entity: type[Any]) -> _Plan:
     known = _PLANS.get(entity)
     if known is not None:
         return known
-    steps: list[tuple[int, Any]] = []
+    steps: list[tuple[int, Any, bool]] = []
     for f in _fields(entity):
         if f.tag is not None:
             continue
         size = _FIXED_SIZES.get(f.kafka_type)
         if f.kind == _ENTITY:
-            step: tuple[int, Any] = (_ONE, f.nested)
+            step: tuple[int, Any, bool] = (_ONE, f.nested, f.nullable)
         elif f.kind == _ENTITIES:
-            step = (_MANY, f.nested)
+            step = (_MANY, f.nested, f.nullable)
         elif f.kind == _ARRAY:
-            step = (_FIXED_ARRAY, size) if size is not None else (_VARIABLE_ARRAY, f.kafka_type)
+            step = (
+                (_FIXED_ARRAY, size, f.nullable)
+                if size is not None
+                else (_VARIABLE_ARRAY, f.kafka_type, f.nullable)
+            )
         elif size is not None:
-            step = (_FIXED, size)
+            step = (_FIXED, size, False)
         elif f.kafka_type in ("string", "bytes", "records"):
-            step = (_VARIABLE, f.kafka_type)
+            step = (_VARIABLE, f.kafka_type, f.nullable)
         else:
             raise FrameError(f"cannot walk a field of type {f.kafka_type}")
         if step[0] == _FIXED and steps and steps[-1][0] == _FIXED:
-            steps[-1] = (_FIXED, steps[-1][1] + step[1])
+            steps[-1] = (_FIXED, steps[-1][1] + step[1], False)
         else:
             steps.append(step)
     tags = frozenset(f.tag for f in _fields(entity) if f.tag is not None)
@@ -216,7 +259,7 @@ def walk(entity: type[Any], buf: bytes, pos: int, out: bytearray | None = None) 
     """
     steps, flexible, known = _PLANS.get(entity) or _plan(entity)
     end = len(buf)
-    for op, arg in steps:
+    for op, arg, nullable in steps:
         start = pos
         if op == _FIXED:
             pos += arg
@@ -229,7 +272,7 @@ def walk(entity: type[Any], buf: bytes, pos: int, out: bytearray | None = None) 
             pos = walk(arg, buf, pos, out)
             continue
         else:
-            count, pos = _count(buf, pos, flexible)
+            count, pos = _count(buf, pos, flexible, nullable)
             if op == _MANY:
                 if out is not None:
                     out += buf[start:pos]
@@ -275,7 +318,7 @@ def _has_arrays(entity: type[Any]) -> bool:
     if known is None:
         known = _HAS_ARRAYS[entity] = any(
             op in (_MANY, _FIXED_ARRAY, _VARIABLE_ARRAY) or (op == _ONE and _has_arrays(arg))
-            for op, arg in _plan(entity)[0]
+            for op, arg, _ in _plan(entity)[0]
         )
     return known
 
@@ -349,28 +392,76 @@ def parse_request(frame: bytes, supported: Callable[[int, int], bool]) -> tuple[
     return RequestHeader(key, version, correlation_id, client_id), body
 
 
-# --- responses -----------------------------------------------------------------------------------------
+# --- carrying an entity over to another version of it ---------------------------------------------------
+
+
+def carry(value: Any, target: type[E]) -> E:
+    """`value` (an entity of one version) as the entity `target` (another version of the same message):
+    fields `target` lacks are dropped, fields only it has take the protocol's default (the schema's, or
+    the type's empty value, or null where the field is nullable), and a null where `target` cannot carry
+    one becomes the empty value. A request is read as its newest version this way, as Kafka's generated
+    classes read every version into one."""
+    carried: E = _carry(value, target)
+    return carried
 
 
 def for_version(response: ResponsePayload, version: int) -> ResponsePayload:
-    """The response as the entity of `version`: fields that version lacks are dropped, fields only it
-    has take its schema's default, and a null where it cannot carry one becomes the empty value."""
+    """The response as the entity of `version` (see `carry`)."""
     carried: ResponsePayload = _carry(response, response_schema(key_of(response), version))
     return carried
 
 
-_KEEP, _CARRY_ONE, _CARRY_MANY = range(3)
-# Per (source entity, target entity): the fields both have, how to carry each, and what a null becomes.
+_KEEP, _CARRY_ONE, _CARRY_MANY, _DEFAULT = range(4)
+# Per (source entity, target entity): each field `target` needs, how to carry it, and what a null
+# becomes (for _DEFAULT: the value itself).
 _CarryPlan = tuple[tuple[str, int, Any, Any], ...]
 _CARRY_PLANS: dict[tuple[type[Any], type[Any]], _CarryPlan] = {}
+_TYPE_DEFAULTS: Final[dict[str, Any]] = {
+    "int8": i8(0),
+    "int16": i16(0),
+    "uint16": u16(0),
+    "int32": i32(0),
+    "int64": i64(0),
+    "float64": f64(0.0),
+    "bool": False,
+    "string": "",
+    "bytes": b"",
+    "error_code": ErrorCode.none,
+    "timedelta_i32": i32Timedelta.parse(datetime.timedelta(0)),
+    "timedelta_i64": i64Timedelta.parse(datetime.timedelta(0)),
+}
+
+
+def _default(f: _Field) -> Any:
+    """The protocol default of a field with no default in its schema."""
+    if f.nullable:
+        return None
+    if f.kind in (_ARRAY, _ENTITIES):
+        return ()
+    if f.kind == _ENTITY:
+        return _empty_entity(f.nested)
+    if f.kafka_type not in _TYPE_DEFAULTS:
+        raise TypeError(f"no default for a field of type {f.kafka_type}")
+    return _TYPE_DEFAULTS[f.kafka_type]
+
+
+def _empty_entity(entity: type[Any]) -> Any:
+    return entity(**{name: value for name, _, _, value in _carry_plan(type(None), entity)})
 
 
 def _carry_plan(source: type[Any], target: type[Any]) -> _CarryPlan:
-    present = {f.name for f in dataclasses.fields(source)}
+    present = {f.name for f in dataclasses.fields(source)} if dataclasses.is_dataclass(source) else set()
+    has_default = {
+        f.name
+        for f in dataclasses.fields(target)
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+    }
     plan = []
     for f in _fields(target):
         if f.name not in present:
-            continue  # the target's default stands
+            if f.name not in has_default:
+                plan.append((f.name, _DEFAULT, None, _default(f)))
+            continue  # else the target's default stands
         how = {_ENTITY: _CARRY_ONE, _ENTITIES: _CARRY_MANY}.get(f.kind, _KEEP)
         empty = None
         if not f.nullable:
@@ -388,6 +479,9 @@ def _carry(value: Any, target: type[Any]) -> Any:
         return value
     kwargs: dict[str, Any] = {}
     for name, how, nested, empty in _CARRY_PLANS.get((source, target)) or _carry_plan(source, target):
+        if how == _DEFAULT:
+            kwargs[name] = empty
+            continue
         item = getattr(value, name)
         if item is None:
             item = empty
@@ -397,6 +491,9 @@ def _carry(value: Any, target: type[Any]) -> Any:
             item = tuple([_carry(x, nested) for x in item])
         kwargs[name] = item
     return target(**kwargs)
+
+
+# --- responses -----------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -420,6 +517,11 @@ def frame_body(correlation_id: int, encoded: EncodedBody) -> bytes:
         _HEADER_V1.pack(correlation_id, 0) if encoded.flexible_header else _HEADER_V0.pack(correlation_id)
     )
     return _SIZE.pack(len(header) + len(encoded.body)) + header + encoded.body
+
+
+def frame_payload(payload: bytes) -> bytes:
+    """A frame of bytes that are not a Kafka message (SASL tokens after a v0 handshake)."""
+    return _SIZE.pack(len(payload)) + payload
 
 
 def encode_response(correlation_id: int, response: ResponsePayload) -> bytes:

@@ -129,7 +129,7 @@ class BrokerMetrics:
             registry=self.registry,
         )
 
-    def observe_request(self, api: KafkaApi | None, version: int, error: int, seconds: float) -> None:
+    def observe_request(self, api: KafkaApi[Any] | None, version: int, error: int, seconds: float) -> None:
         if api is None:
             return
         counted = (api.key, version, error)

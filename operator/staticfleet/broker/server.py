@@ -17,34 +17,24 @@ import logging
 import os
 import signal
 import ssl
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kio.static.protocol import ResponsePayload
-
-from staticfleet.broker import apis, fetch_wire, registry
-from staticfleet.broker.codec import (
-    EncodedBody,
-    FrameError,
-    encode_body,
-    for_version,
-    frame_body,
-    parse_request,
-)
+from staticfleet.broker import apis  # noqa: F401  (registers every handler)
 from staticfleet.broker.connections import STREAM_BUFFER_BYTES, ConnectionLimits, ConnectionRegistry
-from staticfleet.broker.fetch_wire import RegionFetchResponse, SplicedFrame
+from staticfleet.broker.dispatch import Dispatcher, Outcome
+from staticfleet.broker.fetch_wire import SplicedFrame
 from staticfleet.broker.host import CoordinatorHost
 from staticfleet.broker.http import HttpApi, start_http
 from staticfleet.broker.metrics import BrokerMetrics
-from staticfleet.broker.registry import BrokerContext, Request, UnsupportedVersion
-from staticfleet.broker.security.authenticator import Close, SaslAuthenticator
-from staticfleet.broker.security.gate import Drop, Forward, Reply, SaslGate
+from staticfleet.broker.registry import BrokerContext, Peer
+from staticfleet.broker.security.acl import ANONYMOUS
+from staticfleet.broker.security.authenticator import SaslAuthenticator
 from staticfleet.broker.security.http_auth import TokenSource
 from staticfleet.broker.security.listeners import Endpoint, Listener, SecurityProtocol
-from staticfleet.broker.security.sasl import new_server
+from staticfleet.broker.security.sasl import SaslServer, new_server
 from staticfleet.broker.security.settings import SecuritySettings
 from staticfleet.broker.security.state import SecurityState
 from staticfleet.broker.security.tls import ClientAuth, ReloadingContext, principal_from_certificate
@@ -118,6 +108,7 @@ class BrokerServer:
         self.context: BrokerContext | None = None
         self._server: asyncio.base_events.Server | None = None
         self._http: HttpApi | None = None
+        self._dispatcher: Dispatcher | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self.connections = ConnectionRegistry(settings.connection_limits)
         self._in_flight = 0
@@ -322,33 +313,17 @@ class BrokerServer:
 
     # --- connections -------------------------------------------------------------------------------
 
-    def _gate(self, listener: Listener, client_host: str) -> SaslGate | None:
+    def _login(self, listener: Listener) -> SaslAuthenticator | None:
+        """What a new connection on `listener` logs in with (None: nothing, PLAINTEXT or SSL)."""
         security = self.settings.security
         if not listener.protocol.uses_sasl or security is None or self.security is None:
             return None
-        state = self.security
+        credentials = self.security.credentials
 
-        def server_for(mechanism: str) -> Any:
-            return new_server(mechanism, state.credentials.plain, state.credentials.scram)
+        def server_for(mechanism: str) -> SaslServer:
+            return new_server(mechanism, credentials.plain, credentials.scram)
 
-        def api_versions(version: int, correlation: int, frame: bytes) -> tuple[bytes, bool]:
-            try:
-                header, body = parse_request(frame, registry.is_supported)
-            except UnsupportedVersion as exc:
-                answer = apis.unsupported_version_reply(exc)
-                assert answer is not None
-                return frame_body(correlation, encode_body(answer)), False
-            except FrameError:
-                return b"", False
-            reply = apis.api_versions_for(Request(header, client_host, body))
-            ok = int(reply.error_code) == 0
-            return frame_body(correlation, encode_body(for_version(reply, version))), ok
-
-        return SaslGate(
-            SaslAuthenticator(security.sasl_mechanisms, server_for),
-            api_versions,
-            apis.illegal_sasl_state_reply,
-        )
+        return SaslAuthenticator(security.sasl_mechanisms, server_for)
 
     async def _connection(
         self, listener: Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -361,12 +336,11 @@ class BrokerServer:
         client_host = f"/{peer[0]}" if peer else "/unknown"
         connection = self.connections.admit(client_host, writer)
         reason = "client" if connection is not None else "refused"
-        principal = "User:ANONYMOUS"
+        principal = ANONYMOUS
         ssl_object = writer.get_extra_info("ssl_object")
         if ssl_object is not None and listener.protocol == SecurityProtocol.SSL:
             principal = principal_from_certificate(ssl_object.getpeercert(binary_form=True))
-        gate = self._gate(listener, client_host)
-        splice = can_splice(writer)
+        client = Peer(client_host, listener.name, principal, self._login(listener), can_splice(writer))
         sender: SplicedSender | None = None
         try:
             while connection is not None and not self._stopping:
@@ -376,43 +350,27 @@ class BrokerServer:
                     if reason == "bad-size":
                         log.warning("closing %s: request size out of bounds", client_host)
                     return
-                if gate is not None:
-                    passed = gate.on_frame(frame)
-                    if not isinstance(passed, Forward):
-                        connection.done_with_request()  # the gate answered it: its bytes are free
-                    if isinstance(passed, Drop):
-                        reason = "authentication"
-                        log.info("closing %s on %s: %s", client_host, listener.name, passed.reason)
-                        return
-                    if isinstance(passed, Reply):
-                        if passed.data:
-                            writer.write(passed.data)
-                            await writer.drain()
-                        if passed.close == Close.AFTER_DELAY:
-                            reason = "authentication"
-                            await asyncio.sleep(self.settings.failed_authentication_delay_s)
-                            return
-                        continue
-                    assert isinstance(passed, Forward)
-                    principal = passed.principal
                 self._in_flight += 1
                 self._idle.clear()
                 try:
-                    response = await self._handle(frame, client_host, principal, listener.name, splice)
+                    outcome = await self._answer(client, frame)
                 finally:
                     connection.done_with_request()
                     self._in_flight -= 1
                     if not self._in_flight:
                         self._idle.set()
-                if response is _CLOSE:
-                    reason = "bad-request"
-                    return
-                if isinstance(response, bytes):
-                    writer.write(response)
+                if isinstance(outcome.frame, bytes):
+                    writer.write(outcome.frame)
                     await writer.drain()
-                elif isinstance(response, SplicedFrame):
+                elif isinstance(outcome.frame, SplicedFrame):
                     sender = sender or SplicedSender(writer)
-                    await sender.send(response)
+                    await sender.send(outcome.frame)
+                if outcome.close is not None:
+                    reason = outcome.close
+                    log.info("closing %s on %s: %s", client_host, listener.name, outcome.why)
+                    if outcome.delayed:
+                        await asyncio.sleep(self.settings.failed_authentication_delay_s)
+                    return
         except (ConnectionError, asyncio.CancelledError):
             reason = "reset"
         except Exception:
@@ -428,65 +386,9 @@ class BrokerServer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
 
-    async def _handle(
-        self,
-        frame: bytes,
-        client_host: str,
-        principal: str = "User:ANONYMOUS",
-        listener: str = "PLAINTEXT",
-        splice: bool = False,
-    ) -> bytes | SplicedFrame | object | None:
-        """The response frame; with `splice`, a Fetch response's records may stay in the segment
-        files (a SplicedFrame, which the caller sends or closes)."""
-        assert self.context is not None
-        started = time.perf_counter()
-        try:
-            header, body = parse_request(frame, registry.is_supported)
-        except UnsupportedVersion as exc:
-            answer = apis.unsupported_version_reply(exc)
-            if answer is None:
-                log.info("closing connection from %s: %s", client_host, exc)
-                return _CLOSE
-            self.metrics.observe_request(registry.api_for(exc), exc.api_version, _error_of(answer), 0.0)
-            return frame_body(exc.correlation_id, encode_body(answer))
-        except FrameError as exc:
-            log.info("closing connection from %s: %s", client_host, exc)
-            return _CLOSE
-        api = registry.api_for(header)
-        assert api is not None  # parse_request let only served APIs through
-        reply = await api.handler(
-            self.context, Request(header, client_host, body, principal, listener, splice)
-        )
-        framed: bytes | SplicedFrame | None = None
-        error = 0
-        if isinstance(reply, RegionFetchResponse):
-            if header.api_version in fetch_wire.VERSIONS and fetch_wire.supports(reply.response):
-                try:
-                    framed = fetch_wire.encode(
-                        reply.response, header.api_version, header.correlation_id, reply.regions
-                    )
-                except BaseException:
-                    reply.close()
-                    raise
-                error = _error_of(reply.response)
-                reply = None
-            else:
-                reply = reply.copied()
-        if reply is not None:
-            encoded = (
-                reply
-                if isinstance(reply, EncodedBody)
-                else encode_body(for_version(reply, header.api_version))
-            )
-            error = _error_of(encoded.response)
-            framed = frame_body(header.correlation_id, encoded)
-        self.metrics.observe_request(api, header.api_version, error, time.perf_counter() - started)
-        return framed
-
-
-def _error_of(response: ResponsePayload) -> int:
-    """The response's top-level error code (0 for APIs that only carry errors per item)."""
-    return int(getattr(response, "error_code", 0))
-
-
-_CLOSE = object()
+    async def _answer(self, client: Peer, frame: bytes) -> Outcome:
+        """The one dispatch path (dispatch.py) for one frame of `client`'s."""
+        if self._dispatcher is None:
+            assert self.context is not None
+            self._dispatcher = Dispatcher(self.context, self.metrics)
+        return await self._dispatcher.answer(client, frame)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import io
 import struct
 from typing import Any
@@ -22,6 +23,7 @@ from staticfleet.broker.apis import groups
 from staticfleet.broker.codec import (
     FrameError,
     TrailingFieldBody,
+    carry,
     encode_body,
     encode_response,
     for_version,
@@ -71,8 +73,8 @@ def test_unknown_tagged_fields_in_the_body_are_skipped() -> None:
 def test_unknown_tagged_fields_in_the_header_and_in_nested_structs_are_skipped() -> None:
     join = JoinGroupRequest(
         group_id=GroupId("g"),
-        session_timeout=i32Timedelta.parse(__import__("datetime").timedelta(seconds=10)),
-        rebalance_timeout=i32Timedelta.parse(__import__("datetime").timedelta(seconds=30)),
+        session_timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)),
+        rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
         member_id="",
         group_instance_id="i",
         protocol_type="consumer",
@@ -108,8 +110,8 @@ def test_an_array_count_larger_than_the_frame_is_refused_before_kio_allocates() 
         _encode(
             JoinGroupRequest(
                 group_id=GroupId("g"),
-                session_timeout=i32Timedelta.parse(__import__("datetime").timedelta(seconds=10)),
-                rebalance_timeout=i32Timedelta.parse(__import__("datetime").timedelta(seconds=30)),
+                session_timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)),
+                rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
                 member_id="",
                 group_instance_id=None,
                 protocol_type="consumer",
@@ -122,6 +124,31 @@ def test_an_array_count_larger_than_the_frame_is_refused_before_kio_allocates() 
     body[empty_array : empty_array + 1] = b"\xc0\x84\x3d"  # uvarint 1,000,001 = 1,000,000 elements
     with pytest.raises(FrameError, match="cannot fit"):
         parse_request(_header(11, 9) + bytes(body), is_supported)
+
+
+def test_a_request_is_read_into_the_newest_version_with_the_protocols_defaults() -> None:
+    _, old = parse_request(_legacy_header(11, 0) + _encode(_join_v0()), is_supported)
+    newest = carry(old, JoinGroupRequest)
+    assert (newest.group_id, newest.group_instance_id, newest.reason) == ("g", None, None)
+    assert newest.rebalance_timeout == i32Timedelta.parse(datetime.timedelta(milliseconds=-1))
+    assert carry(newest, type(old)) == old
+
+
+def _legacy_header(api_key: int, version: int) -> bytes:
+    return struct.pack(">hhih", api_key, version, 42, 1) + b"c"
+
+
+def _join_v0() -> Any:
+    from kio.schema.join_group.v0.request import JoinGroupRequest as JoinV0
+    from kio.schema.join_group.v0.request import JoinGroupRequestProtocol as ProtocolV0
+
+    return JoinV0(
+        group_id=GroupId("g"),
+        session_timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)),
+        member_id="",
+        protocol_type="consumer",
+        protocols=(ProtocolV0(name="range", metadata=b"m"),),
+    )
 
 
 def test_responses_keep_only_the_fields_of_their_version() -> None:

@@ -26,6 +26,7 @@ from conformance import driver as d
 from staticfleet.broker import fetch_wire
 from staticfleet.broker.codec import encode_response, for_version
 from staticfleet.broker.partitionlog import FileRegion
+from staticfleet.broker.registry import Peer
 from staticfleet.broker.sendfile import SplicedSender, can_splice
 from staticfleet.broker.server import BrokerServer, BrokerSettings
 from staticfleet.broker.topiclog import TopicLog
@@ -225,7 +226,7 @@ def test_fetches_over_sendfile_answer_what_the_copying_path_answers(tmp_path: Pa
                     writer.write(request)
                     size = await reader.readexactly(4)
                     spliced = size + await reader.readexactly(struct.unpack(">i", size)[0])
-                    copied = await server._handle(request[4:], "/127.0.0.1", splice=False)
+                    copied = (await server._answer(Peer("/127.0.0.1"), request[4:])).frame
                     assert isinstance(copied, bytes)
                     assert spliced == copied, (version, offsets)
             finally:
@@ -244,7 +245,7 @@ def test_a_slow_reader_gets_every_byte_of_a_large_spliced_fetch(tmp_path: Path, 
         assert server.topics is not None
         _fill(server.topics, "big", 1, 80, 16 * 1024, segment_bytes=1 << 20)
         request = d.request_frame(_fetch_request(12, "big", {0: 0}, 64 << 20, 64 << 20), correlation=1)
-        copied = await server._handle(request[4:], "/127.0.0.1", splice=False)
+        copied = (await server._answer(Peer("/127.0.0.1"), request[4:])).frame
         assert isinstance(copied, bytes) and len(copied) > 2 << 20
 
         def slow_client() -> bytes:

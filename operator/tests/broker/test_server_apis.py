@@ -130,7 +130,7 @@ def test_produce_with_acks_zero_gets_no_answer_but_later_requests_do(tmp_path: P
 
 
 def test_group_configs_through_describe_and_incremental_alter_configs(tmp_path: Path) -> None:
-    from staticfleet.admin.client import GroupAdmin, KafkaConnection
+    from staticfleet.admin import GroupAdmin, KafkaConnection
     from staticfleet.admin.errors import ConfigRejected
 
     async def test(server: BrokerServer) -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from kio.schema.describe_configs.v4 import request as describe_configs_req
 from kio.schema.describe_configs.v4 import response as describe_configs_res
@@ -11,11 +11,20 @@ from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v1 import request as alter_configs_req
 from kio.schema.incremental_alter_configs.v1 import response as alter_configs_res
 from kio.static.primitive import i8
+from kio.static.protocol import ResponsePayload
 
 from staticfleet.broker.apis.common import SOURCE_DEFAULT, SOURCE_DYNAMIC_TOPIC, E, gated
-from staticfleet.broker.apis.security import access
-from staticfleet.broker.registry import NO_THROTTLE, BrokerContext, Request, kafka_api
-from staticfleet.broker.security.acl import AclOperation
+from staticfleet.broker.registry import (
+    NO_THROTTLE,
+    ApiError,
+    BrokerContext,
+    Request,
+    Requires,
+    denied,
+    kafka_api,
+    kafka_message,
+)
+from staticfleet.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from staticfleet.broker.topiclog_errors import TopicLogError
 from staticfleet.coordinator import CoordinatorError, CoordinatorResult, GroupCoordinator
 
@@ -23,6 +32,39 @@ from staticfleet.coordinator import CoordinatorError, CoordinatorResult, GroupCo
 RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_GROUP = 2, 4, 32
 
 _TYPE_STRING, _TYPE_LONG = i8(0), i8(2)
+# The ACL resource of each config resource type.
+_ACL_RESOURCE = {
+    RESOURCE_GROUP: ResourceType.GROUP,
+    RESOURCE_TOPIC: ResourceType.TOPIC,
+    RESOURCE_BROKER: ResourceType.CLUSTER,
+}
+
+DescribeConfigsRequest = describe_configs_req.DescribeConfigsRequest
+AlterConfigsRequest = alter_configs_req.IncrementalAlterConfigsRequest
+C = TypeVar("C", DescribeConfigsRequest, AlterConfigsRequest)
+
+
+def _config_acls(operation: AclOperation, entity: type[C]) -> tuple[Requires[C], ...]:
+    """`operation` on each resource a configs request names, answered in its place when denied: a group,
+    a topic, or (for a broker) the cluster."""
+
+    def named(kind: int) -> Callable[[BrokerContext, Request[C]], list[str]]:
+        def names(ctx: BrokerContext, request: Request[C]) -> list[str]:
+            found = [r.resource_name for r in request.body.resources if r.resource_type == kind]
+            return [CLUSTER_NAME] if kind == RESOURCE_BROKER and found else found
+
+        return names
+
+    return tuple(Requires.each(operation, _ACL_RESOURCE[kind], named(kind)) for kind in _ACL_RESOURCE)
+
+
+def _config_denial(request: Request[C], kind: int, name: str, operation: AclOperation) -> ApiError | None:
+    """The error for a config resource the caller may not describe or alter (None: allowed)."""
+    resource_type = _ACL_RESOURCE.get(kind)
+    if resource_type is None:
+        return None
+    name = CLUSTER_NAME if resource_type == ResourceType.CLUSTER else name
+    return None if request.allows(operation, resource_type, name) else denied(resource_type)
 
 
 def _config_entry(
@@ -40,22 +82,43 @@ def _config_entry(
     )
 
 
-@kafka_api("describe_configs", (1, 4))
+def _describe_configs_error(request: Request[DescribeConfigsRequest], error: ApiError) -> ResponsePayload:
+    return describe_configs_res.DescribeConfigsResponse(
+        throttle_time=NO_THROTTLE,
+        results=tuple(
+            describe_configs_res.DescribeConfigsResult(
+                error_code=error.code,
+                error_message=kafka_message(error.code),  # Kafka writes the error's own message here
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+                configs=(),
+            )
+            for r in request.body.resources
+        ),
+    )
+
+
+@kafka_api(
+    "describe_configs",
+    (1, 4),
+    DescribeConfigsRequest,
+    error=_describe_configs_error,
+    acl=_config_acls(AclOperation.DESCRIBE_CONFIGS, DescribeConfigsRequest),
+)
 async def handle_describe_configs(
-    ctx: BrokerContext, request: Request[describe_configs_req.DescribeConfigsRequest]
+    ctx: BrokerContext, request: Request[DescribeConfigsRequest]
 ) -> describe_configs_res.DescribeConfigsResponse:
     results = []
     refused = []
-    checks = access(ctx, request)
     for resource in request.body.resources:
         kind, name = resource.resource_type, resource.resource_name
-        denial = _config_denial(checks, kind, name, AclOperation.DESCRIBE_CONFIGS)
+        denial = _config_denial(request, kind, name, AclOperation.DESCRIBE_CONFIGS)
         if denial is not None:
             # Refused resources come after the others, with the error's default message.
             refused.append(
                 describe_configs_res.DescribeConfigsResult(
-                    error_code=denial[0],
-                    error_message=denial[1],
+                    error_code=denial.code,
+                    error_message=denial.message,
                     resource_type=kind,
                     resource_name=name,
                     configs=(),
@@ -64,7 +127,7 @@ async def handle_describe_configs(
             continue
         keys = resource.configuration_keys
         wanted = None if keys is None else set(keys)
-        error, message = E.none, "" if checks.enabled else None
+        error, message = E.none, "" if request.grants.enabled else None
         configs: tuple[describe_configs_res.DescribeConfigsResourceResult, ...] = ()
         if kind == RESOURCE_GROUP:
             configs = tuple(
@@ -98,25 +161,12 @@ async def handle_describe_configs(
     )
 
 
-def _config_denial(
-    checks: Any, kind: int, name: str, operation: AclOperation
-) -> tuple[ErrorCode, str] | None:
-    """The error for a config resource the caller may not describe or alter (None: allowed)."""
-    if not checks.enabled:
-        return None
-    if kind == RESOURCE_GROUP and not checks.group(operation, name):
-        return E.group_authorization_failed, "Group authorization failed."
-    if kind == RESOURCE_TOPIC and not checks.topic(operation, name):
-        return E.topic_authorization_failed, "Topic authorization failed."
-    if kind == RESOURCE_BROKER and not checks.cluster(operation):
-        return E.cluster_authorization_failed, "Cluster authorization failed."
-    return None
-
-
 _SET, _DELETE, _APPEND, _SUBTRACT = range(4)
 
 
-def _config_changes(current: dict[str, str], configs: Iterable[Any]) -> dict[str, str | None]:
+def _config_changes(
+    current: dict[str, str], configs: Iterable[alter_configs_req.AlterableConfig]
+) -> dict[str, str | None]:
     changes: dict[str, str | None] = {}
     for c in configs:
         op, name, value = int(c.config_operation), c.name, c.value
@@ -137,22 +187,45 @@ def _config_changes(current: dict[str, str], configs: Iterable[Any]) -> dict[str
     return changes
 
 
-@kafka_api("incremental_alter_configs", (0, 1))
+def _alter_configs_error(request: Request[AlterConfigsRequest], error: ApiError) -> ResponsePayload:
+    return alter_configs_res.IncrementalAlterConfigsResponse(
+        throttle_time=NO_THROTTLE,
+        responses=tuple(
+            alter_configs_res.AlterConfigsResourceResponse(
+                error_code=error.code,
+                error_message=error.message,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+            )
+            for r in request.body.resources
+        ),
+    )
+
+
+@kafka_api(
+    "incremental_alter_configs",
+    (0, 1),
+    AlterConfigsRequest,
+    error=_alter_configs_error,
+    acl=_config_acls(AclOperation.ALTER_CONFIGS, AlterConfigsRequest),
+)
 async def handle_incremental_alter_configs(
-    ctx: BrokerContext, request: Request[alter_configs_req.IncrementalAlterConfigsRequest]
+    ctx: BrokerContext, request: Request[AlterConfigsRequest]
 ) -> alter_configs_res.IncrementalAlterConfigsResponse:
-    validate_only = bool(request.body.validate_only)
+    validate_only = request.body.validate_only
     responses = []
-    checks = access(ctx, request)
     for resource in request.body.resources:
         kind, name = resource.resource_type, resource.resource_name
         error: ErrorCode = E.none
         message: str | None = None
-        denial = _config_denial(checks, kind, name, AclOperation.ALTER_CONFIGS)
+        denial = _config_denial(request, kind, name, AclOperation.ALTER_CONFIGS)
         if denial is not None:
             responses.append(
                 alter_configs_res.AlterConfigsResourceResponse(
-                    error_code=denial[0], error_message=denial[1], resource_type=kind, resource_name=name
+                    error_code=denial.code,
+                    error_message=denial.message,
+                    resource_type=kind,
+                    resource_name=name,
                 )
             )
             continue

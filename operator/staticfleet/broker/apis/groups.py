@@ -15,6 +15,7 @@ from kio.schema.heartbeat.v4 import request as heartbeat_req
 from kio.schema.heartbeat.v4 import response as heartbeat_res
 from kio.schema.join_group.v9 import request as join_group_req
 from kio.schema.join_group.v9 import response as join_group_res
+from kio.schema.leave_group.v2 import request as leave_group_v2_req
 from kio.schema.leave_group.v2 import response as leave_group_v2_res
 from kio.schema.leave_group.v5 import request as leave_group_req
 from kio.schema.leave_group.v5 import response as leave_group_res
@@ -27,45 +28,61 @@ from kio.static.primitive import i32
 from kio.static.protocol import ResponsePayload
 
 from staticfleet.broker.apis.common import INT32_MIN, E, gated, ms
-from staticfleet.broker.apis.security import access
 from staticfleet.broker.codec import EncodedBody, TrailingFieldBody, encode_body, for_version
-from staticfleet.broker.registry import NO_THROTTLE, BrokerContext, Request, kafka_api
+from staticfleet.broker.registry import NO_THROTTLE, ApiError, BrokerContext, Request, Requires, kafka_api
 from staticfleet.broker.security.acl import AclOperation, ResourceType
 from staticfleet.coordinator import messages as m
 
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
+JoinGroupRequest = join_group_req.JoinGroupRequest
+SyncGroupRequest = sync_group_req.SyncGroupRequest
+HeartbeatRequest = heartbeat_req.HeartbeatRequest
+LeaveGroupRequest = leave_group_req.LeaveGroupRequest
+DescribeGroupsRequest = describe_groups_req.DescribeGroupsRequest
+ListGroupsRequest = list_groups_req.ListGroupsRequest
+DeleteGroupsRequest = delete_groups_req.DeleteGroupsRequest
 # AclOperation codes: what an unauthenticated single-node broker allows on a group.
 _GROUP_OPERATIONS = i32((1 << 3) | (1 << 6) | (1 << 8))  # READ, DELETE, DESCRIBE
 
 
-@kafka_api("join_group", (0, 9), timed=True)
+def _join_group_error(request: Request[JoinGroupRequest], error: ApiError) -> ResponsePayload:
+    return join_group_res.JoinGroupResponse(
+        throttle_time=NO_THROTTLE,
+        error_code=error.code,
+        generation_id=i32(-1),
+        protocol_type=None,
+        protocol_name=None if request.version >= 7 else "",
+        leader="",
+        skip_assignment=False,
+        member_id="",
+        members=(),
+    )
+
+
+@kafka_api(
+    "join_group",
+    (0, 9),
+    JoinGroupRequest,
+    error=_join_group_error,
+    acl=(Requires.request(AclOperation.READ, ResourceType.GROUP, lambda r: r.body.group_id),),
+    timed=True,
+)
 async def handle_join_group(
-    ctx: BrokerContext, request: Request[join_group_req.JoinGroupRequest]
+    ctx: BrokerContext, request: Request[JoinGroupRequest]
 ) -> join_group_res.JoinGroupResponse | EncodedBody:
     body = request.body
-    if not access(ctx, request).group(AclOperation.READ, body.group_id):
-        return join_group_res.JoinGroupResponse(
-            throttle_time=NO_THROTTLE,
-            error_code=E.group_authorization_failed,
-            generation_id=i32(-1),
-            protocol_type=None,
-            protocol_name=None if request.version >= 7 else "",
-            leader="",
-            skip_assignment=False,
-            member_id="",
-            members=(),
-        )
     session_timeout = ms(body.session_timeout)
     join = m.JoinGroupRequest(
         group_id=body.group_id,
         session_timeout_ms=session_timeout,
-        rebalance_timeout_ms=ms(request.optional("rebalance_timeout", session_timeout)),
+        # v0 has no rebalance timeout: the session timeout stands in for it, as in Kafka.
+        rebalance_timeout_ms=ms(body.rebalance_timeout) if request.version >= 1 else session_timeout,
         member_id=body.member_id,
-        group_instance_id=request.optional("group_instance_id"),
+        group_instance_id=body.group_instance_id,
         protocol_type=body.protocol_type,
         protocols=tuple(m.Protocol(p.name, bytes(p.metadata)) for p in body.protocols),
-        reason=request.optional("reason"),
+        reason=body.reason,
     )
     future: asyncio.Future[m.JoinGroupResponse] = asyncio.get_running_loop().create_future()
     ctx.host.call(lambda c: c.join_group(request.context(), join, ctx.host.responder(future)))
@@ -152,30 +169,47 @@ def _encode_sync_body(version: int, r: m.SyncGroupResponse) -> TrailingFieldBody
     return TrailingFieldBody.of(for_version(response, version), "assignment")
 
 
-@kafka_api("sync_group", (0, 5), timed=True)
+def _sync_group_error(request: Request[SyncGroupRequest], error: ApiError) -> ResponsePayload:
+    return sync_group_res.SyncGroupResponse(
+        throttle_time=NO_THROTTLE,
+        error_code=error.code,
+        protocol_type=None,
+        protocol_name=None,
+        assignment=b"",
+    )
+
+
+def _protocol_given(request: Request[SyncGroupRequest]) -> bool:
+    """From v5 a SyncGroup names its protocol; one that does not is refused first
+    (INCONSISTENT_GROUP_PROTOCOL), before READ is checked."""
+    return request.version < 5 or (
+        request.body.protocol_type is not None and request.body.protocol_name is not None
+    )
+
+
+@kafka_api(
+    "sync_group",
+    (0, 5),
+    SyncGroupRequest,
+    error=_sync_group_error,
+    acl=(
+        Requires.request(
+            AclOperation.READ, ResourceType.GROUP, lambda r: r.body.group_id, applies=_protocol_given
+        ),
+    ),
+    timed=True,
+)
 async def handle_sync_group(
-    ctx: BrokerContext, request: Request[sync_group_req.SyncGroupRequest]
+    ctx: BrokerContext, request: Request[SyncGroupRequest]
 ) -> sync_group_res.SyncGroupResponse | EncodedBody:
     body = request.body
-    protocol_given = request.version < 5 or (
-        request.optional("protocol_type") is not None and request.optional("protocol_name") is not None
-    )
-    # From v5 a missing protocol is refused first (INCONSISTENT_GROUP_PROTOCOL), then READ is checked.
-    if protocol_given and not access(ctx, request).group(AclOperation.READ, body.group_id):
-        return sync_group_res.SyncGroupResponse(
-            throttle_time=NO_THROTTLE,
-            error_code=E.group_authorization_failed,
-            protocol_type=None,
-            protocol_name=None,
-            assignment=b"",
-        )
     sync = m.SyncGroupRequest(
         group_id=body.group_id,
         generation_id=body.generation_id,
         member_id=body.member_id,
-        group_instance_id=request.optional("group_instance_id"),
-        protocol_type=request.optional("protocol_type"),
-        protocol_name=request.optional("protocol_name"),
+        group_instance_id=body.group_instance_id,
+        protocol_type=body.protocol_type,
+        protocol_name=body.protocol_name,
         assignments=tuple(m.SyncGroupAssignment(a.member_id, bytes(a.assignment)) for a in body.assignments),
     )
     future: asyncio.Future[m.SyncGroupResponse] = asyncio.get_running_loop().create_future()
@@ -198,41 +232,47 @@ def _encode_heartbeat_body(version: int, error: int) -> EncodedBody:
     return encode_body(for_version(response, version))
 
 
-@kafka_api("heartbeat", (0, 4))
-async def handle_heartbeat(
-    ctx: BrokerContext, request: Request[heartbeat_req.HeartbeatRequest]
-) -> EncodedBody:
+def _heartbeat_error(request: Request[HeartbeatRequest], error: ApiError) -> ResponsePayload:
+    return heartbeat_res.HeartbeatResponse(throttle_time=NO_THROTTLE, error_code=error.code)
+
+
+@kafka_api(
+    "heartbeat",
+    (0, 4),
+    HeartbeatRequest,
+    error=_heartbeat_error,
+    acl=(Requires.request(AclOperation.READ, ResourceType.GROUP, lambda r: r.body.group_id),),
+)
+async def handle_heartbeat(ctx: BrokerContext, request: Request[HeartbeatRequest]) -> EncodedBody:
     body = request.body
-    if not access(ctx, request).group(AclOperation.READ, body.group_id):
-        return _heartbeat_body(request.version, int(E.group_authorization_failed))
-    hb = m.HeartbeatRequest(
-        body.group_id, body.generation_id, body.member_id, request.optional("group_instance_id")
-    )
+    hb = m.HeartbeatRequest(body.group_id, body.generation_id, body.member_id, body.group_instance_id)
     # A heartbeat writes nothing and only pushes timers later, so the host needs no after_change().
     response = ctx.host.coordinator.heartbeat(request.context(), hb)
     return await gated(ctx, _heartbeat_body(request.version, response.error))
 
 
-@kafka_api("leave_group", (0, 5))
-async def handle_leave_group(
-    ctx: BrokerContext, request: Request[leave_group_req.LeaveGroupRequest]
-) -> ResponsePayload:
+def _leave_group_error(request: Request[LeaveGroupRequest], error: ApiError) -> ResponsePayload:
+    if request.version < 3:
+        return leave_group_v2_res.LeaveGroupResponse(throttle_time=NO_THROTTLE, error_code=error.code)
+    return leave_group_res.LeaveGroupResponse(throttle_time=NO_THROTTLE, error_code=error.code, members=())
+
+
+@kafka_api(
+    "leave_group",
+    (0, 5),
+    LeaveGroupRequest,
+    error=_leave_group_error,
+    # READ (not DELETE), also for an admin removing static members, as in Kafka.
+    acl=(Requires.request(AclOperation.READ, ResourceType.GROUP, lambda r: r.body.group_id),),
+)
+async def handle_leave_group(ctx: BrokerContext, request: Request[LeaveGroupRequest]) -> ResponsePayload:
     single = request.version < 3  # one member by id; v3+ carry a batch
-    if not access(ctx, request).group(AclOperation.READ, request.body.group_id):
-        # Kafka checks READ (not DELETE) for LeaveGroup, also for an admin removing static members.
-        if single:
-            return leave_group_v2_res.LeaveGroupResponse(
-                throttle_time=NO_THROTTLE, error_code=E.group_authorization_failed
-            )
-        return leave_group_res.LeaveGroupResponse(
-            throttle_time=NO_THROTTLE, error_code=E.group_authorization_failed, members=()
-        )
     if single:
-        identities: tuple[m.MemberIdentity, ...] = (m.MemberIdentity(request.optional("member_id")),)
+        member_id = request.shaped(leave_group_v2_req.LeaveGroupRequest).member_id
+        identities: tuple[m.MemberIdentity, ...] = (m.MemberIdentity(member_id),)
     else:
         identities = tuple(
-            m.MemberIdentity(x.member_id, x.group_instance_id, getattr(x, "reason", None))
-            for x in request.body.members
+            m.MemberIdentity(x.member_id, x.group_instance_id, x.reason) for x in request.body.members
         )
     leave = m.LeaveGroupRequest(request.body.group_id, identities)
     r = ctx.host.call(lambda c: c.leave_group(request.context(), leave))
@@ -255,21 +295,32 @@ async def handle_leave_group(
     return await gated(ctx, response)
 
 
-@kafka_api("describe_groups", (0, 6))
+def _describe_groups_error(request: Request[DescribeGroupsRequest], error: ApiError) -> ResponsePayload:
+    return describe_groups_res.DescribeGroupsResponse(
+        throttle_time=NO_THROTTLE, groups=tuple(described_error(g, error.code) for g in request.body.groups)
+    )
+
+
+@kafka_api(
+    "describe_groups",
+    (0, 6),
+    DescribeGroupsRequest,
+    error=_describe_groups_error,
+    acl=(Requires.each(AclOperation.DESCRIBE, ResourceType.GROUP, lambda ctx, r: r.body.groups),),
+)
 async def handle_describe_groups(
-    ctx: BrokerContext, request: Request[describe_groups_req.DescribeGroupsRequest]
+    ctx: BrokerContext, request: Request[DescribeGroupsRequest]
 ) -> describe_groups_res.DescribeGroupsResponse:
-    include_ops = bool(request.optional("include_authorized_operations", False))
-    checks = access(ctx, request)
-    allowed = [g for g in request.body.groups if checks.group(AclOperation.DESCRIBE, g)]
+    include_ops = request.body.include_authorized_operations
+    allowed = [g for g in request.body.groups if request.allows(AclOperation.DESCRIBE, ResourceType.GROUP, g)]
     refused = [g for g in request.body.groups if g not in allowed]
     described = ctx.host.coordinator.describe_groups(request.context(), allowed) if allowed else []
     res = describe_groups_res
 
     def operations(group_id: str) -> i32:
-        if not checks.enabled:
+        if not request.grants.enabled:
             return _GROUP_OPERATIONS
-        return i32(checks.authorized_operations(ResourceType.GROUP, group_id))
+        return i32(request.grants.authorized_operations(ResourceType.GROUP, group_id))
 
     return res.DescribeGroupsResponse(
         throttle_time=NO_THROTTLE,
@@ -301,20 +352,25 @@ async def handle_describe_groups(
     )
 
 
-@kafka_api("list_groups", (0, 5))
+def _list_groups_error(request: Request[ListGroupsRequest], error: ApiError) -> ResponsePayload:
+    return list_groups_res.ListGroupsResponse(throttle_time=NO_THROTTLE, error_code=error.code, groups=())
+
+
+@kafka_api(
+    "list_groups",
+    (0, 5),
+    ListGroupsRequest,
+    error=_list_groups_error,
+    # Without DESCRIBE on the cluster the list holds only the groups the caller may describe.
+    acl=(Requires.each(AclOperation.DESCRIBE, ResourceType.GROUP, cluster_grants=True),),
+)
 async def handle_list_groups(
-    ctx: BrokerContext, request: Request[list_groups_req.ListGroupsRequest]
+    ctx: BrokerContext, request: Request[ListGroupsRequest]
 ) -> list_groups_res.ListGroupsResponse:
     listed = ctx.host.coordinator.list_groups(
         request.context(),
-        m.ListGroupsRequest(
-            tuple(request.optional("states_filter", ()) or ()),
-            tuple(request.optional("types_filter", ()) or ()),
-        ),
+        m.ListGroupsRequest(tuple(request.body.states_filter), tuple(request.body.types_filter)),
     )
-    checks = access(ctx, request)
-    # Without DESCRIBE on the cluster the list holds only the groups the caller may describe.
-    everything = checks.cluster(AclOperation.DESCRIBE)
     return list_groups_res.ListGroupsResponse(
         throttle_time=NO_THROTTLE,
         error_code=E(listed.error),
@@ -326,18 +382,33 @@ async def handle_list_groups(
                 group_type=g.group_type,
             )
             for g in listed.groups
-            if everything or checks.group(AclOperation.DESCRIBE, g.group_id)
+            if request.allows(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)
         ),
     )
 
 
-@kafka_api("delete_groups", (0, 2))
+def _delete_groups_error(request: Request[DeleteGroupsRequest], error: ApiError) -> ResponsePayload:
+    return delete_groups_res.DeleteGroupsResponse(
+        throttle_time=NO_THROTTLE,
+        results=tuple(
+            delete_groups_res.DeletableGroupResult(group_id=g, error_code=error.code)
+            for g in request.body.groups_names
+        ),
+    )
+
+
+@kafka_api(
+    "delete_groups",
+    (0, 2),
+    DeleteGroupsRequest,
+    error=_delete_groups_error,
+    acl=(Requires.each(AclOperation.DELETE, ResourceType.GROUP, lambda ctx, r: r.body.groups_names),),
+)
 async def handle_delete_groups(
-    ctx: BrokerContext, request: Request[delete_groups_req.DeleteGroupsRequest]
+    ctx: BrokerContext, request: Request[DeleteGroupsRequest]
 ) -> delete_groups_res.DeleteGroupsResponse:
-    checks = access(ctx, request)
     names = list(dict.fromkeys(request.body.groups_names))
-    allowed = [g for g in names if checks.group(AclOperation.DELETE, g)]
+    allowed = [g for g in names if request.allows(AclOperation.DELETE, ResourceType.GROUP, g)]
     refused = [g for g in names if g not in allowed]
     results = ctx.host.call(lambda c: c.delete_groups(request.context(), allowed)) if allowed else []
     response = delete_groups_res.DeleteGroupsResponse(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12 import request as fetch_req
@@ -16,19 +15,35 @@ from kio.schema.produce.v12 import request as produce_req
 from kio.schema.produce.v12 import response as produce_res
 from kio.schema.types import BrokerId, ProducerId
 from kio.static.primitive import Records, i16, i32, i64
+from kio.static.protocol import ResponsePayload
 
 from staticfleet.broker.apis.common import E, ms, timestamp
-from staticfleet.broker.apis.security import access
 from staticfleet.broker.fetch_wire import RegionFetchResponse
 from staticfleet.broker.partitionlog import FileRegion
-from staticfleet.broker.registry import NO_THROTTLE, BrokerContext, Request, kafka_api
-from staticfleet.broker.security.acl import AclOperation
+from staticfleet.broker.registry import (
+    NO_THROTTLE,
+    ApiError,
+    BrokerContext,
+    CloseConnection,
+    Request,
+    Requires,
+    kafka_api,
+)
+from staticfleet.broker.security.acl import AclOperation, ResourceType
 from staticfleet.broker.topiclog import FetchResult, RegionFetchResult
 from staticfleet.broker.topiclog_errors import TopicLogError
 
+ProduceRequest = produce_req.ProduceRequest
+FetchRequest = fetch_req.FetchRequest
+ListOffsetsRequest = list_offsets_req.ListOffsetsRequest
+InitProducerIdRequest = init_producer_id_req.InitProducerIdRequest
+
+
+# === Produce ==============================================================================================
+
 
 def _produce_partition(
-    ctx: BrokerContext, topic: str, p: Any, refused: ErrorCode
+    ctx: BrokerContext, topic: str, p: produce_req.PartitionProduceData, refused: ErrorCode
 ) -> produce_res.PartitionProduceResponse:
     error, message = refused, None
     base_offset, append_time, start_offset = -1, -1, -1
@@ -51,14 +66,53 @@ def _produce_partition(
     )
 
 
-@kafka_api("produce", (3, 12))
+def _produce_error(request: Request[ProduceRequest], error: ApiError) -> ResponsePayload | None:
+    if not request.body.acks:
+        return None  # the producer expects no answer at all
+    return produce_res.ProduceResponse(
+        throttle_time=NO_THROTTLE,
+        responses=tuple(
+            produce_res.TopicProduceResponse(
+                name=topic.name,
+                partition_responses=tuple(
+                    produce_res.PartitionProduceResponse(
+                        index=p.index,
+                        error_code=error.code,
+                        base_offset=i64(-1),
+                        log_append_time=None,
+                        log_start_offset=i64(-1),
+                        record_errors=(),
+                        error_message=error.message,
+                    )
+                    for p in topic.partition_data
+                ),
+            )
+            for topic in request.body.topic_data
+        ),
+    )
+
+
+@kafka_api(
+    "produce",
+    (3, 12),
+    ProduceRequest,
+    error=_produce_error,
+    acl=(
+        Requires.each(
+            AclOperation.WRITE, ResourceType.TOPIC, lambda ctx, r: [t.name for t in r.body.topic_data]
+        ),
+    ),
+)
 async def handle_produce(
-    ctx: BrokerContext, request: Request[produce_req.ProduceRequest]
+    ctx: BrokerContext, request: Request[ProduceRequest]
 ) -> produce_res.ProduceResponse | None:
     # Transactions are not served: a transactional produce is refused.
     refused = E.transactional_id_authorization_failed if request.body.transactional_id is not None else E.none
-    checks = access(ctx, request)
-    writable = checks.topics(AclOperation.WRITE, (t.name for t in request.body.topic_data))
+    writable = {
+        t.name
+        for t in request.body.topic_data
+        if request.allows(AclOperation.WRITE, ResourceType.TOPIC, t.name)
+    }
     responses = tuple(
         produce_res.TopicProduceResponse(
             name=topic.name,
@@ -76,13 +130,16 @@ async def handle_produce(
     )
     if not request.body.acks:
         if len(writable) < len({t.name for t in request.body.topic_data}):
-            raise ConnectionAbortedError("acks=0 produce to a topic the producer may not write")
+            raise CloseConnection("acks=0 produce to a topic the producer may not write", "authorization")
         return None  # acks=0: the producer expects no answer at all
     return produce_res.ProduceResponse(throttle_time=NO_THROTTLE, responses=responses)
 
 
+# === Fetch ================================================================================================
+
+
 def _fetch_one(
-    ctx: BrokerContext, name: str, p: Any, budget: int, splice: bool
+    ctx: BrokerContext, name: str, p: fetch_req.FetchPartition, budget: int, splice: bool
 ) -> tuple[fetch_res.PartitionData, int, tuple[FileRegion, ...]]:
     """One partition's answer, its size, and (when spliced) its records as file regions."""
     max_bytes = min(budget, p.partition_max_bytes)
@@ -129,16 +186,41 @@ def _fetched(
     )
 
 
-@kafka_api("fetch", (4, 12))
+def _fetch_error(request: Request[FetchRequest], error: ApiError) -> ResponsePayload:
+    # Before v13 the error is also in every partition: older clients read only those.
+    return fetch_res.FetchResponse(
+        throttle_time=NO_THROTTLE,
+        error_code=error.code,
+        session_id=request.body.session_id,
+        responses=tuple(
+            fetch_res.FetchableTopicResponse(
+                topic=topic.topic,
+                partitions=tuple(_fetched(p.partition, error.code) for p in topic.partitions),
+            )
+            for topic in request.body.topics
+        ),
+    )
+
+
+@kafka_api(
+    "fetch",
+    (4, 12),
+    FetchRequest,
+    error=_fetch_error,
+    acl=(
+        Requires.each(AclOperation.READ, ResourceType.TOPIC, lambda ctx, r: [t.topic for t in r.body.topics]),
+    ),
+)
 async def handle_fetch(
-    ctx: BrokerContext, request: Request[fetch_req.FetchRequest]
+    ctx: BrokerContext, request: Request[FetchRequest]
 ) -> fetch_res.FetchResponse | RegionFetchResponse:
     body = request.body
     max_wait_s = max(0, ms(body.max_wait)) / 1000
     min_bytes = max(0, int(body.min_bytes))
-    max_bytes = int(request.optional("max_bytes", 2**31 - 1))
-
-    readable = access(ctx, request).topics(AclOperation.READ, (t.topic for t in body.topics))
+    max_bytes = int(body.max_bytes)
+    readable = {
+        t.topic for t in body.topics if request.allows(AclOperation.READ, ResourceType.TOPIC, t.topic)
+    }
 
     def read_all() -> tuple[RegionFetchResponse, int]:
         budget = max_bytes
@@ -189,32 +271,58 @@ async def handle_fetch(
     return answer if answer.has_regions else answer.response
 
 
-@kafka_api("list_offsets", (1, 10))
+# === ListOffsets ==========================================================================================
+
+
+def _no_offset(
+    p: list_offsets_req.ListOffsetsPartition, error: ErrorCode
+) -> list_offsets_res.ListOffsetsPartitionResponse:
+    return list_offsets_res.ListOffsetsPartitionResponse(
+        partition_index=p.partition_index,
+        error_code=error,
+        timestamp=i64(-1),
+        offset=i64(-1),
+        leader_epoch=i32(-1),
+    )
+
+
+def _list_offsets_error(request: Request[ListOffsetsRequest], error: ApiError) -> ResponsePayload:
+    return list_offsets_res.ListOffsetsResponse(
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            list_offsets_res.ListOffsetsTopicResponse(
+                name=t.name, partitions=tuple(_no_offset(p, error.code) for p in t.partitions)
+            )
+            for t in request.body.topics
+        ),
+    )
+
+
+@kafka_api(
+    "list_offsets",
+    (1, 10),
+    ListOffsetsRequest,
+    error=_list_offsets_error,
+    acl=(
+        Requires.each(
+            AclOperation.DESCRIBE, ResourceType.TOPIC, lambda ctx, r: [t.name for t in r.body.topics]
+        ),
+    ),
+)
 async def handle_list_offsets(
-    ctx: BrokerContext, request: Request[list_offsets_req.ListOffsetsRequest]
+    ctx: BrokerContext, request: Request[ListOffsetsRequest]
 ) -> list_offsets_res.ListOffsetsResponse:
     res = list_offsets_res
-    describable = access(ctx, request).topics(AclOperation.DESCRIBE, (t.name for t in request.body.topics))
 
-    def one(topic: str, p: Any) -> list_offsets_res.ListOffsetsPartitionResponse:
-        if topic not in describable:
-            return res.ListOffsetsPartitionResponse(
-                partition_index=p.partition_index,
-                error_code=E.topic_authorization_failed,
-                timestamp=i64(-1),
-                offset=i64(-1),
-                leader_epoch=i32(-1),
-            )
+    def one(
+        topic: str, p: list_offsets_req.ListOffsetsPartition
+    ) -> list_offsets_res.ListOffsetsPartitionResponse:
+        if not request.allows(AclOperation.DESCRIBE, ResourceType.TOPIC, topic):
+            return _no_offset(p, E.topic_authorization_failed)
         try:
             found = ctx.topics.list_offset(topic, p.partition_index, p.timestamp)
         except TopicLogError as exc:
-            return res.ListOffsetsPartitionResponse(
-                partition_index=p.partition_index,
-                error_code=exc.error_code,
-                timestamp=i64(-1),
-                offset=i64(-1),
-                leader_epoch=i32(-1),
-            )
+            return _no_offset(p, exc.error_code)
         return res.ListOffsetsPartitionResponse(
             partition_index=p.partition_index,
             error_code=E.none,
@@ -232,17 +340,21 @@ async def handle_list_offsets(
     )
 
 
-@kafka_api("init_producer_id", (0, 5))
+# === InitProducerId =======================================================================================
+
+
+def _init_producer_id_error(request: Request[InitProducerIdRequest], error: ApiError) -> ResponsePayload:
+    return init_producer_id_res.InitProducerIdResponse(
+        throttle_time=NO_THROTTLE, error_code=error.code, producer_id=ProducerId(-1), producer_epoch=i16(-1)
+    )
+
+
+@kafka_api("init_producer_id", (0, 5), InitProducerIdRequest, error=_init_producer_id_error)
 async def handle_init_producer_id(
-    ctx: BrokerContext, request: Request[init_producer_id_req.InitProducerIdRequest]
-) -> init_producer_id_res.InitProducerIdResponse:
-    if request.body.transactional_id is not None:
-        return init_producer_id_res.InitProducerIdResponse(
-            throttle_time=NO_THROTTLE,
-            error_code=E.coordinator_not_available,
-            producer_id=ProducerId(-1),
-            producer_epoch=i16(-1),
-        )
+    ctx: BrokerContext, request: Request[InitProducerIdRequest]
+) -> ResponsePayload:
+    if request.body.transactional_id is not None:  # transactions are not served
+        return _init_producer_id_error(request, ApiError(E.coordinator_not_available))
     return init_producer_id_res.InitProducerIdResponse(
         throttle_time=NO_THROTTLE,
         error_code=E.none,

@@ -1,12 +1,12 @@
-"""Kafka's security APIs on the embedded coordinator: SaslHandshake/SaslAuthenticate outside the SASL
-exchange, the ACL APIs and the SCRAM credential APIs, with Kafka's codes and messages (decisions in
-broker/security/admin.py; a change is answered once it is durable in the coordinator log, and a change
-the log refuses, a full disk say, is answered with the log's error and changes nothing)."""
+"""Kafka's security APIs on the embedded coordinator: SaslHandshake and SaslAuthenticate (the login,
+whose state is the connection's, see security/authenticator.py), the ACL APIs and the SCRAM credential
+APIs, with Kafka's codes and messages (decisions in broker/security/admin.py; a change is answered once
+it is durable in the coordinator log, and a change the log refuses, a full disk say, is answered with
+the log's error and changes nothing)."""
 
 from __future__ import annotations
 
 import datetime
-from typing import Any
 
 from kio.schema.alter_user_scram_credentials.v0 import request as alter_scram_req
 from kio.schema.alter_user_scram_credentials.v0 import response as alter_scram_res
@@ -26,54 +26,105 @@ from kio.schema.sasl_authenticate.v2 import response as sasl_authenticate_res
 from kio.schema.sasl_handshake.v1 import request as sasl_handshake_req
 from kio.schema.sasl_handshake.v1 import response as sasl_handshake_res
 from kio.static.primitive import i8, i32, i64Timedelta
+from kio.static.protocol import ResponsePayload
 
-from staticfleet.broker.registry import NO_THROTTLE, BrokerContext, Request, kafka_api
+from staticfleet.broker.registry import (
+    NO_THROTTLE,
+    ApiError,
+    BrokerContext,
+    CloseConnection,
+    Request,
+    Requires,
+    kafka_api,
+    needs_permission,
+    no_message,
+)
 from staticfleet.broker.security import admin, records
-from staticfleet.broker.security.access import Access, Session
-from staticfleet.broker.security.acl import AclOperation
-from staticfleet.broker.security.authenticator import AFTER_AUTHENTICATION_MESSAGE
+from staticfleet.broker.security.acl import AclOperation, ResourceType
+from staticfleet.broker.security.authenticator import (
+    AUTHENTICATE_AFTER_LOGIN,
+    HANDSHAKE_AFTER_LOGIN,
+    Close,
+    LoginStep,
+)
 from staticfleet.coordinator.errors import StoreError
 
 E = ErrorCode
 NO_LIFETIME = i64Timedelta.parse(datetime.timedelta(0))
 
 
-def access(ctx: BrokerContext, request: Request[Any]) -> Access:
-    """The checks of this request: the caller's principal and address, the coordinator's authorizer."""
-    authorizer = ctx.security.authorizer if ctx.security is not None else None
-    return Access(authorizer, Session.of(request.principal, request.client_host.lstrip("/")))
+SaslHandshakeRequest = sasl_handshake_req.SaslHandshakeRequest
+SaslAuthenticateRequest = sasl_authenticate_req.SaslAuthenticateRequest
+DescribeAclsRequest = describe_acls_req.DescribeAclsRequest
+CreateAclsRequest = create_acls_req.CreateAclsRequest
+DeleteAclsRequest = delete_acls_req.DeleteAclsRequest
+DescribeScramRequest = describe_scram_req.DescribeUserScramCredentialsRequest
+AlterScramRequest = alter_scram_req.AlterUserScramCredentialsRequest
+DescribeQuotasRequest = describe_quotas_req.DescribeClientQuotasRequest
 
 
-def _denied(request: Request[Any], permission: str) -> str:
-    return admin.denied_message(permission, request.client_host, request.listener, request.listener)
+# === the SASL login =======================================================================================
 
 
-# === SASL outside the exchange (PLAINTEXT and SSL listeners, or an authenticated connection) ===============
+def _sasl_handshake_error(request: Request[SaslHandshakeRequest], error: ApiError) -> ResponsePayload:
+    return sasl_handshake_res.SaslHandshakeResponse(error_code=error.code, mechanisms=())
 
 
-@kafka_api("sasl_handshake", (0, 1))
+@kafka_api(
+    "sasl_handshake", (0, 1), SaslHandshakeRequest, error=_sasl_handshake_error, login=LoginStep.HANDSHAKE
+)
 async def handle_sasl_handshake(
-    ctx: BrokerContext, request: Request[sasl_handshake_req.SaslHandshakeRequest]
+    ctx: BrokerContext, request: Request[SaslHandshakeRequest]
 ) -> sasl_handshake_res.SaslHandshakeResponse:
-    return sasl_handshake_res.SaslHandshakeResponse(error_code=E.illegal_sasl_state, mechanisms=())
+    """The mechanisms enabled, and the one chosen; ILLEGAL_SASL_STATE where there is nothing (more) to log
+    in to. v0 makes the frames that follow bare SASL tokens."""
+    login = request.peer.login
+    answer = (
+        HANDSHAKE_AFTER_LOGIN if login is None else login.handshake(request.version, request.body.mechanism)
+    )
+    return sasl_handshake_res.SaslHandshakeResponse(
+        error_code=E(answer.error_code), mechanisms=answer.mechanisms
+    )
 
 
-@kafka_api("sasl_authenticate", (0, 2))
-async def handle_sasl_authenticate(
-    ctx: BrokerContext, request: Request[sasl_authenticate_req.SaslAuthenticateRequest]
-) -> sasl_authenticate_res.SaslAuthenticateResponse:
+def _sasl_authenticate_error(request: Request[SaslAuthenticateRequest], error: ApiError) -> ResponsePayload:
     return sasl_authenticate_res.SaslAuthenticateResponse(
-        error_code=E.illegal_sasl_state,
-        error_message=AFTER_AUTHENTICATION_MESSAGE,
-        auth_bytes=b"",
-        session_lifetime=NO_LIFETIME,
+        error_code=error.code, error_message=error.message, auth_bytes=b"", session_lifetime=NO_LIFETIME
+    )
+
+
+@kafka_api(
+    "sasl_authenticate",
+    (0, 2),
+    SaslAuthenticateRequest,
+    error=_sasl_authenticate_error,
+    login=LoginStep.AUTHENTICATE,
+)
+async def handle_sasl_authenticate(
+    ctx: BrokerContext, request: Request[SaslAuthenticateRequest]
+) -> sasl_authenticate_res.SaslAuthenticateResponse:
+    """One round of the SASL exchange; its failure ends the connection (after its answer, or at once
+    where Kafka sends none)."""
+    login = request.peer.login
+    answer = (
+        AUTHENTICATE_AFTER_LOGIN
+        if login is None
+        else login.authenticate(request.version, bytes(request.body.auth_bytes))
+    )
+    if answer.close == Close.NOW:
+        raise CloseConnection("the SASL token could not be evaluated", "authentication")
+    return sasl_authenticate_res.SaslAuthenticateResponse(
+        error_code=E(answer.error_code),
+        error_message=answer.error_message,
+        auth_bytes=answer.auth_bytes,
+        session_lifetime=i64Timedelta.parse(datetime.timedelta(milliseconds=answer.session_lifetime_ms)),
     )
 
 
 # === ACLs =================================================================================================
 
 
-def _codes(f: Any) -> admin.AclCodes:
+def _codes(f: describe_acls_req.DescribeAclsRequest | delete_acls_req.DeleteAclsFilter) -> admin.AclCodes:
     return admin.AclCodes(
         int(f.resource_type_filter),
         f.resource_name_filter,
@@ -85,22 +136,32 @@ def _codes(f: Any) -> admin.AclCodes:
     )
 
 
-@kafka_api("describe_acls", (1, 3))
-async def handle_describe_acls(
-    ctx: BrokerContext, request: Request[describe_acls_req.DescribeAclsRequest]
+def _describe_acls_answer(
+    code: ErrorCode, message: str | None, resources: tuple[describe_acls_res.DescribeAclsResource, ...] = ()
 ) -> describe_acls_res.DescribeAclsResponse:
-    def answer(
-        code: ErrorCode, message: str | None, resources: tuple[Any, ...] = ()
-    ) -> describe_acls_res.DescribeAclsResponse:
-        return describe_acls_res.DescribeAclsResponse(
-            throttle_time=NO_THROTTLE, error_code=code, error_message=message, resources=resources
-        )
+    return describe_acls_res.DescribeAclsResponse(
+        throttle_time=NO_THROTTLE, error_code=code, error_message=message, resources=resources
+    )
 
+
+def _describe_acls_error(request: Request[DescribeAclsRequest], error: ApiError) -> ResponsePayload:
+    return _describe_acls_answer(error.code, error.message)
+
+
+@kafka_api(
+    "describe_acls",
+    (1, 3),
+    DescribeAclsRequest,
+    error=_describe_acls_error,
+    acl=(Requires.cluster(AclOperation.DESCRIBE, message=needs_permission),),
+)
+async def handle_describe_acls(
+    ctx: BrokerContext, request: Request[DescribeAclsRequest]
+) -> describe_acls_res.DescribeAclsResponse:
+    answer = _describe_acls_answer
     if ctx.security is None or ctx.security.authorizer is None:
         result = admin.no_authorizer(describe=True)
         return answer(E(result.error_code), result.error_message)
-    if not access(ctx, request).cluster(AclOperation.DESCRIBE):
-        return answer(E.cluster_authorization_failed, _denied(request, "DESCRIBE"))
     grouped = admin.describe_acls(ctx.security.authorizer, _codes(request.body))
     return answer(
         E.none,
@@ -125,26 +186,34 @@ async def handle_describe_acls(
     )
 
 
-@kafka_api("create_acls", (1, 3))
+def _create_acls_answer(results: list[admin.Result]) -> create_acls_res.CreateAclsResponse:
+    return create_acls_res.CreateAclsResponse(
+        throttle_time=NO_THROTTLE,
+        results=tuple(
+            create_acls_res.AclCreationResult(error_code=E(r.error_code), error_message=r.error_message)
+            for r in results
+        ),
+    )
+
+
+def _create_acls_error(request: Request[CreateAclsRequest], error: ApiError) -> ResponsePayload:
+    return _create_acls_answer([admin.Result(int(error.code), error.message)] * len(request.body.creations))
+
+
+@kafka_api(
+    "create_acls",
+    (1, 3),
+    CreateAclsRequest,
+    error=_create_acls_error,
+    acl=(Requires.cluster(AclOperation.ALTER, message=needs_permission),),
+)
 async def handle_create_acls(
-    ctx: BrokerContext, request: Request[create_acls_req.CreateAclsRequest]
+    ctx: BrokerContext, request: Request[CreateAclsRequest]
 ) -> create_acls_res.CreateAclsResponse:
     creations = request.body.creations
-
-    def answer(results: list[admin.Result]) -> create_acls_res.CreateAclsResponse:
-        return create_acls_res.CreateAclsResponse(
-            throttle_time=NO_THROTTLE,
-            results=tuple(
-                create_acls_res.AclCreationResult(error_code=E(r.error_code), error_message=r.error_message)
-                for r in results
-            ),
-        )
-
+    answer = _create_acls_answer
     if ctx.security is None or ctx.security.authorizer is None:
         return answer([admin.no_authorizer(describe=False)] * len(creations))
-    if not access(ctx, request).cluster(AclOperation.ALTER):
-        denied = admin.Result(admin.CLUSTER_AUTHORIZATION_FAILED, _denied(request, "ALTER"))
-        return answer([denied] * len(creations))
     codes = [
         admin.AclCodes(
             int(c.resource_type),
@@ -165,44 +234,53 @@ async def handle_create_acls(
     return answer(results)
 
 
-@kafka_api("delete_acls", (1, 3))
+def _delete_acls_answer(results: list[admin.FilterResult]) -> delete_acls_res.DeleteAclsResponse:
+    return delete_acls_res.DeleteAclsResponse(
+        throttle_time=NO_THROTTLE,
+        filter_results=tuple(
+            delete_acls_res.DeleteAclsFilterResult(
+                error_code=E(r.error_code),
+                error_message=r.error_message,
+                matching_acls=tuple(
+                    delete_acls_res.DeleteAclsMatchingAcl(
+                        error_code=E.none,
+                        error_message=None,
+                        resource_type=i8(int(b.pattern.resource_type)),
+                        resource_name=b.pattern.name,
+                        pattern_type=i8(int(b.pattern.pattern_type)),
+                        principal=b.entry.principal,
+                        host=b.entry.host,
+                        operation=i8(int(b.entry.operation)),
+                        permission_type=i8(int(b.entry.permission)),
+                    )
+                    for b in r.matching
+                ),
+            )
+            for r in results
+        ),
+    )
+
+
+def _delete_acls_error(request: Request[DeleteAclsRequest], error: ApiError) -> ResponsePayload:
+    failed = admin.FilterResult(int(error.code), error.message, ())
+    return _delete_acls_answer([failed] * len(request.body.filters))
+
+
+@kafka_api(
+    "delete_acls",
+    (1, 3),
+    DeleteAclsRequest,
+    error=_delete_acls_error,
+    acl=(Requires.cluster(AclOperation.ALTER, message=needs_permission),),
+)
 async def handle_delete_acls(
-    ctx: BrokerContext, request: Request[delete_acls_req.DeleteAclsRequest]
+    ctx: BrokerContext, request: Request[DeleteAclsRequest]
 ) -> delete_acls_res.DeleteAclsResponse:
     filters = request.body.filters
-
-    def answer(results: list[admin.FilterResult]) -> delete_acls_res.DeleteAclsResponse:
-        return delete_acls_res.DeleteAclsResponse(
-            throttle_time=NO_THROTTLE,
-            filter_results=tuple(
-                delete_acls_res.DeleteAclsFilterResult(
-                    error_code=E(r.error_code),
-                    error_message=r.error_message,
-                    matching_acls=tuple(
-                        delete_acls_res.DeleteAclsMatchingAcl(
-                            error_code=E.none,
-                            error_message=None,
-                            resource_type=i8(int(b.pattern.resource_type)),
-                            resource_name=b.pattern.name,
-                            pattern_type=i8(int(b.pattern.pattern_type)),
-                            principal=b.entry.principal,
-                            host=b.entry.host,
-                            operation=i8(int(b.entry.operation)),
-                            permission_type=i8(int(b.entry.permission)),
-                        )
-                        for b in r.matching
-                    ),
-                )
-                for r in results
-            ),
-        )
-
+    answer = _delete_acls_answer
     if ctx.security is None or ctx.security.authorizer is None:
         result = admin.no_authorizer(describe=False)
         return answer([admin.FilterResult(result.error_code, result.error_message, ())] * len(filters))
-    if not access(ctx, request).cluster(AclOperation.ALTER):
-        denied = admin.FilterResult(admin.CLUSTER_AUTHORIZATION_FAILED, _denied(request, "ALTER"), ())
-        return answer([denied] * len(filters))
     results, to_remove = admin.plan_delete_acls(ctx.security.authorizer, [_codes(f) for f in filters])
     try:
         await ctx.security.change(ctx.host, (records.AclTombstone(b) for b in to_remove))
@@ -214,16 +292,9 @@ async def handle_delete_acls(
 # === SCRAM credentials ====================================================================================
 
 
-@kafka_api("describe_user_scram_credentials", (0, 0))
-async def handle_describe_user_scram_credentials(
-    ctx: BrokerContext, request: Request[describe_scram_req.DescribeUserScramCredentialsRequest]
+def _describe_scram_answer(
+    code: ErrorCode, message: str | None, results: list[admin.UserResult]
 ) -> describe_scram_res.DescribeUserScramCredentialsResponse:
-    users = None if request.body.users is None else [u.name for u in request.body.users]
-    if not access(ctx, request).cluster(AclOperation.DESCRIBE):
-        code, message, results = E.cluster_authorization_failed, None, admin.describe_scram_denied(users)
-    else:
-        assert ctx.security is not None
-        code, message, results = E.none, "", admin.describe_scram(ctx.security.credentials, users)
     return describe_scram_res.DescribeUserScramCredentialsResponse(
         throttle_time=NO_THROTTLE,
         error_code=code,
@@ -243,27 +314,44 @@ async def handle_describe_user_scram_credentials(
     )
 
 
-@kafka_api("alter_user_scram_credentials", (0, 0))
-async def handle_alter_user_scram_credentials(
-    ctx: BrokerContext, request: Request[alter_scram_req.AlterUserScramCredentialsRequest]
-) -> alter_scram_res.AlterUserScramCredentialsResponse:
+def _scram_users(request: Request[DescribeScramRequest]) -> list[str] | None:
+    return None if request.body.users is None else [u.name for u in request.body.users]
+
+
+def _describe_scram_error(request: Request[DescribeScramRequest], error: ApiError) -> ResponsePayload:
+    # One anonymous entry per user asked for, each with the error.
+    failed = [admin.UserResult("", int(error.code), error.message) for _ in _scram_users(request) or ()]
+    return _describe_scram_answer(error.code, error.message, failed)
+
+
+@kafka_api(
+    "describe_user_scram_credentials",
+    (0, 0),
+    DescribeScramRequest,
+    error=_describe_scram_error,
+    acl=(Requires.cluster(AclOperation.DESCRIBE, message=no_message),),
+)
+async def handle_describe_user_scram_credentials(
+    ctx: BrokerContext, request: Request[DescribeScramRequest]
+) -> describe_scram_res.DescribeUserScramCredentialsResponse:
+    assert ctx.security is not None
+    return _describe_scram_answer(
+        E.none, "", admin.describe_scram(ctx.security.credentials, _scram_users(request))
+    )
+
+
+def _scram_changes(
+    request: Request[AlterScramRequest],
+) -> tuple[list[tuple[str, int]], list[admin.Upsertion]]:
     deletions = [(d.name, int(d.mechanism)) for d in request.body.deletions]
     upsertions = [
         admin.Upsertion(u.name, int(u.mechanism), int(u.iterations), bytes(u.salt), bytes(u.salted_password))
         for u in request.body.upsertions
     ]
-    if not access(ctx, request).cluster(AclOperation.ALTER) or ctx.security is None:
-        results = admin.alter_scram_denied(deletions, upsertions, _denied(request, "ALTER"))
-    else:
-        results, changes = admin.plan_alter_scram(ctx.security.credentials, deletions, upsertions)
-        try:
-            await ctx.security.change(
-                ctx.host,
-                [records.ScramCredentialTombstone(name, mechanism) for name, mechanism in changes.deletions]
-                + [records.ScramCredentialRecord(n, m, c) for n, m, c in changes.upsertions],
-            )
-        except StoreError as exc:
-            results = [admin.UserResult(r.user, int(exc.code), str(exc)) for r in results]
+    return deletions, upsertions
+
+
+def _alter_scram_answer(results: list[admin.UserResult]) -> alter_scram_res.AlterUserScramCredentialsResponse:
     return alter_scram_res.AlterUserScramCredentialsResponse(
         throttle_time=NO_THROTTLE,
         results=tuple(
@@ -275,20 +363,59 @@ async def handle_alter_user_scram_credentials(
     )
 
 
+def _alter_scram_error(request: Request[AlterScramRequest], error: ApiError) -> ResponsePayload:
+    # Every distinct user named, sorted, with the error (Kafka's getErrorResponse).
+    deletions, upsertions = _scram_changes(request)
+    users = sorted({name for name, _ in deletions} | {u.name for u in upsertions})
+    return _alter_scram_answer([admin.UserResult(user, int(error.code), error.message) for user in users])
+
+
+@kafka_api(
+    "alter_user_scram_credentials",
+    (0, 0),
+    AlterScramRequest,
+    error=_alter_scram_error,
+    acl=(Requires.cluster(AclOperation.ALTER, message=needs_permission),),
+)
+async def handle_alter_user_scram_credentials(
+    ctx: BrokerContext, request: Request[AlterScramRequest]
+) -> alter_scram_res.AlterUserScramCredentialsResponse:
+    deletions, upsertions = _scram_changes(request)
+    if ctx.security is None:
+        message = needs_permission(request, AclOperation.ALTER, ResourceType.CLUSTER)
+        results = admin.alter_scram_denied(deletions, upsertions, message)
+    else:
+        results, changes = admin.plan_alter_scram(ctx.security.credentials, deletions, upsertions)
+        try:
+            await ctx.security.change(
+                ctx.host,
+                [records.ScramCredentialTombstone(name, mechanism) for name, mechanism in changes.deletions]
+                + [records.ScramCredentialRecord(n, m, c) for n, m, c in changes.upsertions],
+            )
+        except StoreError as exc:
+            results = [admin.UserResult(r.user, int(exc.code), str(exc)) for r in results]
+    return _alter_scram_answer(results)
+
+
 # === client quotas (none are enforced; kafka-configs asks for them when it describes users) ===============
 
 
-@kafka_api("describe_client_quotas", (0, 1))
+def _describe_quotas_error(request: Request[DescribeQuotasRequest], error: ApiError) -> ResponsePayload:
+    return describe_quotas_res.DescribeClientQuotasResponse(
+        throttle_time=NO_THROTTLE, error_code=error.code, error_message=error.message, entries=None
+    )
+
+
+@kafka_api(
+    "describe_client_quotas",
+    (0, 1),
+    DescribeQuotasRequest,
+    error=_describe_quotas_error,
+    acl=(Requires.cluster(AclOperation.DESCRIBE_CONFIGS),),
+)
 async def handle_describe_client_quotas(
-    ctx: BrokerContext, request: Request[describe_quotas_req.DescribeClientQuotasRequest]
+    ctx: BrokerContext, request: Request[DescribeQuotasRequest]
 ) -> describe_quotas_res.DescribeClientQuotasResponse:
-    if not access(ctx, request).cluster(AclOperation.DESCRIBE_CONFIGS):
-        return describe_quotas_res.DescribeClientQuotasResponse(
-            throttle_time=NO_THROTTLE,
-            error_code=E.cluster_authorization_failed,
-            error_message="Cluster authorization failed.",
-            entries=None,
-        )
     return describe_quotas_res.DescribeClientQuotasResponse(
         throttle_time=NO_THROTTLE, error_code=E.none, error_message=None, entries=()
     )

@@ -8,16 +8,21 @@ from kio.schema.create_partitions.v3 import request as create_partitions_req
 from kio.schema.create_partitions.v3 import response as create_partitions_res
 from kio.schema.create_topics.v7 import request as create_topics_req
 from kio.schema.create_topics.v7 import response as create_topics_res
+from kio.schema.delete_topics.v5 import request as delete_topics_v5_req
 from kio.schema.delete_topics.v6 import request as delete_topics_req
 from kio.schema.delete_topics.v6 import response as delete_topics_res
 from kio.schema.types import TopicName
 from kio.static.primitive import i16, i32
+from kio.static.protocol import ResponsePayload
 
 from staticfleet.broker.apis.common import NULL_TOPIC_ID, SOURCE_DEFAULT, SOURCE_DYNAMIC_TOPIC, E
-from staticfleet.broker.apis.security import access
-from staticfleet.broker.registry import NO_THROTTLE, BrokerContext, Request, kafka_api
-from staticfleet.broker.security.acl import AclOperation
+from staticfleet.broker.registry import NO_THROTTLE, ApiError, BrokerContext, Request, Requires, kafka_api
+from staticfleet.broker.security.acl import AclOperation, ResourceType
 from staticfleet.broker.topiclog_errors import TopicLogError
+
+CreateTopicsRequest = create_topics_req.CreateTopicsRequest
+DeleteTopicsRequest = delete_topics_req.DeleteTopicsRequest
+CreatePartitionsRequest = create_partitions_req.CreatePartitionsRequest
 
 
 class _AssignmentError(TopicLogError):
@@ -28,17 +33,49 @@ def _invalid_assignment(ctx: BrokerContext) -> TopicLogError:
     return _AssignmentError(f"replicas can only be placed on this broker (node {ctx.node_id})")
 
 
-@kafka_api("create_topics", (2, 7))
+# === CreateTopics =========================================================================================
+
+
+def _create_topics_error(request: Request[CreateTopicsRequest], error: ApiError) -> ResponsePayload:
+    return create_topics_res.CreateTopicsResponse(
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            create_topics_res.CreatableTopicResult(
+                name=t.name, topic_id=None, error_code=error.code, error_message=error.message, configs=None
+            )
+            for t in request.body.topics
+        ),
+    )
+
+
+@kafka_api(
+    "create_topics",
+    (2, 7),
+    CreateTopicsRequest,
+    error=_create_topics_error,
+    acl=(
+        # CREATE on the topic or on the cluster (KIP-277); a denied topic is answered in its place.
+        Requires.each(
+            AclOperation.CREATE,
+            ResourceType.TOPIC,
+            lambda ctx, r: [t.name for t in r.body.topics],
+            cluster_grants=True,
+        ),
+        # Without DESCRIBE_CONFIGS on a created topic its settings are withheld (topic_config_error_code).
+        Requires.each(
+            AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, lambda ctx, r: [t.name for t in r.body.topics]
+        ),
+    ),
+)
 async def handle_create_topics(
-    ctx: BrokerContext, request: Request[create_topics_req.CreateTopicsRequest]
+    ctx: BrokerContext, request: Request[CreateTopicsRequest]
 ) -> create_topics_res.CreateTopicsResponse:
     res = create_topics_res
-    validate_only = bool(request.optional("validate_only", False))
+    validate_only = request.body.validate_only
     out = []
-    checks = access(ctx, request)
     for topic in request.body.topics:
         configs = {c.name: c.value for c in topic.configs}
-        if not checks.create_topic(topic.name):
+        if not request.allows(AclOperation.CREATE, ResourceType.TOPIC, topic.name):
             out.append(
                 res.CreatableTopicResult(
                     name=topic.name,
@@ -62,8 +99,7 @@ async def handle_create_topics(
                 topic.name, partitions, replication, configs, validate_only=validate_only
             )
             effective = ctx.topics.topic_configs(topic.name) if not validate_only else {}
-            # Without DESCRIBE_CONFIGS on the topic its settings are withheld (topic_config_error_code).
-            shown = not checks.enabled or checks.topic(AclOperation.DESCRIBE_CONFIGS, topic.name)
+            shown = request.allows(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, topic.name)
             if not shown:
                 effective = {}
             result = res.CreatableTopicResult(
@@ -99,26 +135,64 @@ async def handle_create_topics(
     return res.CreateTopicsResponse(throttle_time=NO_THROTTLE, topics=tuple(out))
 
 
-@kafka_api("delete_topics", (1, 6))
-async def handle_delete_topics(
-    ctx: BrokerContext, request: Request[delete_topics_req.DeleteTopicsRequest]
-) -> delete_topics_res.DeleteTopicsResponse:
-    wanted: list[tuple[str | None, uuid.UUID | None]]
+# === DeleteTopics =========================================================================================
+
+
+def _asked_deletions(request: Request[DeleteTopicsRequest]) -> list[tuple[str | None, uuid.UUID | None]]:
+    """(name, id) of each topic to delete: by name before v6, by name or id from v6."""
     if request.version >= 6:
-        wanted = [(t.name, t.topic_id) for t in request.body.topics]
-    else:
-        wanted = [(name, None) for name in request.optional("topic_names")]
+        return [(t.name, t.topic_id) for t in request.body.topics]
+    return [(name, None) for name in request.shaped(delete_topics_v5_req.DeleteTopicsRequest).topic_names]
+
+
+def _deletions(
+    ctx: BrokerContext, request: Request[DeleteTopicsRequest]
+) -> list[tuple[str | None, uuid.UUID | None]]:
+    """(name, id) of each topic to delete, a topic given by id named (None: an unknown id)."""
+    return [
+        (ctx.topics.topic_name_for_id(topic_id) if name is None and topic_id is not None else name, topic_id)
+        for name, topic_id in _asked_deletions(request)
+    ]
+
+
+def _delete_topics_error(request: Request[DeleteTopicsRequest], error: ApiError) -> ResponsePayload:
+    return delete_topics_res.DeleteTopicsResponse(
+        throttle_time=NO_THROTTLE,
+        responses=tuple(
+            delete_topics_res.DeletableTopicResult(
+                name=None if name is None else TopicName(name), topic_id=topic_id, error_code=error.code
+            )
+            for name, topic_id in _asked_deletions(request)
+        ),
+    )
+
+
+@kafka_api(
+    "delete_topics",
+    (1, 6),
+    DeleteTopicsRequest,
+    error=_delete_topics_error,
+    # DELETE on the topic or on the cluster; a denied topic is answered in its place.
+    acl=(
+        Requires.each(
+            AclOperation.DELETE,
+            ResourceType.TOPIC,
+            lambda ctx, r: [name for name, _ in _deletions(ctx, r) if name is not None],
+            cluster_grants=True,
+        ),
+    ),
+)
+async def handle_delete_topics(
+    ctx: BrokerContext, request: Request[DeleteTopicsRequest]
+) -> delete_topics_res.DeleteTopicsResponse:
     responses = []
-    checks = access(ctx, request)
-    for name, topic_id in wanted:
-        if name is None and topic_id is not None:
+    for name, topic_id in _asked_deletions(request):
+        if name is None and topic_id is not None:  # named now: an earlier deletion may have removed it
             name = ctx.topics.topic_name_for_id(topic_id)
         error, message = E.none, None
         if name is None:
             error, message = E.unknown_topic_id, "Topic id not found"
-        elif checks.enabled and not (
-            checks.cluster(AclOperation.DELETE) or checks.topic(AclOperation.DELETE, name)
-        ):
+        elif not request.allows(AclOperation.DELETE, ResourceType.TOPIC, name):
             error, message = E.topic_authorization_failed, "Topic authorization failed."
         else:
             try:
@@ -138,15 +212,37 @@ async def handle_delete_topics(
     return delete_topics_res.DeleteTopicsResponse(throttle_time=NO_THROTTLE, responses=tuple(responses))
 
 
-@kafka_api("create_partitions", (0, 3))
+# === CreatePartitions =====================================================================================
+
+
+def _create_partitions_error(request: Request[CreatePartitionsRequest], error: ApiError) -> ResponsePayload:
+    return create_partitions_res.CreatePartitionsResponse(
+        throttle_time=NO_THROTTLE,
+        results=tuple(
+            create_partitions_res.CreatePartitionsTopicResult(
+                name=t.name, error_code=error.code, error_message=error.message
+            )
+            for t in request.body.topics
+        ),
+    )
+
+
+@kafka_api(
+    "create_partitions",
+    (0, 3),
+    CreatePartitionsRequest,
+    error=_create_partitions_error,
+    acl=(
+        Requires.each(AclOperation.ALTER, ResourceType.TOPIC, lambda ctx, r: [t.name for t in r.body.topics]),
+    ),
+)
 async def handle_create_partitions(
-    ctx: BrokerContext, request: Request[create_partitions_req.CreatePartitionsRequest]
+    ctx: BrokerContext, request: Request[CreatePartitionsRequest]
 ) -> create_partitions_res.CreatePartitionsResponse:
     results = []
-    checks = access(ctx, request)
     for topic in request.body.topics:
         error, message = E.none, None
-        if not checks.topic(AclOperation.ALTER, topic.name):
+        if not request.allows(AclOperation.ALTER, ResourceType.TOPIC, topic.name):
             results.append(
                 create_partitions_res.CreatePartitionsTopicResult(
                     name=topic.name, error_code=E.topic_authorization_failed, error_message=None
@@ -156,9 +252,7 @@ async def handle_create_partitions(
         try:
             if topic.assignments and any(set(a.broker_ids) != {ctx.node_id} for a in topic.assignments):
                 raise _invalid_assignment(ctx)
-            ctx.topics.create_partitions(
-                topic.name, topic.count, validate_only=bool(request.body.validate_only)
-            )
+            ctx.topics.create_partitions(topic.name, topic.count, validate_only=request.body.validate_only)
         except TopicLogError as exc:
             error, message = exc.error_code, str(exc)
         results.append(

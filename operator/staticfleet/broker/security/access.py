@@ -1,11 +1,11 @@
 """Who is asking, and what they may do: the principal and address of a connection, and the authorization
-checks handlers make (Kafka's AuthHelper). Without an authorizer every check passes, as in Kafka."""
+checks the dispatch path makes for the ACLs each API declares (Kafka's AuthHelper). Without an authorizer
+every check passes, as in Kafka."""
 
 from __future__ import annotations
 
 import functools
 import ipaddress
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from staticfleet.broker.security.acl import (
@@ -65,22 +65,8 @@ class Access:
             self.session.principal, self.session.host, operation, resource_type, name
         )
 
-    def group(self, operation: AclOperation, group_id: str) -> bool:
-        return self.allowed(operation, ResourceType.GROUP, group_id)
-
-    def topic(self, operation: AclOperation, topic: str) -> bool:
-        return self.allowed(operation, ResourceType.TOPIC, topic)
-
     def cluster(self, operation: AclOperation) -> bool:
         return self.allowed(operation, ResourceType.CLUSTER, CLUSTER_NAME)
-
-    def topics(self, operation: AclOperation, names: Iterable[str]) -> set[str]:
-        """The names allowed (each distinct name checked once, as Kafka's filterByAuthorized does)."""
-        return {name for name in set(names) if self.topic(operation, name)}
-
-    def create_topic(self, topic: str) -> bool:
-        """CREATE on the cluster or on the topic (KIP-277)."""
-        return self.cluster(AclOperation.CREATE) or self.topic(AclOperation.CREATE, topic)
 
     def authorized_operations(self, resource_type: ResourceType, name: str, *, requested: bool = True) -> int:
         """The KIP-430 bitfield, or the not-requested value."""

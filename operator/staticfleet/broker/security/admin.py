@@ -210,11 +210,6 @@ def describe_scram(store: CredentialStore, users: Sequence[str] | None) -> list[
     return results
 
 
-def describe_scram_denied(users: Sequence[str] | None) -> list[UserResult]:
-    """Without DESCRIBE on the cluster: one anonymous denial per requested entry."""
-    return [UserResult("", CLUSTER_AUTHORIZATION_FAILED, None) for _ in users or ()]
-
-
 @dataclass(frozen=True)
 class Upsertion:
     name: str

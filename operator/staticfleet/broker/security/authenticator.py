@@ -2,15 +2,15 @@
 
 On a SASL listener a connection starts unauthenticated and may send only ApiVersions (once) and
 SaslHandshake; after the handshake only SaslAuthenticate (or, after handshake v0, raw SASL tokens). The
-server asks `request()` what to do with each incoming request, then calls `api_versions_answered`,
-`handshake` or `authenticate`, and follows the answer's `close` instruction:
+broker's one dispatch path asks `admit()` about every request before it parses it, passing the part
+the request's API plays in a login (its registry entry says which, as a `LoginStep`); the SASL APIs'
+handlers then call `api_versions_answered`, `handshake` or `authenticate`. A failed login ends the
+connection: the answer (if any) goes out after `connection.failed.authentication.delay.ms` (100 ms),
+then the connection closes; an answer whose `close` is `Close.NOW` is not sent at all.
 
-- `Close.NOW`: close without answering;
-- `Close.AFTER_DELAY`: send the answer after `connection.failed.authentication.delay.ms` (100 ms), then close;
-- `Close.NO`: send the answer and carry on.
-
-On PLAINTEXT and SSL listeners the connection is authenticated from the start (its principal comes from the
-TLS certificate, or is User:ANONYMOUS), and SaslHandshake/SaslAuthenticate get ILLEGAL_SASL_STATE answers.
+On PLAINTEXT and SSL listeners there is nothing to log in to (the principal comes from the TLS
+certificate, or is User:ANONYMOUS), and SaslHandshake/SaslAuthenticate get the ILLEGAL_SASL_STATE answers
+they get after a login.
 """
 
 from __future__ import annotations
@@ -21,16 +21,9 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from staticfleet.broker.registry import API_KEYS
 from staticfleet.broker.security.errors import SaslAuthenticationError, SaslFailure, generic_failure_message
 from staticfleet.broker.security.sasl import SaslServer, handshake_order
 from staticfleet.broker.security.scram import ProofLengthError
-
-API_VERSIONS = API_KEYS["api_versions"]
-SASL_HANDSHAKE = API_KEYS["sasl_handshake"]
-SASL_AUTHENTICATE = API_KEYS["sasl_authenticate"]
-SASL_HANDSHAKE_VERSIONS = range(0, 2)
-SASL_AUTHENTICATE_VERSIONS = range(0, 3)
 
 # Kafka's error codes used here, as the integers the answers carry.
 NONE = int(ErrorCode.none)
@@ -38,7 +31,6 @@ UNSUPPORTED_SASL_MECHANISM = int(ErrorCode.unsupported_sasl_mechanism)
 ILLEGAL_SASL_STATE = int(ErrorCode.illegal_sasl_state)
 SASL_AUTHENTICATION_FAILED = int(ErrorCode.sasl_authentication_failed)
 
-FAILED_AUTHENTICATION_DELAY_MS = 100
 AFTER_AUTHENTICATION_MESSAGE = "SaslAuthenticate request received after successful authentication"
 
 
@@ -51,14 +43,19 @@ class State(enum.Enum):
     FAILED = "FAILED"
 
 
-class Step(enum.Enum):
-    """What to do with an incoming request."""
+class LoginStep(enum.Enum):
+    """The part an API plays in a SASL login; every other API has none."""
 
-    API_VERSIONS = "answer ApiVersions, then call api_versions_answered()"
-    HANDSHAKE = "call handshake()"
-    AUTHENTICATE = "call authenticate()"
-    SERVE = "authenticated: authorize and handle as usual"
-    ILLEGAL_STATE = "answer this API's error response with ILLEGAL_SASL_STATE after the delay, then close"
+    VERSIONS = "ApiVersions"
+    HANDSHAKE = "SaslHandshake"
+    AUTHENTICATE = "SaslAuthenticate"
+
+
+class Admission(enum.Enum):
+    """What the dispatch path does with a request, decided before it is parsed."""
+
+    SERVE = "parse it and hand it to its handler"
+    ILLEGAL_STATE = "answer this API's error answer with ILLEGAL_SASL_STATE after the delay, then close"
     CLOSE = "close without answering"
 
 
@@ -94,6 +91,11 @@ class RawTokenAnswer:
 
 ServerFactory = Callable[[str], SaslServer]
 
+# SaslHandshake and SaslAuthenticate on a connection with nothing (more) to log in to: a PLAINTEXT or SSL
+# listener, or after the login (no re-authentication configured). The connection stays open.
+HANDSHAKE_AFTER_LOGIN = HandshakeAnswer(ILLEGAL_SASL_STATE, ())
+AUTHENTICATE_AFTER_LOGIN = AuthenticateAnswer(ILLEGAL_SASL_STATE, AFTER_AUTHENTICATION_MESSAGE, b"")
+
 
 def illegal_state_message(api_name: str) -> str:
     """The message of the ILLEGAL_SASL_STATE answer to another request during authentication."""
@@ -122,38 +124,42 @@ class SaslAuthenticator:
         """After a v0 handshake the next frames are bare SASL tokens, not Kafka requests."""
         return self.state == State.AUTHENTICATE and not self.framed
 
-    def request(self, api_key: int, api_version: int) -> Step:
+    @property
+    def failed(self) -> bool:
+        return self.state == State.FAILED
+
+    def admit(self, step: LoginStep | None) -> Admission:
+        """Whether a request of an API playing `step` in a login may be served now (Kafka checks this
+        before it parses the request)."""
         if self.state == State.COMPLETE:
-            if api_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
-                return Step.HANDSHAKE if api_key == SASL_HANDSHAKE else Step.AUTHENTICATE
-            return Step.SERVE
+            return Admission.SERVE
         if self.state in (State.INITIAL, State.HANDSHAKE_OR_VERSIONS, State.HANDSHAKE):
-            if api_key == API_VERSIONS:
+            if step == LoginStep.VERSIONS:
                 if self.state == State.HANDSHAKE:
-                    return Step.CLOSE  # a second ApiVersions: IllegalStateException, no answer
+                    return Admission.CLOSE  # a second ApiVersions: IllegalStateException, no answer
                 self.state = State.HANDSHAKE_OR_VERSIONS
-                return Step.API_VERSIONS
-            if api_key == SASL_HANDSHAKE and api_version in SASL_HANDSHAKE_VERSIONS:
+                return Admission.SERVE
+            if step == LoginStep.HANDSHAKE:
                 if self.state == State.INITIAL:
                     self.state = State.HANDSHAKE_OR_VERSIONS
-                return Step.HANDSHAKE
-            return Step.CLOSE
+                return Admission.SERVE
+            return Admission.CLOSE
         if self.state == State.AUTHENTICATE and self.framed:
-            if api_key == SASL_AUTHENTICATE:
-                return Step.AUTHENTICATE if api_version in SASL_AUTHENTICATE_VERSIONS else Step.CLOSE
+            if step == LoginStep.AUTHENTICATE:
+                return Admission.SERVE
             self.state = State.FAILED
-            return Step.ILLEGAL_STATE
-        return Step.CLOSE
+            return Admission.ILLEGAL_STATE
+        return Admission.CLOSE
 
     def api_versions_answered(self, *, ok: bool) -> None:
         """An ApiVersions answer was sent; `ok` False for the UNSUPPORTED_VERSION/INVALID_REQUEST answers,
-        after which ApiVersions may be sent again."""
-        if ok:
+        after which ApiVersions may be sent again. (After the login ApiVersions changes nothing.)"""
+        if ok and self.state == State.HANDSHAKE_OR_VERSIONS:
             self.state = State.HANDSHAKE
 
     def handshake(self, api_version: int, mechanism: str) -> HandshakeAnswer:
         if self.state == State.COMPLETE:
-            return HandshakeAnswer(ILLEGAL_SASL_STATE, ())
+            return HANDSHAKE_AFTER_LOGIN
         if mechanism not in self._enabled:
             self.state = State.FAILED
             return HandshakeAnswer(UNSUPPORTED_SASL_MECHANISM, self.mechanisms, Close.AFTER_DELAY)
@@ -165,7 +171,7 @@ class SaslAuthenticator:
 
     def authenticate(self, api_version: int, auth_bytes: bytes) -> AuthenticateAnswer:
         if self.state == State.COMPLETE:
-            return AuthenticateAnswer(ILLEGAL_SASL_STATE, AFTER_AUTHENTICATION_MESSAGE, b"")
+            return AUTHENTICATE_AFTER_LOGIN
         assert self._server is not None and self.mechanism is not None, "authenticate() before handshake()"
         try:
             challenge = self._server.evaluate(auth_bytes)
@@ -205,11 +211,3 @@ class SaslAuthenticator:
         self.principal = f"User:{self._server.authorization_id}"
         self.state = State.COMPLETE
         self._server = None
-
-
-def answer_sasl_on_authenticated_connection(api_key: int) -> HandshakeAnswer | AuthenticateAnswer:
-    """SaslHandshake or SaslAuthenticate on a PLAINTEXT/SSL listener, or after authentication (no
-    re-authentication configured): ILLEGAL_SASL_STATE, and the connection stays open."""
-    if api_key == SASL_HANDSHAKE:
-        return HandshakeAnswer(ILLEGAL_SASL_STATE, ())
-    return AuthenticateAnswer(ILLEGAL_SASL_STATE, AFTER_AUTHENTICATION_MESSAGE, b"")

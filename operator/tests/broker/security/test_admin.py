@@ -23,7 +23,6 @@ from staticfleet.broker.security.admin import (
     apply_scram,
     describe_acls,
     describe_scram,
-    describe_scram_denied,
     plan_alter_scram,
     plan_create_acls,
     plan_delete_acls,
@@ -180,10 +179,6 @@ def test_describe_of_the_same_user_twice_is_one_duplicate_result() -> None:
 
 def test_describe_without_users_lists_every_user() -> None:
     assert [r.user for r in describe_scram(store(), None)] == ["alice"]
-
-
-def test_describe_denied_answers_one_anonymous_result_per_entry() -> None:
-    assert describe_scram_denied(["a", "b"]) == [UserResult("", CLUSTER_AUTHORIZATION_FAILED, None)] * 2
 
 
 def test_upsert_then_delete_changes_the_store() -> None:

@@ -5,24 +5,23 @@ from __future__ import annotations
 import pytest
 
 from staticfleet.broker.security.authenticator import (
-    API_VERSIONS,
+    AUTHENTICATE_AFTER_LOGIN,
+    HANDSHAKE_AFTER_LOGIN,
     ILLEGAL_SASL_STATE,
     NONE,
-    SASL_AUTHENTICATE,
     SASL_AUTHENTICATION_FAILED,
-    SASL_HANDSHAKE,
     UNSUPPORTED_SASL_MECHANISM,
+    Admission,
     Close,
+    LoginStep,
     SaslAuthenticator,
     State,
-    Step,
-    answer_sasl_on_authenticated_connection,
 )
 from staticfleet.broker.security.plain import PlainCredential, plain_token
 from staticfleet.broker.security.sasl import SaslServer, new_server
 from staticfleet.broker.security.scram import ScramClient, ScramMechanism, generate_credential
 
-HEARTBEAT, METADATA = 12, 3
+OTHER = None  # any API that plays no part in a login (Metadata, Heartbeat, ...)
 SHA512 = ScramMechanism.SCRAM_SHA_512
 ALICE = generate_credential(SHA512, "alice-secret")
 PLAIN_USERS = {"alice": PlainCredential.of("alice-secret")}
@@ -38,39 +37,43 @@ def authenticator() -> SaslAuthenticator:
 
 def handshaken(mechanism: str = "PLAIN", version: int = 1) -> SaslAuthenticator:
     auth = authenticator()
-    assert auth.request(SASL_HANDSHAKE, version) == Step.HANDSHAKE
+    assert auth.admit(LoginStep.HANDSHAKE) == Admission.SERVE
     assert auth.handshake(version, mechanism).error_code == NONE
     return auth
 
 
 def test_api_versions_first_then_handshake() -> None:
     auth = authenticator()
-    assert auth.request(API_VERSIONS, 3) == Step.API_VERSIONS
+    assert auth.admit(LoginStep.VERSIONS) == Admission.SERVE
     auth.api_versions_answered(ok=True)
-    assert auth.request(SASL_HANDSHAKE, 1) == Step.HANDSHAKE
+    assert auth.admit(LoginStep.HANDSHAKE) == Admission.SERVE
 
 
 def test_a_second_api_versions_closes_without_an_answer() -> None:
     auth = authenticator()
-    auth.request(API_VERSIONS, 3)
+    auth.admit(LoginStep.VERSIONS)
     auth.api_versions_answered(ok=True)
-    assert auth.request(API_VERSIONS, 3) == Step.CLOSE
+    assert auth.admit(LoginStep.VERSIONS) == Admission.CLOSE
 
 
 def test_api_versions_may_be_retried_after_an_unsupported_version_answer() -> None:
     auth = authenticator()
-    auth.request(API_VERSIONS, 127)
+    auth.admit(LoginStep.VERSIONS)
     auth.api_versions_answered(ok=False)
-    assert auth.request(API_VERSIONS, 3) == Step.API_VERSIONS
+    assert auth.admit(LoginStep.VERSIONS) == Admission.SERVE
 
 
-@pytest.mark.parametrize("api_key", [METADATA, HEARTBEAT, SASL_AUTHENTICATE])
-def test_any_other_request_before_the_handshake_closes_without_an_answer(api_key: int) -> None:
-    assert authenticator().request(api_key, 0) == Step.CLOSE
+@pytest.mark.parametrize("step", [OTHER, LoginStep.AUTHENTICATE])
+def test_any_other_request_before_the_handshake_closes_without_an_answer(step: LoginStep | None) -> None:
+    assert authenticator().admit(step) == Admission.CLOSE
 
 
-def test_handshake_in_an_unsupported_version_closes() -> None:
-    assert authenticator().request(SASL_HANDSHAKE, 2) == Step.CLOSE
+def test_api_versions_after_authentication_changes_nothing() -> None:
+    auth = handshaken()
+    auth.authenticate(2, plain_token("alice", "alice-secret"))
+    assert auth.admit(LoginStep.VERSIONS) == Admission.SERVE
+    auth.api_versions_answered(ok=True)
+    assert auth.authenticated
 
 
 def test_handshake_lists_mechanisms_in_kafkas_order() -> None:
@@ -94,21 +97,17 @@ def test_unknown_or_wrong_case_mechanism_answers_33_with_the_list_then_closes_af
 
 def test_after_handshake_v1_other_requests_get_illegal_sasl_state_and_close() -> None:
     auth = handshaken()
-    assert auth.request(HEARTBEAT, 4) == Step.ILLEGAL_STATE
-    assert auth.state == State.FAILED
+    assert auth.admit(OTHER) == Admission.ILLEGAL_STATE
+    assert auth.state == State.FAILED and auth.failed
 
 
 def test_a_second_handshake_during_authentication_is_illegal_state() -> None:
-    assert handshaken().request(SASL_HANDSHAKE, 1) == Step.ILLEGAL_STATE
-
-
-def test_sasl_authenticate_in_an_unsupported_version_closes() -> None:
-    assert handshaken().request(SASL_AUTHENTICATE, 3) == Step.CLOSE
+    assert handshaken().admit(LoginStep.HANDSHAKE) == Admission.ILLEGAL_STATE
 
 
 def test_plain_success_completes_with_the_user_principal_and_an_empty_message() -> None:
     auth = handshaken()
-    assert auth.request(SASL_AUTHENTICATE, 2) == Step.AUTHENTICATE
+    assert auth.admit(LoginStep.AUTHENTICATE) == Admission.SERVE
     answer = auth.authenticate(2, plain_token("alice", "alice-secret"))
     assert (answer.error_code, answer.error_message, answer.auth_bytes, answer.close) == (
         NONE,
@@ -117,7 +116,7 @@ def test_plain_success_completes_with_the_user_principal_and_an_empty_message() 
         Close.NO,
     )
     assert auth.authenticated and auth.principal == "User:alice"
-    assert auth.request(HEARTBEAT, 4) == Step.SERVE
+    assert auth.admit(OTHER) == Admission.SERVE
 
 
 def test_plain_failure_sends_plains_message_then_closes_after_the_delay() -> None:
@@ -156,7 +155,7 @@ def test_scram_proof_of_the_wrong_length_closes_at_once() -> None:
 def test_after_authentication_handshake_and_authenticate_are_illegal_state_and_keep_the_connection() -> None:
     auth = handshaken()
     auth.authenticate(2, plain_token("alice", "alice-secret"))
-    assert auth.request(SASL_HANDSHAKE, 1) == Step.HANDSHAKE
+    assert auth.admit(LoginStep.HANDSHAKE) == Admission.SERVE
     handshake = auth.handshake(1, "PLAIN")
     assert (handshake.error_code, handshake.mechanisms, handshake.close) == (ILLEGAL_SASL_STATE, (), Close.NO)
     again = auth.authenticate(2, b"")
@@ -164,10 +163,12 @@ def test_after_authentication_handshake_and_authenticate_are_illegal_state_and_k
     assert again.error_message == "SaslAuthenticate request received after successful authentication"
 
 
-def test_sasl_requests_on_a_listener_without_sasl_are_illegal_state() -> None:
-    handshake = answer_sasl_on_authenticated_connection(SASL_HANDSHAKE)
-    authenticate = answer_sasl_on_authenticated_connection(SASL_AUTHENTICATE)
-    assert handshake.error_code == ILLEGAL_SASL_STATE and authenticate.error_code == ILLEGAL_SASL_STATE
+def test_sasl_requests_on_a_listener_without_sasl_are_illegal_state_and_keep_the_connection() -> None:
+    assert (HANDSHAKE_AFTER_LOGIN.error_code, HANDSHAKE_AFTER_LOGIN.close) == (ILLEGAL_SASL_STATE, Close.NO)
+    assert (AUTHENTICATE_AFTER_LOGIN.error_code, AUTHENTICATE_AFTER_LOGIN.close) == (
+        ILLEGAL_SASL_STATE,
+        Close.NO,
+    )
 
 
 def test_handshake_v0_switches_to_raw_tokens() -> None:

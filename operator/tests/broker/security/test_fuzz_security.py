@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import contextlib
 import struct
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conformance import driver as d
 from staticfleet.admin.client_properties import parse_properties
-from staticfleet.broker.security.authenticator import SaslAuthenticator
 from staticfleet.broker.security.errors import SaslAuthenticationError, SaslFailure
-from staticfleet.broker.security.gate import Drop, Forward, Reply, SaslGate
 from staticfleet.broker.security.listeners import ListenerError, parse_endpoints
 from staticfleet.broker.security.plain import PlainCredential, PlainServer, plain_token
 from staticfleet.broker.security.records import SecurityRecordError, decode
-from staticfleet.broker.security.sasl import new_server
 from staticfleet.broker.security.scram import (
     ProofLengthError,
     ScramClient,
@@ -27,26 +26,17 @@ from staticfleet.broker.security.scram import (
 )
 from staticfleet.broker.security.users import UsersFileError, parse_entry
 
+from .login import SecuredBroker, secured
+
 SHA512 = ScramMechanism.SCRAM_SHA_512
 ALICE = generate_credential(SHA512, "alice-secret")
 PLAIN_USERS = {"alice": PlainCredential.of("alice-secret")}
 EXAMPLES = settings(max_examples=300, deadline=None)
 
 
-def gate() -> SaslGate:
-    authenticator = SaslAuthenticator(
-        ["PLAIN", "SCRAM-SHA-512"],
-        lambda m: new_server(m, PLAIN_USERS.get, lambda u, mech: ALICE if u == "alice" else None),
-    )
-    return SaslGate(
-        authenticator,
-        lambda version, correlation, frame: (struct.pack(">ii", 4, correlation), True),
-        lambda frame, code, message: struct.pack(">iih", 6, 1, code),
-    )
-
-
-def frame(request: object) -> bytes:
-    return d.request_frame(request, 1)[4:]  # type: ignore[arg-type]
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]:
+    yield from secured(tmp_path_factory.mktemp("fuzz-login"))
 
 
 kafka_like = st.one_of(
@@ -59,33 +49,35 @@ kafka_like = st.one_of(
 
 @EXAMPLES
 @given(st.lists(kafka_like, min_size=1, max_size=4), st.sampled_from(["fresh", "handshake", "scram", "v0"]))
-def test_garbage_at_any_sasl_state_only_replies_or_drops(frames: list[bytes], state: str) -> None:
-    g = gate()
+def test_garbage_at_any_sasl_state_is_answered_or_closes_the_connection(
+    broker: SecuredBroker, frames: list[bytes], state: str
+) -> None:
+    peer = broker.connect()
     if state == "handshake":
-        g.on_frame(frame(d.sasl_handshake(1, "PLAIN")))
+        broker.request(peer, d.sasl_handshake(1, "PLAIN"))
     elif state == "scram":
-        g.on_frame(frame(d.sasl_handshake(1, "SCRAM-SHA-512")))
-        g.on_frame(frame(d.sasl_authenticate(2, ScramClient(SHA512, "alice", "x").first())))
+        broker.request(peer, d.sasl_handshake(1, "SCRAM-SHA-512"))
+        broker.request(peer, d.sasl_authenticate(2, ScramClient(SHA512, "alice", "x").first()))
     elif state == "v0":
-        g.on_frame(frame(d.sasl_handshake(0, "SCRAM-SHA-512")))
+        broker.request(peer, d.sasl_handshake(0, "SCRAM-SHA-512"))
     for data in frames:
-        result = g.on_frame(data)
-        assert isinstance(result, Reply | Drop)
-        if isinstance(result, Drop):
+        outcome = broker.send(peer, data)  # raises on anything but an answer or a close
+        if outcome.close is not None:
             break
+        assert outcome.frame is not None  # every frame is answered, or ends the connection
+    assert peer.principal == "User:ANONYMOUS"
 
 
 @EXAMPLES
 @given(st.binary(max_size=80))
-def test_a_logged_in_connection_forwards_whatever_it_sends_next(data: bytes) -> None:
-    g = gate()
-    g.on_frame(frame(d.sasl_handshake(1, "PLAIN")))
-    g.on_frame(frame(d.sasl_authenticate(2, plain_token("alice", "alice-secret"))))
-    result = g.on_frame(data)
-    if len(data) >= 8 and struct.unpack_from(">h", data)[0] not in (17, 36):
-        assert result == Forward("User:alice")
-    else:
-        assert isinstance(result, Reply | Drop | Forward)
+def test_whatever_a_logged_in_connection_sends_next_is_no_longer_the_logins_business(
+    broker: SecuredBroker, data: bytes
+) -> None:
+    peer = broker.connect()
+    broker.request(peer, d.sasl_handshake(1, "PLAIN"))
+    broker.request(peer, d.sasl_authenticate(2, plain_token("alice", "alice-secret")))
+    outcome = broker.send(peer, data)
+    assert outcome.close != "authentication" and peer.principal == "User:alice"
 
 
 @EXAMPLES
