@@ -208,6 +208,9 @@ def _count(buf: bytes, pos: int, flexible: bool, nullable: bool) -> tuple[int, i
         pos += 4
     if count > len(buf) - pos:
         raise FrameError(f"an array of {count} elements cannot fit in the rest of the frame")
+    if count < 0 and not nullable:
+        # kio would read it as None; Kafka's reader refuses it ("non-nullable field ... serialized as null")
+        raise FrameError("an array the schema says is never null is null")
     return max(count, 0), pos
 
 

@@ -126,6 +126,35 @@ def test_an_array_count_larger_than_the_frame_is_refused_before_kio_allocates() 
         parse_request(_header(11, 9) + bytes(body), is_supported)
 
 
+def test_a_null_array_the_schema_never_allows_null_is_a_frame_error() -> None:
+    """kio would read it as None and the handler would meet it; Kafka's reader refuses it, and so the
+    connection closes."""
+    body = bytearray(
+        _encode(
+            JoinGroupRequest(
+                group_id=GroupId("g"),
+                session_timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)),
+                rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+                member_id="",
+                group_instance_id=None,
+                protocol_type="consumer",
+                protocols=(),
+                reason=None,
+            )
+        )
+    )
+    empty_array = body.index(b"consumer") + len(b"consumer")
+    body[empty_array : empty_array + 1] = b"\x00"  # a compact array's null
+    with pytest.raises(FrameError, match="never null"):
+        parse_request(_header(11, 9) + bytes(body), is_supported)
+    # Before flexible versions the null is a count of -1: Metadata v0's topics may not be null ...
+    with pytest.raises(FrameError, match="never null"):
+        parse_request(_legacy_header(3, 0) + struct.pack(">i", -1), is_supported)
+    # ... Metadata v1's may (all topics).
+    _, metadata = parse_request(_legacy_header(3, 1) + struct.pack(">i", -1), is_supported)
+    assert metadata.topics is None
+
+
 def test_a_request_is_read_into_the_newest_version_with_the_protocols_defaults() -> None:
     _, old = parse_request(_legacy_header(11, 0) + _encode(_join_v0()), is_supported)
     newest = carry(old, JoinGroupRequest)

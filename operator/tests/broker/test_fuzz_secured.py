@@ -24,7 +24,7 @@ from conformance.scenario import SECURED
 from staticfleet.broker.security.plain import plain_token
 from staticfleet.broker.security.scram import ScramClient, ScramMechanism, salted_password
 
-from .test_fuzz import mutate
+from .fuzzing import mutate
 
 FRAMES = 6_000
 WORKERS = 12
