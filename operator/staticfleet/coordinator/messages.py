@@ -1,14 +1,16 @@
 """Requests and responses of the classic group protocol, independent of any wire codec.
 
 Field defaults follow Kafka's generated message classes, so a response built with only an error code
-looks exactly like the one Kafka builds the same way. The API version, where behaviour depends on it,
-travels in `RequestContext`.
+looks exactly like the one Kafka builds the same way. Errors are kio's `ErrorCode`, as on the wire. The
+API version, where behaviour depends on it, travels in `RequestContext`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Final
+
+from kio.schema.errors import ErrorCode
 
 MAX_STRING_BYTES: Final = 0x7FFF
 """The longest string Kafka's protocol carries, in UTF-8 bytes: Kafka's generated readers refuse a
@@ -53,7 +55,7 @@ class JoinGroupResponseMember:
 
 @dataclass(frozen=True, slots=True)
 class JoinGroupResponse:
-    error: int = 0
+    error: ErrorCode = ErrorCode.none
     generation_id: int = -1
     protocol_type: str | None = None
     protocol_name: str | None = ""
@@ -85,7 +87,7 @@ class SyncGroupRequest:
 
 @dataclass(frozen=True, slots=True)
 class SyncGroupResponse:
-    error: int = 0
+    error: ErrorCode = ErrorCode.none
     protocol_type: str | None = None
     protocol_name: str | None = None
     assignment: bytes = b""
@@ -104,7 +106,7 @@ class HeartbeatRequest:
 
 @dataclass(frozen=True, slots=True)
 class HeartbeatResponse:
-    error: int = 0
+    error: ErrorCode = ErrorCode.none
 
 
 # --- LeaveGroup ------------------------------------------------------------------------------------
@@ -129,22 +131,22 @@ class LeaveGroupRequest:
 class LeaveMemberResponse:
     member_id: str
     group_instance_id: str | None
-    error: int = 0
+    error: ErrorCode = ErrorCode.none
 
 
 @dataclass(frozen=True, slots=True)
 class LeaveGroupResponse:
-    error: int = 0
+    error: ErrorCode = ErrorCode.none
     members: tuple[LeaveMemberResponse, ...] = ()
 
-    def single_member_error(self) -> int:
+    def single_member_error(self) -> ErrorCode:
         """The one error code a v0-2 response carries: the top-level error, else the first member error."""
         if self.error:
             return self.error
         for member in self.members:
             if member.error:
                 return member.error
-        return 0
+        return ErrorCode.none
 
 
 # --- OffsetCommit / OffsetFetch --------------------------------------------------------------------
@@ -177,7 +179,7 @@ class OffsetCommitRequest:
 @dataclass(frozen=True, slots=True)
 class PartitionResult:
     partition: int
-    error: int = 0
+    error: ErrorCode = ErrorCode.none
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +193,7 @@ class OffsetCommitResponse:
     topics: tuple[TopicResult, ...]
 
     @staticmethod
-    def all_failed(request: OffsetCommitRequest, error: int) -> OffsetCommitResponse:
+    def all_failed(request: OffsetCommitRequest, error: ErrorCode) -> OffsetCommitResponse:
         return OffsetCommitResponse(
             tuple(
                 TopicResult(t.name, tuple(PartitionResult(p.partition, error) for p in t.partitions))
@@ -220,7 +222,7 @@ class FetchedOffset:
     offset: int = -1
     leader_epoch: int = -1
     metadata: str | None = ""
-    error: int = 0
+    error: ErrorCode = ErrorCode.none
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,7 +235,7 @@ class FetchedTopic:
 class OffsetFetchResponse:
     group_id: str
     topics: tuple[FetchedTopic, ...]
-    error: int = 0
+    error: ErrorCode = ErrorCode.none
 
 
 # --- DescribeGroups / ListGroups / DeleteGroups ----------------------------------------------------
@@ -252,7 +254,7 @@ class DescribedMember:
 @dataclass(frozen=True, slots=True)
 class DescribedGroup:
     group_id: str
-    error: int = 0
+    error: ErrorCode = ErrorCode.none
     error_message: str | None = None
     state: str = ""
     protocol_type: str = ""
@@ -277,13 +279,13 @@ class ListGroupsRequest:
 @dataclass(frozen=True, slots=True)
 class ListGroupsResponse:
     groups: tuple[ListedGroup, ...]
-    error: int = 0
+    error: ErrorCode = ErrorCode.none
 
 
 @dataclass(frozen=True, slots=True)
 class DeleteGroupResult:
     group_id: str
-    error: int = 0
+    error: ErrorCode = ErrorCode.none
 
 
 @dataclass(frozen=True, slots=True)

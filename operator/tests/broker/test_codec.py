@@ -229,7 +229,7 @@ _ASSIGNMENTS = (b"", b"\x00\x01\x00\x00\x00\x01", bytes(range(256)) * 2)
         coordinator_messages.JoinGroupResponse(
             generation_id=3, protocol_type=None, protocol_name="", leader="", skip_assignment=True
         ),
-        coordinator_messages.JoinGroupResponse(error=int(ErrorCode.rebalance_in_progress), leader=None),
+        coordinator_messages.JoinGroupResponse(error=ErrorCode.rebalance_in_progress, leader=None),
     ],
 )
 def test_a_followers_join_answer_is_the_same_bytes_as_kio_writes(
@@ -250,7 +250,7 @@ def test_a_followers_join_answer_is_the_same_bytes_as_kio_writes(
     "shared",
     [
         coordinator_messages.SyncGroupResponse(protocol_type="consumer", protocol_name="range"),
-        coordinator_messages.SyncGroupResponse(error=int(ErrorCode.rebalance_in_progress)),
+        coordinator_messages.SyncGroupResponse(error=ErrorCode.rebalance_in_progress),
     ],
 )
 def test_a_sync_answer_is_the_same_bytes_as_kio_writes(

@@ -100,7 +100,7 @@ def _join_response(
 ) -> join_group_res.JoinGroupResponse:
     return join_group_res.JoinGroupResponse(
         throttle_time=NO_THROTTLE,
-        error_code=E(r.error),
+        error_code=r.error,
         generation_id=i32(r.generation_id),
         protocol_type=r.protocol_type,
         protocol_name=protocol_name,
@@ -161,7 +161,7 @@ def _sync_body(version: int, r: m.SyncGroupResponse) -> TrailingFieldBody:
 def _encode_sync_body(version: int, r: m.SyncGroupResponse) -> TrailingFieldBody:
     response = sync_group_res.SyncGroupResponse(
         throttle_time=NO_THROTTLE,
-        error_code=E(r.error),
+        error_code=r.error,
         protocol_type=r.protocol_type,
         protocol_name=r.protocol_name,
         assignment=b"",
@@ -219,16 +219,16 @@ async def handle_sync_group(
 
 
 # Room for every pair of version (0 to 4) and error code, so this one never clears.
-_HEARTBEAT_BODIES: Final = _ClearedWhenFull[tuple[int, int], EncodedBody](5 * len(E))
+_HEARTBEAT_BODIES: Final = _ClearedWhenFull[tuple[int, E], EncodedBody](5 * len(E))
 
 
-def _heartbeat_body(version: int, error: int) -> EncodedBody:
+def _heartbeat_body(version: int, error: E) -> EncodedBody:
     """Heartbeat answers are tiny and few: encode each (version, error) pair once."""
     return _HEARTBEAT_BODIES.get((version, error), lambda: _encode_heartbeat_body(version, error))
 
 
-def _encode_heartbeat_body(version: int, error: int) -> EncodedBody:
-    response = heartbeat_res.HeartbeatResponse(throttle_time=NO_THROTTLE, error_code=E(error))
+def _encode_heartbeat_body(version: int, error: E) -> EncodedBody:
+    response = heartbeat_res.HeartbeatResponse(throttle_time=NO_THROTTLE, error_code=error)
     return encode_body(for_version(response, version))
 
 
@@ -284,10 +284,10 @@ async def handle_leave_group(ctx: BrokerContext, request: Request[LeaveGroupRequ
     else:
         response = leave_group_res.LeaveGroupResponse(
             throttle_time=NO_THROTTLE,
-            error_code=E(r.error),
+            error_code=r.error,
             members=tuple(
                 leave_group_res.MemberResponse(
-                    member_id=x.member_id, group_instance_id=x.group_instance_id, error_code=E(x.error)
+                    member_id=x.member_id, group_instance_id=x.group_instance_id, error_code=x.error
                 )
                 for x in r.members
             ),
@@ -328,7 +328,7 @@ async def handle_describe_groups(
         groups=tuple(described_error(g, E.group_authorization_failed) for g in refused)
         + tuple(
             res.DescribedGroup(
-                error_code=E(g.error),
+                error_code=g.error,
                 error_message=g.error_message,
                 group_id=GroupId(g.group_id),
                 group_state=g.state,
@@ -373,7 +373,7 @@ async def handle_list_groups(
     )
     return list_groups_res.ListGroupsResponse(
         throttle_time=NO_THROTTLE,
-        error_code=E(listed.error),
+        error_code=listed.error,
         groups=tuple(
             list_groups_res.ListedGroup(
                 group_id=GroupId(g.group_id),
@@ -415,7 +415,7 @@ async def handle_delete_groups(
         throttle_time=NO_THROTTLE,
         # Refused groups come after the coordinator's answers, as Kafka appends them.
         results=tuple(
-            delete_groups_res.DeletableGroupResult(group_id=GroupId(r.group_id), error_code=E(r.error))
+            delete_groups_res.DeletableGroupResult(group_id=GroupId(r.group_id), error_code=r.error)
             for r in results
         )
         + tuple(

@@ -151,7 +151,7 @@ async def handle_offset_commit(ctx: BrokerContext, request: Request[OffsetCommit
         r = ctx.host.call(lambda c: c.commit_offsets(request.context(), commit))
         for (index, _), result in zip(valid_topics, r.topics, strict=True):
             for done in result.partitions:
-                results[(index, done.partition)] = E(done.error)
+                results[(index, done.partition)] = done.error
     order = denied_first + [i for i in range(len(body.topics)) if i not in denied_first]
     response = _offset_commit_response(request, order, lambda index, p: results[(index, p)])
     return await gated(ctx, response)
@@ -281,7 +281,7 @@ async def handle_offset_fetch(ctx: BrokerContext, request: Request[OffsetFetchRe
             (
                 m.FetchedTopic(
                     a.name or "",
-                    tuple(m.FetchedOffset(p, error=int(E.topic_authorization_failed)) for p in a.partitions),
+                    tuple(m.FetchedOffset(p, error=E.topic_authorization_failed) for p in a.partitions),
                 ),
                 a.topic_id,
                 False,
@@ -313,7 +313,7 @@ async def handle_offset_fetch(ctx: BrokerContext, request: Request[OffsetFetchRe
                 committed_offset=i64(p.offset),
                 committed_leader_epoch=i32(p.leader_epoch),
                 metadata=p.metadata,
-                error_code=E.unknown_topic_id if unknown_id else E(p.error),
+                error_code=E.unknown_topic_id if unknown_id else p.error,
             )
             for p in t.partitions
         )
