@@ -24,7 +24,6 @@ import bisect
 import logging
 import os
 import struct
-import uuid
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,7 +52,7 @@ from staticfleet.broker.topiclog_errors import (
     RecordListTooLargeError,
     TopicLogError,
 )
-from staticfleet.fsutil import fsync_directory
+from staticfleet.fsutil import fsync_directory, write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -454,15 +453,7 @@ class FlushPlan:
 
 
 def _write_recovery_point(directory: Path, offset: int) -> None:
-    tmp = directory / f"{RECOVERY_POINT_FILE}.{uuid.uuid4().hex}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-    try:
-        os.write(fd, f"{offset}\n".encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, directory / RECOVERY_POINT_FILE)
-    fsync_directory(directory)
+    write_atomically(directory / RECOVERY_POINT_FILE, f"{offset}\n".encode())
 
 
 def _read_recovery_point(directory: Path) -> int:

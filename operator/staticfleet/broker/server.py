@@ -14,7 +14,6 @@ import contextlib
 import dataclasses
 import functools
 import logging
-import os
 import signal
 import ssl
 import uuid
@@ -44,6 +43,7 @@ from staticfleet.broker.topiclog import BOUNDED_TOPIC_DEFAULTS, TopicLog
 from staticfleet.coordinator import CoordinatorConfig
 from staticfleet.coordinator.clock import Clock
 from staticfleet.coordinator.log import MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS
+from staticfleet.fsutil import write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -80,9 +80,7 @@ def load_cluster_id(data_dir: Path) -> str:
     if path.exists():
         return path.read_text().strip()
     cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(cluster_id + "\n")
-    os.replace(tmp, path)
+    write_atomically(path, (cluster_id + "\n").encode())
     return cluster_id
 
 

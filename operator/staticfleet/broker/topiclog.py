@@ -77,7 +77,7 @@ from staticfleet.broker.topiclog_errors import (
     UnknownTopicOrPartitionError,
     UnsupportedForMessageFormatError,
 )
-from staticfleet.fsutil import fsync_directory
+from staticfleet.fsutil import fsync_directory, write_atomically
 
 __all__ = [
     "DEFAULT_TOPIC_CONFIGS",
@@ -357,16 +357,7 @@ class _Waiter:
 
 
 def _write_json_atomically(path: Path, payload: Mapping[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    data = (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_directory(path.parent)
+    write_atomically(path, (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode())
 
 
 def _wall_clock_ms() -> int:
