@@ -215,7 +215,7 @@ class Kafka:
         self._admin: Any = None
 
     def admin(self) -> Any:
-        from staticfleet.admin.client import GroupAdmin, KafkaConnection
+        from staticfleet.admin import GroupAdmin, KafkaConnection
 
         if self._admin is None:
             self._admin = GroupAdmin(KafkaConnection(self.bootstrap, client_id="bench"), timeout_s=3)

@@ -25,7 +25,8 @@ from conformance.java_consumers import DRIVER, JavaFleet
 from conformance.java_process import JavaProcess, wait_until
 from conformance.kafka_tools import ToolRun, kafka_consumer_groups
 from conformance.runner import ConformanceRun
-from staticfleet.admin.client import GroupAdmin, KafkaConnection
+from staticfleet.admin.client import GroupAdmin
+from staticfleet.admin.connection import KafkaConnection
 
 PARTITIONS = 2
 RECORDS_PER_PARTITION = 5

@@ -25,7 +25,8 @@ from conformance.backends import Backend, describe_group
 from conformance.java_build import ensure_jar
 from conformance.java_consumers import DRIVER, SESSION_MS, WAIT_S, JavaFleet
 from conformance.java_process import wait_until
-from staticfleet.admin.client import GroupAdmin, KafkaConnection
+from staticfleet.admin.client import GroupAdmin
+from staticfleet.admin.connection import KafkaConnection
 
 PARTITIONS = 6
 _SKIPPED = re.compile(r"Skipped assignment for returning static leader at generation (\d+)")

@@ -1,6 +1,7 @@
 """The Kafka-protocol admin path shared by the operator and the `staticfleet members|group` commands."""
 
-from staticfleet.admin.client import GroupAdmin, KafkaConnection, natural_key
+from staticfleet.admin.client import GroupAdmin, natural_key
+from staticfleet.admin.connection import KafkaConnection
 from staticfleet.admin.errors import (
     AdminError,
     AuthenticationFailed,

@@ -12,11 +12,11 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
+from staticfleet.admin.connection import KafkaConnection
 from staticfleet.admin.errors import (
     AdminError,
     AuthenticationFailed,
@@ -26,6 +26,7 @@ from staticfleet.admin.errors import (
     KafkaErrorResponse,
     error_name,
 )
+from staticfleet.admin.login_probe import login_refusal
 from staticfleet.admin.model import (
     AclBinding,
     GroupDescription,
@@ -46,47 +47,6 @@ _SET, _DELETE = 0, 1
 DEFAULT_TIMEOUT_S = 5.0
 # A consumer-protocol subscription (v0) to no topics: what a pending member that never joins advertises.
 _EMPTY_SUBSCRIPTION = b"\x00\x00" + b"\x00\x00\x00\x00" + b"\xff\xff\xff\xff"
-
-
-@dataclass(frozen=True, slots=True)
-class KafkaConnection:
-    """How to reach a cluster. Secrets arrive as file paths (TLS) or values (SASL)."""
-
-    bootstrap_servers: str
-    security_protocol: str = "PLAINTEXT"
-    sasl_mechanism: str | None = None
-    sasl_username: str | None = None
-    sasl_password: str | None = None
-    ssl_cafile: str | None = None
-    ssl_certfile: str | None = None
-    ssl_keyfile: str | None = None
-    ssl_check_hostname: bool = True
-    client_id: str = "staticfleet-admin"
-
-    def kafka_python_config(self, timeout_s: float) -> dict[str, Any]:
-        timeout_ms = int(timeout_s * 1000)
-        config: dict[str, Any] = {
-            "bootstrap_servers": [s.strip() for s in self.bootstrap_servers.split(",") if s.strip()],
-            "client_id": self.client_id,
-            "security_protocol": self.security_protocol,
-            "request_timeout_ms": timeout_ms,
-            "bootstrap_timeout_ms": timeout_ms,
-            "reconnect_backoff_max_ms": 1000,
-        }
-        if self.sasl_mechanism:
-            config.update(
-                sasl_mechanism=self.sasl_mechanism,
-                sasl_plain_username=self.sasl_username,
-                sasl_plain_password=self.sasl_password,
-            )
-        if self.security_protocol in ("SSL", "SASL_SSL"):
-            config.update(
-                ssl_cafile=self.ssl_cafile,
-                ssl_certfile=self.ssl_certfile,
-                ssl_keyfile=self.ssl_keyfile,
-                ssl_check_hostname=self.ssl_check_hostname,
-            )
-        return config
 
 
 # Errors that say "ask again, maybe elsewhere": the client is dropped and the call reports the
@@ -146,8 +106,6 @@ class GroupAdmin:
                 try:
                     self._admin = KafkaAdminClient(**self.connection.kafka_python_config(self.timeout_s))
                 except kafka.errors.KafkaError as exc:
-                    from staticfleet.admin.login_probe import login_refusal
-
                     refusal = login_refusal(self.connection, self.timeout_s)
                     if refusal is not None:
                         raise AuthenticationFailed(

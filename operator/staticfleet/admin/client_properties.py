@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from staticfleet.admin.client import KafkaConnection
+from staticfleet.admin.connection import KafkaConnection
 from staticfleet.admin.errors import AdminError
 
 

@@ -21,7 +21,7 @@ from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
-from staticfleet.admin.client import KafkaConnection
+from staticfleet.admin.connection import KafkaConnection
 from staticfleet.broker.security.plain import plain_token
 from staticfleet.broker.security.scram import ScramClient, ScramMechanism
 
