@@ -10,7 +10,6 @@ from typing import Any, Final
 
 FLEET_OPERATION_STARTED: Final = "fleet_operation_started"
 FLEET_OPERATION_COMPLETED: Final = "fleet_operation_completed"
-OPERATOR_EVENT_TYPES: Final = frozenset({FLEET_OPERATION_STARTED, FLEET_OPERATION_COMPLETED})
 
 # Operations the operator performs ...
 ROLLOUT: Final = "rollout"

@@ -152,10 +152,6 @@ class ConnectionRegistry:
         self.refused: collections.Counter[str] = collections.Counter()
         self._sweeper: asyncio.Task[None] | None = None
 
-    @property
-    def open_connections(self) -> int:
-        return len(self.connections)
-
     def admit(self, ip: str, writer: asyncio.StreamWriter) -> Connection | None:
         """A slot for a new connection from `ip`, or None (refused: close it)."""
         limits = self.limits

@@ -552,10 +552,6 @@ class PartitionLog:
     def size_bytes(self) -> int:
         return sum(segment.size for segment in self._segments)
 
-    @property
-    def segment_base_offsets(self) -> list[int]:
-        return list(self._bases)
-
     # -- append -------------------------------------------------------------------------------------
 
     def append(self, records: Buffer, now_ms: int) -> AppendResult:

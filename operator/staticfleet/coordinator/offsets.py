@@ -72,9 +72,6 @@ class OffsetStore:
     def of_group(self, group_id: str) -> dict[str, dict[int, OffsetCommitRecord]]:
         return self.by_group.get(group_id, {})
 
-    def has_group(self, group_id: str) -> bool:
-        return group_id in self.by_group
-
     def all(self) -> Iterator[OffsetCommitRecord]:
         for topics in self.by_group.values():
             for partitions in topics.values():

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from staticfleet.analytics import operator_events as ops
 from staticfleet.analytics.simulation.consumer import ClientState, VirtualConsumer
-from staticfleet.analytics.simulation.engine import Simulation
+from staticfleet.analytics.simulation.engine import LANE_STRIDE, Simulation
 from staticfleet.analytics.simulation.params import (
     CRASH,
     DYNAMIC,
@@ -54,7 +54,7 @@ class Fleet:
         self.mode = mode
         self.group_id = group_id
         self.static = mode != DYNAMIC
-        self.lane = index * (1 << 20)
+        self.lane = index * LANE_STRIDE
         self.rng = random.Random(f"{params.seed}/{group_id}")
         topics = params.topic_names()
         self.partitions_per_topic = dict.fromkeys(topics, params.partitions)
