@@ -39,7 +39,8 @@ from staticfleet.broker.security.state import SecurityState
 from staticfleet.broker.security.tls import ClientAuth, ReloadingContext, principal_from_certificate
 from staticfleet.broker.security.users import CredentialStore
 from staticfleet.broker.sendfile import SplicedSender, can_splice
-from staticfleet.broker.topiclog import BOUNDED_TOPIC_DEFAULTS, TopicLog
+from staticfleet.broker.topic_configs import BOUNDED_TOPIC_DEFAULTS
+from staticfleet.broker.topiclog import TopicLog
 from staticfleet.coordinator import CoordinatorConfig
 from staticfleet.coordinator.clock import Clock
 from staticfleet.coordinator.log import MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS

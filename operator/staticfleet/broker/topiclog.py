@@ -34,12 +34,10 @@ request may carry several batches for one partition; they are appended together.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 import logging
 import os
-import re
 import shutil
 import time
 import uuid
@@ -49,23 +47,29 @@ from pathlib import Path
 from typing import Any, Final
 
 from staticfleet.broker.partitionlog import (
-    LEADER_EPOCH,
     AppendResult,
-    FileRegion,
     FlushPlan,
     LogConfig,
     OffsetAndTimestamp,
     PartitionLog,
 )
-from staticfleet.broker.recordbatch import Buffer, RecordBatchHeader, parse_header
+from staticfleet.broker.recordbatch import Buffer
+from staticfleet.broker.topic_configs import (
+    DEFAULT_TOPIC_CONFIGS,
+    TopicDescription,
+    collision_key,
+    log_config_from,
+    new_topic_id,
+    validate_topic_configs,
+    validate_topic_name,
+)
+from staticfleet.broker.topic_fetch import FetchResult, FetchWaits, RegionFetchResult, TopicPartition
 from staticfleet.broker.topiclog_errors import (
     CorruptMessageError,
     InvalidConfigError,
     InvalidPartitionsError,
-    InvalidRecordError,
     InvalidReplicationFactorError,
     InvalidRequestError,
-    InvalidTimestampError,
     InvalidTopicError,
     KafkaStorageError,
     MessageTooLargeError,
@@ -80,48 +84,31 @@ from staticfleet.broker.topiclog_errors import (
 from staticfleet.fsutil import fsync_directory, write_atomically
 
 __all__ = [
-    "DEFAULT_TOPIC_CONFIGS",
     "EARLIEST_LOCAL_TIMESTAMP",
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
-    "LEADER_EPOCH",
     "MAX_TIMESTAMP",
-    "AppendResult",
     "CorruptMessageError",
-    "FetchResult",
     "InvalidConfigError",
     "InvalidPartitionsError",
-    "InvalidRecordError",
     "InvalidReplicationFactorError",
-    "InvalidRequestError",
-    "InvalidTimestampError",
     "InvalidTopicError",
     "KafkaStorageError",
-    "LogConfig",
     "MessageTooLargeError",
     "OffsetAndTimestamp",
     "OffsetOutOfRangeError",
     "PartitionsChangedCallback",
     "PolicyViolationError",
-    "RecordBatchHeader",
     "RecordListTooLargeError",
     "TopicAlreadyExistsError",
-    "TopicDescription",
     "TopicLog",
     "TopicLogError",
-    "TopicPartition",
     "UnknownTopicOrPartitionError",
     "UnsupportedForMessageFormatError",
-    "log_config_from",
-    "new_topic_id",
-    "parse_header",
-    "validate_topic_configs",
-    "validate_topic_name",
 ]
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 PartitionsChangedCallback = Callable[[str, int, int], None]
 """Called as (topic, old partition count, new partition count): 0 -> n on create, n -> 0 on delete."""
 
@@ -130,197 +117,8 @@ EARLIEST_TIMESTAMP: Final = -2
 MAX_TIMESTAMP: Final = -3
 EARLIEST_LOCAL_TIMESTAMP: Final = -4
 
-MAX_TOPIC_NAME_LENGTH: Final = 249
-_LEGAL_TOPIC_NAME: Final = re.compile(r"[a-zA-Z0-9._-]+")
 _TOPIC_FILE: Final = "topic.json"
 _TOPIC_FILE_VERSION: Final = 1
-
-DEFAULT_TOPIC_CONFIGS: Final[Mapping[str, str]] = {
-    "cleanup.policy": "delete",
-    "compression.type": "producer",
-    "index.interval.bytes": "4096",
-    "max.message.bytes": "1048588",
-    "message.timestamp.type": "CreateTime",
-    "min.insync.replicas": "1",
-    "retention.bytes": "-1",
-    "retention.ms": "604800000",
-    "segment.bytes": "1073741824",
-    "segment.ms": "604800000",
-}
-
-BOUNDED_TOPIC_DEFAULTS: Final[Mapping[str, str]] = {
-    "retention.bytes": str(32 * 1024 * 1024),
-    "segment.bytes": str(8 * 1024 * 1024),
-}
-"""The coordinator's broker-level defaults (Kafka's log.retention.bytes, log.segment.bytes): a partition
-keeps at most about retention.bytes + segment.bytes, so the topic log fits the chart's volume."""
-
-# Integer configs and their smallest legal value (Kafka's bounds).
-_INT_CONFIGS: Final[Mapping[str, int]] = {
-    "index.interval.bytes": 0,
-    "max.message.bytes": 0,
-    "min.insync.replicas": 1,
-    "retention.bytes": -1,
-    "retention.ms": -1,
-    "segment.bytes": 14,
-    "segment.ms": 1,
-}
-
-# Kafka topic configs that are accepted and kept (DescribeConfigs shows them) but change nothing on a
-# single node without compaction, tiered storage or follower replication.
-_STORED_ONLY_CONFIGS: Final = frozenset(
-    {
-        "delete.retention.ms",
-        "file.delete.delay.ms",
-        "flush.messages",
-        "flush.ms",
-        "follower.replication.throttled.replicas",
-        "leader.replication.throttled.replicas",
-        "local.retention.bytes",
-        "local.retention.ms",
-        "max.compaction.lag.ms",
-        "message.downconversion.enable",
-        "message.format.version",
-        "message.timestamp.after.max.ms",
-        "message.timestamp.before.max.ms",
-        "message.timestamp.difference.max.ms",
-        "min.cleanable.dirty.ratio",
-        "min.compaction.lag.ms",
-        "preallocate",
-        "remote.log.copy.disable",
-        "remote.log.delete.on.disable",
-        "remote.storage.enable",
-        "segment.index.bytes",
-        "segment.jitter.ms",
-        "unclean.leader.election.enable",
-    }
-)
-
-_INT64_MAX: Final = (1 << 63) - 1
-
-
-def validate_topic_name(name: str) -> None:
-    """Kafka's rules: 1..249 characters from [a-zA-Z0-9._-], and not "." or ".."."""
-    if not name:
-        raise InvalidTopicError("topic name is illegal: it can't be empty")
-    if name in (".", ".."):
-        raise InvalidTopicError(f'topic name cannot be "{name}"')
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise InvalidTopicError(
-            f"topic name is illegal: it is {len(name)} characters long, "
-            f"more than the maximum {MAX_TOPIC_NAME_LENGTH}"
-        )
-    if not _LEGAL_TOPIC_NAME.fullmatch(name):
-        raise InvalidTopicError(
-            f"topic name {name!r} is illegal: it contains a character other than "
-            "ASCII alphanumerics, '.', '_' and '-'"
-        )
-
-
-def _collision_key(name: str) -> str:
-    # Kafka refuses two topics that differ only by '.' versus '_': their metric names would collide.
-    return name.replace(".", "_")
-
-
-def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
-    """Check topic config overrides (names and values); return them as a plain dict."""
-    out: dict[str, str] = {}
-    for name, value in configs.items():
-        if value is None:
-            raise InvalidConfigError(f"config {name} has no value; give one or leave it out")
-        if name in _INT_CONFIGS:
-            try:
-                number = int(value.strip())
-            except ValueError:
-                raise InvalidConfigError(f"config {name}={value!r} is not an integer") from None
-            minimum = _INT_CONFIGS[name]
-            if number < minimum or number > _INT64_MAX:
-                raise InvalidConfigError(f"config {name}={number} is out of range: it must be >= {minimum}")
-            value = str(number)
-        elif name == "cleanup.policy":
-            policies = {part.strip() for part in value.split(",") if part.strip()}
-            if "compact" in policies:
-                raise InvalidConfigError(
-                    "cleanup.policy=compact is not supported: this broker does not compact logs; "
-                    "use cleanup.policy=delete"
-                )
-            if policies != {"delete"}:
-                raise InvalidConfigError(
-                    f"cleanup.policy={value!r} is invalid: the only supported value is delete"
-                )
-            value = "delete"
-        elif name == "compression.type":
-            if value.strip().lower() != "producer":
-                raise InvalidConfigError(
-                    f"compression.type={value} is not supported: batches are stored as the producer "
-                    "compressed them; use compression.type=producer and set compression on the producer"
-                )
-            value = "producer"
-        elif name == "message.timestamp.type":
-            if value not in ("CreateTime", "LogAppendTime"):
-                raise InvalidConfigError(
-                    f"message.timestamp.type={value!r} is invalid: use CreateTime or LogAppendTime"
-                )
-        elif name not in _STORED_ONLY_CONFIGS:
-            raise InvalidConfigError(f"unknown topic config {name!r}")
-        out[name] = value
-    return out
-
-
-def log_config_from(effective: Mapping[str, str]) -> LogConfig:
-    """The LogConfig of a topic from its effective (default + override) configs."""
-    return LogConfig(
-        segment_bytes=int(effective["segment.bytes"]),
-        segment_ms=int(effective["segment.ms"]),
-        retention_bytes=int(effective["retention.bytes"]),
-        retention_ms=int(effective["retention.ms"]),
-        max_message_bytes=int(effective["max.message.bytes"]),
-        index_interval_bytes=int(effective["index.interval.bytes"]),
-        log_append_time=effective["message.timestamp.type"] == "LogAppendTime",
-    )
-
-
-def new_topic_id() -> uuid.UUID:
-    """A random topic id, avoiding the values Kafka reserves (zero, one) and, like Kafka, ids whose
-    URL-safe base64 form starts with '-' (they would read as command-line options)."""
-    while True:
-        candidate = uuid.uuid4()
-        if candidate.int > 1 and not base64.urlsafe_b64encode(candidate.bytes).startswith(b"-"):
-            return candidate
-
-
-@dataclass(frozen=True, slots=True)
-class TopicDescription:
-    name: str
-    topic_id: uuid.UUID
-    partitions: int
-    configs: Mapping[str, str]  # the overrides; effective values via TopicLog.topic_configs()
-
-
-@dataclass(frozen=True, slots=True)
-class FetchResult:
-    records: bytes  # whole record batches, possibly empty
-    high_watermark: int
-    log_start_offset: int
-
-    @property
-    def last_stable_offset(self) -> int:
-        return self.high_watermark  # no transactions, so nothing is ever unstable
-
-
-@dataclass(frozen=True, slots=True)
-class RegionFetchResult:
-    regions: tuple[FileRegion, ...]  # whole record batches in the segment files, possibly none
-    high_watermark: int
-    log_start_offset: int
-
-    @property
-    def size(self) -> int:
-        return sum(region.length for region in self.regions)
-
-    @property
-    def last_stable_offset(self) -> int:
-        return self.high_watermark
 
 
 @dataclass
@@ -347,13 +145,6 @@ class _TopicPlan:
     overrides: dict[str, str]
     log_config: LogConfig
     created_ms: int
-
-
-@dataclass(eq=False)
-class _Waiter:
-    positions: dict[TopicPartition, int]
-    min_bytes: int
-    future: asyncio.Future[None]
 
 
 def _write_json_atomically(path: Path, payload: Mapping[str, Any]) -> None:
@@ -399,7 +190,7 @@ class TopicLog:
         self._by_id: dict[uuid.UUID, str] = {}
         self._creating: set[str] = set()
         """Topics whose files are being written by `create_topic_async`."""
-        self._waiters: dict[TopicPartition, set[_Waiter]] = {}
+        self._waits = FetchWaits()
         self._listeners: list[PartitionsChangedCallback] = []
         self._closed = False
         try:
@@ -518,9 +309,9 @@ class TopicLog:
         validate_topic_name(name)
         if name in self._topics or name in self._creating:
             raise TopicAlreadyExistsError(f"topic {name!r} already exists")
-        key = _collision_key(name)
+        key = collision_key(name)
         for existing in (*self._topics, *self._creating):
-            if _collision_key(existing) == key:
+            if collision_key(existing) == key:
                 raise InvalidTopicError(
                     f"topic {name!r} collides with existing topic {existing!r}: "
                     "names that differ only by '.' and '_' cannot coexist"
@@ -806,30 +597,10 @@ class TopicLog:
         owns this log; appends resolve the wait synchronously, with no polling."""
         if self._ready(positions, min_bytes):
             return True
-        if timeout_s <= 0:
-            return False
-        loop = asyncio.get_running_loop()
-        waiter = _Waiter(dict(positions), min_bytes, loop.create_future())
-        for key in waiter.positions:
-            self._waiters.setdefault(key, set()).add(waiter)
-        try:
-            done, _ = await asyncio.wait({waiter.future}, timeout=timeout_s)
-            return bool(done)
-        finally:
-            for key in waiter.positions:
-                waiting = self._waiters.get(key)
-                if waiting is not None:
-                    waiting.discard(waiter)
-                    if not waiting:
-                        del self._waiters[key]
+        return await self._waits.wait(positions, min_bytes, timeout_s)
 
     def _notify(self, key: TopicPartition) -> None:
-        waiting = self._waiters.get(key)
-        if not waiting:
-            return
-        for waiter in list(waiting):
-            if not waiter.future.done() and self._ready(waiter.positions, waiter.min_bytes):
-                waiter.future.set_result(None)
+        self._waits.notify(key, self._ready)
 
     # -- retention and durability -------------------------------------------------------------------
 
@@ -890,10 +661,7 @@ class TopicLog:
         finally:
             self._close_partitions()
             self._closed = True
-            for waiting in self._waiters.values():
-                for waiter in waiting:
-                    if not waiter.future.done():
-                        waiter.future.set_result(None)
+            self._waits.release_all()
 
     def __enter__(self) -> TopicLog:
         return self

@@ -13,7 +13,7 @@ from pathlib import Path
 from staticfleet.broker.connections import ConnectionLimits
 from staticfleet.broker.security import settings as security_settings
 from staticfleet.broker.security.http_auth import TokenFileError, TokenSource
-from staticfleet.broker.topiclog import BOUNDED_TOPIC_DEFAULTS
+from staticfleet.broker.topic_configs import BOUNDED_TOPIC_DEFAULTS
 from staticfleet.commands import coordinator_log
 from staticfleet.commands.arguments import (
     Parser,

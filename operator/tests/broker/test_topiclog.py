@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from kafka.record.memory_records import MemoryRecords
 
-from staticfleet.broker.partitionlog import RECOVERY_POINT_FILE, segment_file_name
+from staticfleet.broker.partitionlog import RECOVERY_POINT_FILE
+from staticfleet.broker.segment import segment_file_name
 from staticfleet.broker.topiclog import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,

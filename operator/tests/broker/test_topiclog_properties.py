@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from staticfleet.broker.partitionlog import segment_file_name
+from staticfleet.broker.segment import segment_file_name
 from staticfleet.broker.topiclog import (
     OffsetAndTimestamp,
     OffsetOutOfRangeError,

@@ -30,7 +30,7 @@ from staticfleet.broker.registry import (
     kafka_api,
 )
 from staticfleet.broker.security.acl import AclOperation, ResourceType
-from staticfleet.broker.topiclog import FetchResult, RegionFetchResult
+from staticfleet.broker.topic_fetch import FetchResult, RegionFetchResult
 from staticfleet.broker.topiclog_errors import TopicLogError
 
 ProduceRequest = produce_req.ProduceRequest
