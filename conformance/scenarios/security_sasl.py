@@ -137,8 +137,8 @@ async def sasl_requests_before_authentication(ctx: ScenarioContext) -> Outcome:
 
 @scenario(
     "After SaslHandshake v1 only SaslAuthenticate is accepted: any other request (Heartbeat, DescribeGroups, "
-    "Metadata, a second SaslHandshake) gets that API's own error answer with ILLEGAL_SASL_STATE, and the "
-    "connection is closed.",
+    "Metadata, a second SaslHandshake, and the other group, offset, topic and config APIs) gets that API's "
+    "own error answer with ILLEGAL_SASL_STATE, and the connection is closed.",
     rule="security §1.3; checklist 5",
     settings=SECURED,
 )
@@ -148,6 +148,16 @@ async def sasl_other_request_during_authentication(ctx: ScenarioContext) -> Outc
         "describe_groups": d.describe_groups(5, ctx.group),
         "sasl_handshake": d.sasl_handshake(1, "PLAIN"),
         "offset_commit": d.offset_commit(9, ctx.group, offsets={"t1": {0: 1}}),
+        "metadata": d.metadata(12, ["t1"]),
+        "api_versions": d.api_versions(3),
+        "find_coordinator_v3": d.find_coordinator(3, ctx.group),
+        "find_coordinator_v4": d.find_coordinator(4, ctx.group),
+        "join_group": d.join_group(9, ctx.group, protocols=(("range", b"m"),)),
+        "offset_fetch": d.offset_fetch(8, ctx.group, partitions={"t1": [0]}),
+        "list_groups": d.list_groups(5),
+        "delete_groups": d.delete_groups(2, ctx.group),
+        "create_topics": d.create_topics(7, {"t-during": 1}),
+        "describe_configs": d.describe_configs(4, [(2, "t1")]),
     }
     for label, request in requests.items():
         conn = await handshaken(ctx, "PLAIN", f"during-{label}")

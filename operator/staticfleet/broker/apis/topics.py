@@ -41,7 +41,7 @@ def _create_topics_error(request: Request[CreateTopicsRequest], error: ApiError)
         throttle_time=NO_THROTTLE,
         topics=tuple(
             create_topics_res.CreatableTopicResult(
-                name=t.name, topic_id=None, error_code=error.code, error_message=error.message, configs=None
+                name=t.name, topic_id=None, error_code=error.code, error_message=error.message, configs=()
             )
             for t in request.body.topics
         ),
