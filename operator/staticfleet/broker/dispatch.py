@@ -137,9 +137,9 @@ class Dispatcher:
         security = self.ctx.security
         authorizer = security.authorizer if security is not None else None
         if authorizer is None:
-            return Grants(None, api.acl_rules())
+            return Grants(None, api.acl_rules)
         access = Access(authorizer, Session.of(request.principal, request.client_host.lstrip("/")))
-        grants = Grants(access, api.acl_rules())
+        grants = Grants(access, api.acl_rules)
         for rule in api.acl:
             if rule.applies is not None and not rule.applies(request):
                 continue

@@ -10,6 +10,7 @@ advertises exactly this table. This is the one module of the broker that speaks 
 from __future__ import annotations
 
 import datetime
+import functools
 import itertools
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
@@ -335,7 +336,7 @@ Handler = Callable[[BrokerContext, Request[Body]], Awaitable[Answer]]
 ErrorAnswer = Callable[[Request[Body], ApiError], ResponsePayload | None]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class KafkaApi(Generic[Body]):
     name: str  # kio's name, e.g. "join_group"
     key: int
@@ -361,7 +362,9 @@ class KafkaApi(Generic[Body]):
     def serves(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
 
-    def acl_rules(self) -> dict[tuple[AclOperation, ResourceType], Requires[Body]]:
+    @functools.cached_property
+    def acl_rules(self) -> Mapping[tuple[AclOperation, ResourceType], Requires[Body]]:
+        """The declared ACLs by (operation, resource type), which is what handlers ask about."""
         return {(rule.operation, rule.resource_type): rule for rule in self.acl}
 
 

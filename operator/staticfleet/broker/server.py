@@ -1,9 +1,10 @@
 """The embedded broker: a single Kafka node that serves the group coordinator and a small topic log.
 
 One asyncio task per connection reads a request, answers it, then reads the next, as Kafka does
-(a connection's requests are answered in order; connections are served concurrently). A frame that
-cannot be parsed, an unknown API or an unsupported version of an API other than ApiVersions closes
-that connection and nothing else.
+(a connection's requests are answered in order; connections are served concurrently). Every frame goes
+through the one dispatch path (dispatch.py), which parses it, checks the connection's SASL login and the
+ACLs the API declares, and calls the API's handler. A frame that cannot be parsed, an unknown API or an
+unsupported version of an API other than ApiVersions closes that connection and nothing else.
 """
 
 from __future__ import annotations

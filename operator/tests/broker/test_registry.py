@@ -169,7 +169,7 @@ def test_topic_creation_is_allowed_by_create_on_the_topic_or_on_the_cluster_wher
 
 
 def test_a_handler_may_ask_only_about_the_acls_its_api_declares() -> None:
-    declared = Grants(None, registry.api_named("delete_groups").acl_rules())
+    declared = Grants(None, registry.api_named("delete_groups").acl_rules)
     assert declared.allows(AclOperation.DELETE, ResourceType.GROUP, "g")  # no authorizer: allowed
     with pytest.raises(UndeclaredAcl):
         declared.allows(AclOperation.READ, ResourceType.GROUP, "g")
