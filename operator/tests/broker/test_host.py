@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
+from staticfleet.broker.apis.common import gated
 from staticfleet.broker.host import CoordinatorHost
+from staticfleet.broker.registry import BrokerContext
 from staticfleet.coordinator import CoordinatorConfig, ManualClock
 from staticfleet.coordinator.messages import (
     OffsetCommitPartition,
@@ -35,6 +39,29 @@ def test_a_response_that_depends_on_a_record_waits_for_the_fsync(tmp_path: Path)
         assert sent == ["before any record"], "held until the record is durable"
         await host.flush()
         assert sent == ["before any record", "after a record"] and not host.unsynced
+        await host.close()
+
+    asyncio.run(main())
+
+
+def test_an_answer_held_for_the_fsync_is_dropped_quietly_once_its_connection_is_gone(tmp_path: Path) -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        unexpected: list[dict[str, Any]] = []
+        loop.set_exception_handler(lambda _loop, context: unexpected.append(context))
+        host = CoordinatorHost(tmp_path, CoordinatorConfig(), clock=ManualClock())
+        await host.start()
+        ctx = cast(BrokerContext, SimpleNamespace(host=host))
+        _commit(host, 0, 1)
+        gone = asyncio.create_task(gated(ctx, "answer to a closed connection"))
+        kept = asyncio.create_task(gated(ctx, "answer to an open connection"))
+        await asyncio.sleep(0)
+        gone.cancel()  # the connection closed while its answer waited for the fsync
+        await asyncio.gather(gone, return_exceptions=True)
+        await host.flush()
+        assert gone.cancelled()
+        assert await kept == "answer to an open connection"
+        assert unexpected == [], "releasing the held answers raised nothing"
         await host.close()
 
     asyncio.run(main())

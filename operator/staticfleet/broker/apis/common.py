@@ -38,5 +38,10 @@ async def gated(ctx: BrokerContext, response: T) -> T:
     if not ctx.host.unsynced:
         return response
     future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-    ctx.host.deliver(lambda: future.set_result(response))
+
+    def release() -> None:
+        if not future.done():  # the connection may be gone (cancelled) by the time the records are durable
+            future.set_result(response)
+
+    ctx.host.deliver(release)
     return await future
