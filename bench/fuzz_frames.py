@@ -96,7 +96,7 @@ def main() -> None:
         group_state=None if group is None else group["state"],
         group_generation=None if group is None else group["generation"],
         log_problems=len(problems),
-        first_problems=problems[:10],
+        first_problems=problems[:3],
         frames_per_second=round(sent / result["seconds"]) if result["seconds"] else 0,
     )
     for key, value in result.items():

@@ -231,9 +231,19 @@ async def good_member(host: str, port: int, stop: asyncio.Event, group: str = "g
 
 
 def log_problems(log: Path) -> list[str]:
-    """Tracebacks and ERROR lines in a coordinator's log (each traceback counted once, by its first line)."""
-    problems = []
+    """Each ERROR (or worse) entry of a coordinator's log, with the traceback that follows it."""
+    problems: list[str] = []
+    inside = False
     for line in log.read_text(errors="replace").splitlines():
-        if line.startswith("Traceback") or " ERROR " in line or " CRITICAL " in line:
-            problems.append(line)
+        entry = line[:4].isdigit()  # a new log entry starts with its date; a traceback's lines do not
+        if entry:
+            inside = " ERROR " in line or " CRITICAL " in line
+            if inside:
+                problems.append(line)
+        elif inside or line.startswith("Traceback"):
+            if not problems or not inside:
+                problems.append(line)
+                inside = True
+            else:
+                problems[-1] += "\n" + line
     return problems
