@@ -104,8 +104,8 @@ def test_garbage_after_a_valid_header_is_a_frame_error() -> None:
         parse_request(_header(12, 4) + b"\x05\xff", is_supported)
 
 
-def test_an_array_count_larger_than_the_frame_is_refused_before_kio_allocates() -> None:
-    # JoinGroup v9 whose protocol array claims a million entries in a few bytes.
+def _join_with_no_protocols() -> tuple[bytearray, int]:
+    """A JoinGroup v9 body and where its empty protocol array's count stands."""
     body = bytearray(
         _encode(
             JoinGroupRequest(
@@ -120,7 +120,12 @@ def test_an_array_count_larger_than_the_frame_is_refused_before_kio_allocates() 
             )
         )
     )
-    empty_array = body.index(b"consumer") + len(b"consumer")
+    return body, body.index(b"consumer") + len(b"consumer")
+
+
+def test_an_array_count_larger_than_the_frame_is_refused_before_kio_allocates() -> None:
+    # JoinGroup v9 whose protocol array claims a million entries in a few bytes.
+    body, empty_array = _join_with_no_protocols()
     body[empty_array : empty_array + 1] = b"\xc0\x84\x3d"  # uvarint 1,000,001 = 1,000,000 elements
     with pytest.raises(FrameError, match="cannot fit"):
         parse_request(_header(11, 9) + bytes(body), is_supported)
@@ -129,21 +134,7 @@ def test_an_array_count_larger_than_the_frame_is_refused_before_kio_allocates() 
 def test_a_null_array_the_schema_never_allows_null_is_a_frame_error() -> None:
     """kio would read it as None and the handler would meet it; Kafka's reader refuses it, and so the
     connection closes."""
-    body = bytearray(
-        _encode(
-            JoinGroupRequest(
-                group_id=GroupId("g"),
-                session_timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)),
-                rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
-                member_id="",
-                group_instance_id=None,
-                protocol_type="consumer",
-                protocols=(),
-                reason=None,
-            )
-        )
-    )
-    empty_array = body.index(b"consumer") + len(b"consumer")
+    body, empty_array = _join_with_no_protocols()
     body[empty_array : empty_array + 1] = b"\x00"  # a compact array's null
     with pytest.raises(FrameError, match="never null"):
         parse_request(_header(11, 9) + bytes(body), is_supported)
