@@ -2,7 +2,7 @@
 
 kio parses and writes every message; this module adds what a server needs around it:
   * reading the request header for any API version (header v1 or v2) and the body behind it;
-  * three fixes kio's reader needs before it can face the network (see "kio patches" below);
+  * four fixes kio's reader needs before it can face the network (see "kio patches" below);
   * answering the version a client asked for: a handler builds one typed response, `for_version`
     carries it over to the requested version's entity;
   * writing responses with the right header (v0, or v1 for flexible versions, but always v0 for
@@ -131,10 +131,12 @@ def _fields(entity: type[Any]) -> tuple[_Field, ...]:
 
 # --- kio patches ---------------------------------------------------------------------------------------
 #
-# Three things kio 0.6's reader does that a server cannot accept, fixed by one walk over the frame:
+# Four things kio 0.6's reader does that a server cannot accept, fixed by one walk over the frame:
 #  * it sizes an array from the count a frame declares before checking the bytes are there, so a
 #    garbled count makes it allocate gigabytes and abort the whole process: every declared length and
 #    count must fit in what is left of the frame (strings and bytes kio bounds-checks itself);
+#  * it reads a null array as None where the schema says the array is never null, which Kafka's
+#    reader refuses: the connection closes rather than a handler meeting None;
 #  * it reads a compact string of any length, where Kafka refuses one over 32767 bytes (group ids and
 #    instance ids go to the coordinator log with 2-byte lengths);
 #  * it rejects tagged fields it does not know, which the protocol says a receiver must skip: such a
