@@ -1,5 +1,5 @@
 """Keyed timers in virtual time. The coordinator's payloads are callables to run when due: named closures,
-or for the timer every member has, a small object of its own (`membership._SessionExpiry`).
+or for the timer every member has, a small object of its own (`rebalancing._SessionExpiry`).
 
 Scheduling a key replaces any timer already under that key, as Kafka's coordinator timer does.
 Rescheduling to a later deadline (every heartbeat does this) costs a dict lookup and an attribute
