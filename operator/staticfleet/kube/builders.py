@@ -51,6 +51,7 @@ TOPICS_ENV = "KAFKA_TOPICS"
 SESSION_TIMEOUT_ENV = "KAFKA_SESSION_TIMEOUT_MS"
 HEARTBEAT_INTERVAL_ENV = "KAFKA_HEARTBEAT_INTERVAL_MS"
 REBALANCE_TIMEOUT_ENV = "KAFKA_REBALANCE_TIMEOUT_MS"
+ASSIGNMENT_STRATEGY_ENV = "KAFKA_PARTITION_ASSIGNMENT_STRATEGY"
 SECURITY_PROTOCOL_ENV = "KAFKA_SECURITY_PROTOCOL"
 SASL_MECHANISM_ENV = "KAFKA_SASL_MECHANISM"
 SASL_USERNAME_ENV = "KAFKA_SASL_USERNAME"
@@ -133,6 +134,8 @@ def consumer_env(
         env.append({"name": HEARTBEAT_INTERVAL_ENV, "value": str(spec.heartbeat_interval_ms)})
     if spec.rebalance_timeout_ms is not None:
         env.append({"name": REBALANCE_TIMEOUT_ENV, "value": str(spec.rebalance_timeout_ms)})
+    if spec.assignment_strategy is not None:
+        env.append({"name": ASSIGNMENT_STRATEGY_ENV, "value": spec.assignment_strategy})
     if access is not None:
         return env + _provisioned_env(spec, access)
     env.append({"name": SECURITY_PROTOCOL_ENV, "value": spec.security_protocol})

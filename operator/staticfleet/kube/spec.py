@@ -31,6 +31,9 @@ DEFAULT_SESSION_TIMEOUT_MS = 120_000
 # apart cost a rebalance each, so the client default stays (bench/fleet_ops.py, docs/benchmarks.md).
 DEFAULT_HEARTBEAT_INTERVAL_MS = 250
 DEFAULT_INSTANCE_ID_TEMPLATE = "{pod}"
+# partition.assignment.strategy, in librdkafka's names. cooperative-sticky (KIP-429) stops only the
+# partitions a rebalance moves; the eager ones stop every partition until the rebalance ends.
+ASSIGNMENT_STRATEGIES = ("range", "roundrobin", "cooperative-sticky")
 IMMEDIATE = "Immediate"
 AFTER_SESSION_TIMEOUT = "AfterSessionTimeout"
 REMOVE_MEMBERS = "RemoveMembers"
@@ -95,6 +98,8 @@ class GroupSpec:
     session_timeout_ms: int
     rebalance_timeout_ms: int | None
     heartbeat_interval_ms: int | None
+    assignment_strategy: str | None
+    """None: the client's default."""
     instance_id_template: str
     remove_members: str
     pre_register: bool
@@ -284,6 +289,10 @@ def parse_group(body: Mapping[str, Any], defaults: OperatorDefaults | None = Non
         raise SpecError(
             f"spec.membersPerPod must be between 1 and {MAX_MEMBERS_PER_POD}, not {members_per_pod}"
         )
+    strategy = spec.get("assignmentStrategy")
+    if strategy is not None and strategy not in ASSIGNMENT_STRATEGIES:
+        known = ", ".join(ASSIGNMENT_STRATEGIES)
+        raise SpecError(f"spec.assignmentStrategy must be one of {known}, not {strategy}")
     return GroupSpec(
         name=name,
         namespace=namespace,
@@ -299,6 +308,7 @@ def parse_group(body: Mapping[str, Any], defaults: OperatorDefaults | None = Non
         session_timeout_ms=session,
         rebalance_timeout_ms=_int(spec.get("rebalanceTimeoutMs"), None),
         heartbeat_interval_ms=_heartbeat_interval(spec, session, pre_register),
+        assignment_strategy=None if strategy is None else str(strategy),
         instance_id_template=str(spec.get("instanceIdTemplate") or DEFAULT_INSTANCE_ID_TEMPLATE),
         remove_members=str(scale_down.get("removeMembers", IMMEDIATE)),
         pre_register=pre_register,

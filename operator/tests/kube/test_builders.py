@@ -80,11 +80,29 @@ def test_every_container_gets_the_environment_contract_first_and_ours_win() -> N
     assert names.index("LOG_LEVEL") > names.index("KAFKA_GROUP_INSTANCE_ID")  # user vars may use ours
 
 
-def test_optional_timeouts_are_not_injected_when_unset() -> None:
+def test_optional_settings_are_not_injected_when_unset() -> None:
     spec = group_spec(scaleUp={"preRegister": False})
     (container,) = builders.pod_template(spec, "kafka:9092")["spec"]["containers"]
     assert "KAFKA_HEARTBEAT_INTERVAL_MS" not in env_of(container)
     assert "KAFKA_REBALANCE_TIMEOUT_MS" not in env_of(container)
+    assert "KAFKA_PARTITION_ASSIGNMENT_STRATEGY" not in env_of(container)
+
+
+def test_the_fleets_assignment_strategy_is_injected_and_replaces_the_templates_own() -> None:
+    spec = group_spec(assignmentStrategy="cooperative-sticky")
+    template = spec.template
+    (own,) = template["spec"]["containers"]
+    own = {
+        **own,
+        "env": [*own.get("env", []), {"name": "KAFKA_PARTITION_ASSIGNMENT_STRATEGY", "value": "range"}],
+    }
+    spec = group_spec(
+        assignmentStrategy="cooperative-sticky",
+        template={**template, "spec": {**template["spec"], "containers": [own]}},
+    )
+    (container,) = builders.pod_template(spec, "kafka:9092")["spec"]["containers"]
+    assert env_of(container)["KAFKA_PARTITION_ASSIGNMENT_STRATEGY"]["value"] == "cooperative-sticky"
+    assert [e["name"] for e in container["env"]].count("KAFKA_PARTITION_ASSIGNMENT_STRATEGY") == 1
 
 
 def test_a_fleet_whose_scale_ups_are_pre_registered_gets_the_fleet_heartbeat() -> None:

@@ -162,6 +162,7 @@ def test_defaults_agree_with_the_operator() -> None:
     assert props["replicas"]["default"] == 1
     assert props["membersPerPod"]["default"] == 1
     assert props["membersPerPod"]["maximum"] == MAX_MEMBERS_PER_POD
+    assert props["assignmentStrategy"]["enum"] == list(specmod.ASSIGNMENT_STRATEGIES)
     status = schema()["properties"]["status"]["properties"]
     from staticfleet.kube.scaling import ScalePhase
 
@@ -185,6 +186,7 @@ def test_the_samples_are_valid_and_parse() -> None:
         ({"replicas": "three"}, "is not of type 'integer'"),
         ({"scaleDown": {"removeMembers": "Later"}}, "is not one of"),
         ({"deletionPolicy": "Keep"}, "is not one of"),
+        ({"assignmentStrategy": "sticky"}, "is not one of"),
         ({"kafka": {"sasl": {"secretName": "s", "mechanism": "GSSAPI"}}}, "is not one of"),
         ({"topics": "orders"}, "is not of type 'array'"),
         ({"membersPerPod": 65}, "is greater than the maximum of 64"),

@@ -26,7 +26,14 @@ def test_defaults_apply_when_fields_are_absent() -> None:
     assert spec.pre_register is True
     assert spec.deletion_policy == REMOVE_MEMBERS
     assert spec.rebalance_timeout_ms is None and spec.heartbeat_interval_ms == 250
+    assert spec.assignment_strategy is None
     assert spec.security_protocol == "PLAINTEXT"
+
+
+def test_the_assignment_strategy_is_one_of_librdkafkas_names() -> None:
+    assert group_spec(assignmentStrategy="cooperative-sticky").assignment_strategy == "cooperative-sticky"
+    with pytest.raises(SpecError, match="assignmentStrategy must be one of range, roundrobin"):
+        group_spec(assignmentStrategy="org.apache.kafka.clients.consumer.StickyAssignor")
 
 
 def test_instance_ids_follow_the_template() -> None:
