@@ -3,7 +3,9 @@
 It reads the operator's environment contract (KAFKA_BOOTSTRAP_SERVERS, KAFKA_GROUP_ID,
 KAFKA_GROUP_INSTANCE_ID, KAFKA_TOPICS, KAFKA_SESSION_TIMEOUT_MS, ...), keeps a small state file per
 partition in STATE_DIR (a volume that survives restarts), commits offsets after the state is on disk,
-and logs every assignment and revocation as a JSON line.
+and logs every assignment and revocation as a JSON line, and each assigned partition's first fetch (its
+first record, or its end when it has none to read): from these lines bench/fleet_ops.py computes how long
+each partition went without a consumer.
 
 Several members per pod: KAFKA_MEMBERS_PER_POD=n (the operator sets it from spec.membersPerPod when n > 1)
 runs n consumers in this process, one thread each, as Kafka Streams runs one consumer per stream thread,
@@ -17,6 +19,11 @@ Lifecycle, as Kubernetes and static membership want it:
 - KAFKA_MEMBERSHIP=dynamic runs the same consumer with dynamic membership (no group.instance.id, even
   when KAFKA_GROUP_INSTANCE_ID is set): it sends LeaveGroup when it closes, and every start or stop costs
   the group a rebalance. It is the baseline the benchmarks and the demo compare static membership with.
+- KAFKA_PARTITION_ASSIGNMENT_STRATEGY chooses the assignor (librdkafka's names: range, roundrobin,
+  cooperative-sticky). With cooperative-sticky a rebalance stops only the partitions that move: the
+  callbacks then name the partitions added and taken away, not the whole assignment, and the log says so.
+- KAFKA_GROUP_PROTOCOL=consumer uses Kafka 4's consumer protocol (KIP-848): the broker assigns, and the
+  session timeout, heartbeat interval and assignor are the broker's, so the client's own are not set.
 - A fatal error exits non-zero so that Kubernetes restarts the pod; FENCED_INSTANCE_ID (another process
   took this instance id) exits with 82, the Kafka error code, which the operator reports as InstanceFenced.
 """
@@ -40,6 +47,10 @@ FENCED_EXIT_CODE = 82
 POLL_S = 0.1
 STATIC, DYNAMIC = "static", "dynamic"
 MAX_MEMBERS = 64
+CLASSIC, CONSUMER = "classic", "consumer"
+# Settings a consumer-protocol member leaves to the broker (librdkafka refuses them with that protocol).
+BROKER_SIDE = ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy")
+INCREMENTAL_ASSIGNORS = ("cooperative-sticky",)
 
 
 def log(event: str, **fields: Any) -> None:
@@ -55,12 +66,17 @@ def required(name: str) -> str:
     return value
 
 
-def membership() -> str:
-    value = os.environ.get("KAFKA_MEMBERSHIP", STATIC).strip().lower() or STATIC
-    if value not in (STATIC, DYNAMIC):
-        log("config_error", message=f"KAFKA_MEMBERSHIP must be {STATIC} or {DYNAMIC}, not {value!r}")
+def choice(name: str, choices: tuple[str, str]) -> str:
+    """The environment variable `name`, one of `choices` (the first when unset), or exit 2."""
+    value = os.environ.get(name, "").strip().lower() or choices[0]
+    if value not in choices:
+        log("config_error", message=f"{name} must be {choices[0]} or {choices[1]}, not {value!r}")
         sys.exit(2)
     return value
+
+
+def membership() -> str:
+    return choice("KAFKA_MEMBERSHIP", (STATIC, DYNAMIC))
 
 
 def members_per_pod() -> int:
@@ -77,6 +93,10 @@ def member_names(base: str, members: int) -> list[str]:
     return [base] if members == 1 else [f"{base}-{k}" for k in range(1, members + 1)]
 
 
+def group_protocol() -> str:
+    return choice("KAFKA_GROUP_PROTOCOL", (CLASSIC, CONSUMER))
+
+
 def consumer_config() -> dict[str, Any]:
     config: dict[str, Any] = {
         "bootstrap.servers": required("KAFKA_BOOTSTRAP_SERVERS"),
@@ -86,6 +106,9 @@ def consumer_config() -> dict[str, Any]:
         "auto.offset.reset": os.environ.get("AUTO_OFFSET_RESET", "earliest"),
         "security.protocol": os.environ.get("KAFKA_SECURITY_PROTOCOL", "PLAINTEXT").lower(),
         "client.id": os.environ.get("KAFKA_GROUP_INSTANCE_ID") or os.environ.get("HOSTNAME") or "consumer",
+        # An event when a fetch reaches a partition's end: a partition with nothing to read still shows
+        # when its new owner first fetched it.
+        "enable.partition.eof": True,
     }
     if membership() == STATIC:
         config["group.instance.id"] = required("KAFKA_GROUP_INSTANCE_ID")
@@ -98,7 +121,9 @@ def consumer_config() -> dict[str, Any]:
         "KAFKA_SSL_CA_LOCATION": "ssl.ca.location",
         "KAFKA_SSL_CERTIFICATE_LOCATION": "ssl.certificate.location",
         "KAFKA_SSL_KEY_LOCATION": "ssl.key.location",
-        "PARTITION_ASSIGNMENT_STRATEGY": "partition.assignment.strategy",
+        "PARTITION_ASSIGNMENT_STRATEGY": "partition.assignment.strategy",  # the older name
+        "KAFKA_PARTITION_ASSIGNMENT_STRATEGY": "partition.assignment.strategy",
+        "FETCH_WAIT_MAX_MS": "fetch.wait.max.ms",
     }
     for env, key in optional.items():
         if os.environ.get(env):
@@ -106,6 +131,10 @@ def consumer_config() -> dict[str, Any]:
             config[key] = int(value) if key.endswith(".ms") else value
     if "sasl.username" not in config and os.environ.get("KAFKA_SASL_JAAS_CONFIG"):
         config.update(jaas_login(os.environ["KAFKA_SASL_JAAS_CONFIG"]))
+    if group_protocol() == CONSUMER:
+        config["group.protocol"] = CONSUMER
+        for key in BROKER_SIDE:
+            config.pop(key, None)
     return config
 
 
@@ -117,6 +146,13 @@ def jaas_login(jaas: str) -> dict[str, str]:
     if not os.environ.get("KAFKA_SASL_PASSWORD") and "password" in found:
         login["sasl.password"] = found["password"]
     return login
+
+
+def incremental(config: dict[str, Any]) -> bool:
+    """Whether rebalance callbacks name only the partitions that change hands (cooperative assignors
+    and the consumer protocol) rather than the whole assignment (eager assignors)."""
+    strategy = str(config.get("partition.assignment.strategy", ""))
+    return config.get("group.protocol") == CONSUMER or strategy in INCREMENTAL_ASSIGNORS
 
 
 class PartitionState:
@@ -166,16 +202,45 @@ def run_member(
         log("client_error", instance=instance, code=error.name(), message=error.str(), fatal=error.fatal())
 
     consumer = Consumer({**config, "error_cb": on_error})
+    changes_only = incremental(config)
+    unfetched: set[str] = set()  # assigned, and not fetched since
 
+    def names(partitions: list[TopicPartition]) -> list[str]:
+        return [f"{p.topic}-{p.partition}" for p in partitions]
+
+    # The client takes the partitions given (assign, or incremental_assign for cooperative assignors)
+    # after each callback returns; the callbacks only record what changed hands.
     def on_assign(c: Consumer, partitions: list[TopicPartition]) -> None:
-        log("assigned", instance=instance, partitions=[f"{p.topic}-{p.partition}" for p in partitions])
+        unfetched.update(names(partitions))
+        log("assigned", instance=instance, partitions=names(partitions), incremental=changes_only)
         assigned(instance)
 
     def on_revoke(c: Consumer, partitions: list[TopicPartition]) -> None:
-        log("revoked", instance=instance, partitions=[f"{p.topic}-{p.partition}" for p in partitions])
+        unfetched.difference_update(names(partitions))
+        log("revoked", instance=instance, partitions=names(partitions), incremental=changes_only)
 
-    consumer.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke)
-    log("started", instance=instance, group=config["group.id"], topics=topics, membership=membership())
+    def on_lost(c: Consumer, partitions: list[TopicPartition]) -> None:
+        """Taken away without a revocation (the session ran out, the member was removed): another
+        member may already own them."""
+        unfetched.difference_update(names(partitions))
+        log("lost", instance=instance, partitions=names(partitions))
+
+    def fetched(topic: str, partition: int, record: bool) -> None:
+        name = f"{topic}-{partition}"
+        if name in unfetched:
+            unfetched.discard(name)
+            log("first_fetch", instance=instance, partition=name, record=record)
+
+    consumer.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+    log(
+        "started",
+        instance=instance,
+        group=config["group.id"],
+        topics=topics,
+        membership=membership(),
+        protocol=config.get("group.protocol", CLASSIC),
+        assignor=config.get("partition.assignment.strategy"),
+    )
     exit_code = 0
     try:
         while not stop.is_set() and not fatal:
@@ -188,12 +253,18 @@ def run_member(
             if error is not None:
                 if error.fatal() or error.code() == KafkaError._FATAL:
                     fatal.append(error)
+                    fatal.append(error)
                     stop.set()
-                elif error.code() != KafkaError._PARTITION_EOF:
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    eof_topic, eof_partition = message.topic(), message.partition()
+                    if eof_topic is not None and eof_partition is not None:
+                        fetched(eof_topic, eof_partition, record=False)
+                else:
                     log("consume_error", instance=instance, code=error.name(), message=error.str())
                 continue
             topic, partition, offset = message.topic(), message.partition(), message.offset()
             assert topic is not None and partition is not None and offset is not None
+            fetched(topic, partition, record=True)
             current = state.load(topic, partition)
             current["messages"] += 1
             current["next_offset"] = offset + 1
