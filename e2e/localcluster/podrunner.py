@@ -54,6 +54,7 @@ from e2e.localcluster.podspec import (
     VolumePlan,
     container_argv,
     container_mounts,
+    downward_api_files,
     in_network_namespace,
     kubeconfig_for_container,
     network_namespace,
@@ -473,7 +474,11 @@ class PodRunner:
             if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
                 return
             run = self._new_run(key, pod)
+        relabelled = _labels_and_annotations(run.pod) != _labels_and_annotations(pod)
         run.pod = pod
+        if relabelled and run.prepared:
+            # As a kubelet does on a pod update: the downwardAPI volumes show the new metadata.
+            self._refresh_downward_api(run)
         self._drive(run)
         self._report(run)
 
@@ -551,6 +556,8 @@ class PodRunner:
         if plan.kind == "serviceAccount":
             return self._prepare_service_account(run, plan)
         plan.host_dir.mkdir(parents=True, exist_ok=True)
+        if plan.kind == "downwardAPI":
+            return self._write_downward_api(run, plan)
         if plan.kind in ("configMap", "secret"):
             name = str(plan.source.get("name") or plan.source.get("secretName") or "")
             lookup = self.api.config_map if plan.kind == "configMap" else self.api.secret
@@ -566,6 +573,22 @@ class PodRunner:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(content)
         return None
+
+    def _write_downward_api(self, run: PodRun, plan: VolumePlan) -> str | None:
+        try:
+            files = downward_api_files(plan.source, run.pod, node_name=self.config.node_name)
+        except EnvResolutionError as error:
+            return str(error)
+        for relative, content in files.items():
+            _write_atomically(plan.host_dir / relative, content)
+        return None
+
+    def _refresh_downward_api(self, run: PodRun) -> None:
+        for plan in plan_volumes(run.pod, self.config.run_dir):
+            if plan.kind == "downwardAPI":
+                problem = self._write_downward_api(run, plan)
+                if problem:
+                    log.warning("pod %s: volume %s not refreshed: %s", run.key, plan.name, problem)
 
     def _prepare_service_account(self, run: PodRun, plan: VolumePlan) -> str | None:
         """The admission plugin's kube-api-access volume: a pod-bound token, the CA bundle, the namespace,
@@ -864,6 +887,19 @@ def _write_private(path: Path, content: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(content)
     path.chmod(0o600)
+
+
+def _write_atomically(path: Path, content: str) -> None:
+    """A reader sees the old content or the new, never a partial file (the kubelet swaps a symlink)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staged = path.with_name(f".{path.name}.tmp")
+    staged.write_text(content)
+    os.replace(staged, path)
+
+
+def _labels_and_annotations(pod: Manifest) -> tuple[object, object]:
+    metadata = pod.get("metadata", {})
+    return metadata.get("labels") or {}, metadata.get("annotations") or {}
 
 
 def _close_log(container: ContainerRun) -> None:

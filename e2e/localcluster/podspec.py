@@ -181,7 +181,7 @@ def resolve_env(
 # ------------------------------------------------------------------------------------------ volumes
 
 
-VolumeKind = Literal["pod", "claim", "configMap", "secret", "serviceAccount"]
+VolumeKind = Literal["pod", "claim", "configMap", "secret", "serviceAccount", "downwardAPI"]
 
 
 @dataclass(frozen=True)
@@ -230,10 +230,23 @@ def plan_volumes(pod: Manifest, run_dir: Path) -> list[VolumePlan]:
             plans.append(VolumePlan(volume_name, "secret", own / volume_name, volume["secret"]))
         elif is_service_account_volume(volume):
             plans.append(VolumePlan(volume_name, "serviceAccount", own / volume_name, volume["projected"]))
+        elif "downwardAPI" in volume:
+            plans.append(VolumePlan(volume_name, "downwardAPI", own / volume_name, volume["downwardAPI"]))
         else:
-            # emptyDir, and every other source (projected, downwardAPI, ephemeral, ...) as an empty dir.
+            # emptyDir, and every other source (projected, ephemeral, ...) as an empty dir.
             plans.append(VolumePlan(volume_name, "pod", own / volume_name, {}))
     return plans
+
+
+def downward_api_files(source: Manifest, pod: Manifest, *, node_name: str) -> dict[str, str]:
+    """Relative file path -> content of a downwardAPI volume: one file per fieldRef item (an absent
+    label or annotation gives an empty file, as the kubelet writes it)."""
+    files: dict[str, str] = {}
+    for item in source.get("items") or []:
+        if "fieldRef" not in item:
+            raise EnvResolutionError("downwardAPI items other than fieldRef are not supported")
+        files[str(item["path"])] = field_value(pod, str(item["fieldRef"]["fieldPath"]), node_name=node_name)
+    return files
 
 
 def projected_files(data: Mapping[str, str], source: Manifest) -> dict[str, str]:

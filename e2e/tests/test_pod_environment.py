@@ -113,3 +113,29 @@ def test_missing_config_map_holds_the_container_until_it_exists(cluster: Cluster
 
     seen = _started_env(cluster.pod_dir(namespace, "late-0"))
     assert seen["MODE"] == "on"
+
+
+def test_a_downward_api_volume_shows_an_annotation_added_while_the_pod_runs(
+    cluster: Cluster, namespace: str
+) -> None:
+    kubectl = cluster.kubectl
+    app = container(SERVER, volumeMounts=[{"name": "info", "mountPath": "/etc/info"}])
+    sts = statefulset("noted", 1, app)
+    note = {"path": "note", "fieldRef": {"fieldPath": "metadata.annotations['example.com/note']"}}
+    sts["spec"]["template"]["spec"]["volumes"] = [
+        {
+            "name": "info",
+            "downwardAPI": {"items": [{"path": "name", "fieldRef": {"fieldPath": "metadata.name"}}, note]},
+        }
+    ]
+    kubectl.apply(sts, namespace)
+    directory = cluster.pod_dir(namespace, "noted-0")
+    _started_env(directory)
+    info = directory / "volumes" / "info"
+    assert (info / "name").read_text() == "noted-0"
+    assert (info / "note").read_text() == ""  # not annotated (yet): an empty file
+    kubectl.run("annotate", "pod", "noted-0", "example.com/note=leaving", "-n", namespace)
+    wait_until(
+        lambda: (info / "note").read_text() == "leaving", timeout=30, what="the annotation in the file"
+    )
+    assert len(starts(directory)) == 1  # the same process saw it: no restart

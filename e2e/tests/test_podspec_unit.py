@@ -19,6 +19,7 @@ from e2e.localcluster.podspec import (
     container_argv,
     container_mounts,
     decode_secret_data,
+    downward_api_files,
     expand_references,
     field_value,
     kubeconfig_for_container,
@@ -179,10 +180,13 @@ def test_volume_plans_and_mount_rewriting(tmp_path: Path) -> None:
                 {"name": "data", "persistentVolumeClaim": {"claimName": "data-p-0"}},
                 {"name": "scratch-space", "emptyDir": {}},
                 {"name": "settings", "configMap": {"name": "cfg"}},
+                {"name": "info", "downwardAPI": {"items": []}},
             ]
         },
     }
     plans = {plan.name: plan for plan in plan_volumes(pod, tmp_path)}
+    assert plans["info"].kind == "downwardAPI"
+    assert plans["info"].host_dir == tmp_path / "pods/ns/p-0/volumes/info"
     assert plans["data"].host_dir == tmp_path / "volumes/ns/data-p-0"
     assert plans["scratch-space"].host_dir == tmp_path / "pods/ns/p-0/volumes/scratch-space"
     assert plans["settings"].kind == "configMap"
@@ -209,6 +213,22 @@ def test_volume_plans_and_mount_rewriting(tmp_path: Path) -> None:
         f"{scratch}/t/h",
     ]
     assert rewrite_word("/var/lib/app", mounts) == str(data)
+
+
+def test_a_downward_api_volume_has_a_file_per_field_and_an_empty_one_for_an_absent_annotation() -> None:
+    pod: Manifest = {"metadata": {"name": "p-0", "namespace": "ns", "annotations": {"a/b": "yes"}}}
+    source = {
+        "items": [
+            {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}},
+            {"path": "flag", "fieldRef": {"fieldPath": "metadata.annotations['a/b']"}},
+            {"path": "sub/other", "fieldRef": {"fieldPath": "metadata.annotations['a/c']"}},
+        ]
+    }
+    assert downward_api_files(source, pod, node_name="n") == {"name": "p-0", "flag": "yes", "sub/other": ""}
+    with pytest.raises(EnvResolutionError, match="other than fieldRef"):
+        downward_api_files(
+            {"items": [{"path": "cpu", "resourceFieldRef": {"resource": "limits.cpu"}}]}, pod, node_name="n"
+        )
 
 
 def test_parse_probes_with_defaults_and_named_ports() -> None:
