@@ -34,7 +34,6 @@ import random
 import re
 import shlex
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,6 +50,32 @@ from typing import Any, Protocol
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "operator"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.consumption import ConsumerRun, Stopped, consuming_spans, parse_log, stopped
+from bench.fleet_kinds import (
+    CONSUMER,
+    CONSUMER_PROTOCOL_HEARTBEAT_MS,
+    EMBEDDED,
+    KAFKA,
+    KINDS,
+    FleetKind,
+    kinds_on,
+)
+from bench.fleet_report import (
+    COORDINATOR_RESTART,
+    DETAIL_HEADERS,
+    OPERATIONS,
+    ROLLING_RESTART,
+    SCALE_DOWN,
+    SCALE_UP,
+    Sample,
+    Summary,
+    comparison_headers,
+    comparison_lines,
+    comparison_rows,
+    detail_rows,
+    kinds_of,
+    summarize,
+)
 from bench.report import ROOT, machine, publish, table
 from e2e.helpers import Kubectl, wait_until
 from e2e.localcluster import binaries, procs
@@ -66,18 +91,13 @@ from e2e.tests.operator.harness import (
 )
 from examples.demo.fleet import (
     CLIENT_HEARTBEAT_MS,
-    FLEET_KINDS,
     PLAIN_STATIC,
     GroupView,
     cycle_moment,
-    expected_members,
     group_settled,
     last_rebalance_at,
-    operated,
     plain_workload,
-    with_membership,
 )
-from examples.demo.summary import compare
 from staticfleet.admin.coordinator_api import fetch_group_json
 
 NAME = "fleet"
@@ -85,12 +105,6 @@ SETTLE_S = 5.0
 POLL_S = 0.2
 README = ROOT / "README.md"
 SAVED: list[Sample] = []  # every sample of this process, in order
-EMBEDDED, KAFKA = "embedded", "kafka"
-ROLLING_RESTART = "rolling restart"
-SCALE_DOWN = "scale down by half"
-SCALE_UP = "scale up by half"
-COORDINATOR_RESTART = "coordinator restart"
-OPERATIONS = (ROLLING_RESTART, SCALE_DOWN, SCALE_UP, COORDINATOR_RESTART)
 
 
 # -- the coordinator: the embedded one or Apache Kafka ---------------------------------------------------
@@ -100,6 +114,7 @@ class Backend(Protocol):
     name: str
     bootstrap: str
     api: str | None
+    consumer_groups: set[str]  # groups of the consumer protocol (KIP-848), described and counted apart
 
     def view(self, group: str) -> GroupView | None: ...
     def rebalance_mark(self, group: str) -> int: ...
@@ -127,6 +142,7 @@ class Embedded:
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
+        self.consumer_groups: set[str] = set()
         port, http = free_port(), free_port()
         self.bootstrap = f"127.0.0.1:{port}"
         self.api: str | None = f"http://127.0.0.1:{http}"
@@ -196,9 +212,17 @@ def last_stabilized_at(broker_log: str, group: str) -> float | None:
     return datetime.strptime(found[-1], "%Y-%m-%d %H:%M:%S,%f").timestamp() if found else None
 
 
+def epochs_bumped(broker_log: str, group: str) -> int:
+    """How many times Apache Kafka's log says a consumer-protocol group's epoch went up: each time
+    membership or subscriptions changed and the broker computed a new target assignment (the consumer
+    protocol's rebalance, without the classic protocol's stop-the-world join phase)."""
+    return len(re.findall(rf"\[GroupId {re.escape(group)}\] Bumped group epoch to ", broker_log))
+
+
 class Kafka:
     """Apache Kafka (single-node KRaft) from the conformance suite's cached jars, with Kafka's group
-    defaults (initial rebalance delay 3 s, session timeouts 6 s to 30 min)."""
+    defaults (initial rebalance delay 3 s, session timeouts 6 s to 30 min), except that consumer-protocol
+    groups heartbeat every CONSUMER_PROTOCOL_HEARTBEAT_MS (Kafka's default and floor are 5 s)."""
 
     name = KAFKA
     api: str | None = None
@@ -207,12 +231,17 @@ class Kafka:
         from conformance.kafka_broker import GroupSettings, KafkaBroker
 
         settings = GroupSettings(
-            initial_rebalance_delay_ms=3000, min_session_timeout_ms=6000, max_session_timeout_ms=1_800_000
+            initial_rebalance_delay_ms=3000,
+            min_session_timeout_ms=6000,
+            max_session_timeout_ms=1_800_000,
+            consumer_heartbeat_interval_ms=CONSUMER_PROTOCOL_HEARTBEAT_MS,
         )
         self.broker = KafkaBroker(settings, workdir)
         asyncio.run(self.broker.start())
         self.bootstrap = self.broker.bootstrap
+        self.consumer_groups: set[str] = set()
         self._admin: Any = None
+        self._modern: Any = None
 
     def admin(self) -> Any:
         from staticfleet.admin import GroupAdmin, KafkaConnection
@@ -222,6 +251,8 @@ class Kafka:
         return self._admin
 
     def view(self, group: str) -> GroupView | None:
+        if group in self.consumer_groups:
+            return self._consumer_group_view(group)
         try:
             found = self.admin().describe_group(group)
         except Exception:
@@ -233,17 +264,37 @@ class Kafka:
             assigned=all(m.partitions for m in found.members),
         )
 
+    def _consumer_group_view(self, group: str) -> GroupView:
+        """A consumer-protocol group through ConsumerGroupDescribe (DescribeGroups reports it as Dead):
+        Stable once every member runs the group's target assignment."""
+        from confluent_kafka.admin import AdminClient
+
+        if self._modern is None:
+            self._modern = AdminClient({"bootstrap.servers": self.bootstrap})
+        found = self._modern.describe_consumer_groups([group], request_timeout=3)[group].result(timeout=5)
+        members = list(found.members or [])
+        return GroupView(
+            state="Stable" if found.state.name == "STABLE" else str(found.state.name).title(),
+            members=tuple(m.group_instance_id or m.member_id for m in members),
+            assigned=all(m.assignment is not None and m.assignment.topic_partitions for m in members),
+        )
+
     def rebalance_mark(self, group: str) -> int:
-        """How many times the broker has logged that the group starts a rebalance (its own log lines:
-        Kafka does not report a generation through DescribeGroups)."""
-        pattern = re.compile(rf"Preparing to rebalance group {re.escape(group)} in state")
+        """How many times the broker has logged that the group starts a rebalance, or for a
+        consumer-protocol group that its epoch went up (its own log lines: Kafka does not report a
+        generation through DescribeGroups)."""
         try:
             text = self.broker.log_file.read_text(errors="replace")
         except OSError:
             return 0
+        if group in self.consumer_groups:
+            return epochs_bumped(text, group)
+        pattern = re.compile(rf"Preparing to rebalance group {re.escape(group)} in state")
         return len(pattern.findall(text))
 
     def last_rebalance_at(self, group: str) -> float | None:
+        if group in self.consumer_groups:
+            return None  # the consumer protocol has no join phase whose cycle a command could meet
         try:
             return last_stabilized_at(self.broker.log_file.read_text(errors="replace"), group)
         except OSError:
@@ -301,14 +352,33 @@ class Fleet:
     namespace: str
     replicas: int
     heartbeat_ms: int | None = None
+    partitions: int = 0
 
     @property
     def group(self) -> str:
         return f"{self.namespace}.{NAME}"
 
+    @property
+    def topic(self) -> str:
+        return f"{self.namespace}-topic"
+
+    @property
+    def spec(self) -> FleetKind:
+        return KINDS[self.kind]
+
     def expected(self, view: GroupView | None, replicas: int) -> bool:
         """Stable with exactly `replicas` members, each assigned: static fleets by instance id."""
-        return group_settled(view, expected_members(NAME, self.kind, replicas))
+        return group_settled(view, self.spec.expected(NAME, replicas))
+
+
+def stopped_consumption(run_dir: Path, fleet: Fleet, begin: float, end: float) -> Stopped:
+    """Partition-seconds in [begin, end] (epoch seconds) that the fleet's topic went without a consumer,
+    from the consumer logs of every pod the fleet ever had (the pod runner keeps them by pod name)."""
+    runs: list[ConsumerRun] = []
+    for path in sorted((run_dir / "pods" / fleet.namespace).glob("*/consumer.log")):
+        runs += parse_log(path.read_text(errors="replace"))
+    spans = [span for run in runs for span in consuming_spans(run)]
+    return stopped(spans, [f"{fleet.topic}-{i}" for i in range(fleet.partitions)], begin, end)
 
 
 class Kube:
@@ -323,7 +393,7 @@ class Kube:
 
     def _patch(self, fleet: Fleet, patch: dict[str, Any]) -> None:
         """The fleet's resource: its StaticConsumerGroup, or the plain StatefulSet nobody operates."""
-        if operated(fleet.kind):
+        if fleet.spec.operated:
             self.custom.patch_namespaced_custom_object(
                 "staticfleet.io", "v1alpha1", fleet.namespace, "staticconsumergroups", NAME, patch
             )
@@ -371,29 +441,18 @@ class Kube:
 
 
 @dataclass
-class Sample:
-    backend: str
-    replicas: int
-    run: int
-    operation: str
-    kind: str
-    seconds: float  # from the fleet's command to a Stable group of the expected members
-    rebalances: int
-    unstable_seconds: float  # of that time, how long the group was not Stable (or unreachable)
-    timed_out: bool = False
-    heartbeat_ms: int | None = None  # the consumers' heartbeat.interval.ms; None: the client's default
-    began_at: str | None = None  # wall-clock time of the fleet's command (UTC), to read the logs against
-
-
-@dataclass
 class Watch:
     fleet: Fleet
     began: float
     done: Callable[[GroupView | None], bool]
+    began_wall: float  # epoch seconds, as the consumers log
     finished: float | None = None
     unstable: float = 0.0
     last: float = field(default_factory=time.monotonic)
-    began_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="milliseconds"))
+
+    @property
+    def began_at(self) -> str:
+        return datetime.fromtimestamp(self.began_wall, UTC).isoformat(timespec="milliseconds")
 
 
 def observe(backend: Backend, fleet: Fleet) -> GroupView | None:
@@ -413,20 +472,22 @@ def measure(
     replicas: int,
     timeout_s: float,
     begin_all: Callable[[], None] | None = None,
+    consumption: Callable[[Fleet, float, float], Stopped] | None = None,
 ) -> list[Sample]:
     """Runs `act` on each fleet (it returns the fleet's done-check), polls every group until done, then
-    counts the rebalances over the operation and a settle period."""
+    counts the rebalances over the operation and a settle period, and with `consumption` the
+    partition-seconds without a consumer over the same window."""
     marks = {f.kind: backend.rebalance_mark(f.group) for f in fleets}
     watches: list[Watch] = []
     if begin_all is not None:  # one action for every fleet (a coordinator restart)
-        began = time.monotonic()
+        began, began_wall = time.monotonic(), time.time()
         begin_all()
         back = time.monotonic()  # the groups were unreachable until now
-        watches = [Watch(f, began, act(f), unstable=back - began, last=back) for f in fleets]
+        watches = [Watch(f, began, act(f), began_wall, unstable=back - began, last=back) for f in fleets]
     else:
         for fleet in fleets:
-            began = time.monotonic()
-            watches.append(Watch(fleet, began, act(fleet), last=began))
+            began, began_wall = time.monotonic(), time.time()
+            watches.append(Watch(fleet, began, act(fleet), began_wall, last=began))
     deadline = time.monotonic() + timeout_s
     while any(w.finished is None for w in watches) and time.monotonic() < deadline:
         for watch in watches:
@@ -442,8 +503,10 @@ def measure(
         time.sleep(POLL_S)
     time.sleep(SETTLE_S)  # a rebalance still to come counts
     samples = []
+    ended_wall = time.time()
     for watch in watches:
         finished = watch.finished if watch.finished is not None else time.monotonic()
+        cost = None if consumption is None else consumption(watch.fleet, watch.began_wall, ended_wall)
         samples.append(
             Sample(
                 backend=backend.name,
@@ -457,6 +520,8 @@ def measure(
                 timed_out=watch.finished is None,
                 heartbeat_ms=watch.fleet.heartbeat_ms,
                 began_at=watch.began_at,
+                stopped_partition_seconds=None if cost is None else cost.partition_seconds,
+                partitions_stopped=None if cost is None else cost.partitions,
             )
         )
     return samples
@@ -479,31 +544,40 @@ def wait_settled(backend: Backend, fleets: Sequence[Fleet], timeout_s: float, *,
             print(f"  warning: {exc}", flush=True)
 
 
+def with_env(template: dict[str, Any], env: list[dict[str, str]]) -> dict[str, Any]:
+    """The pod template with the consumer container (the first) given `env` too."""
+    containers = template["spec"]["containers"]
+    first = {**containers[0], "env": [*containers[0].get("env", []), *env]}
+    return {**template, "spec": {**template["spec"], "containers": [first, *containers[1:]]}}
+
+
 def create_fleets(kubectl: Kubectl, backend: Backend, args: argparse.Namespace, tag: str) -> list[Fleet]:
     fleets = []
     extra = parse_fleet_specs(args.fleet_spec)
-    for index, kind in enumerate(args.kinds):
-        namespace = f"{tag}-{index}-{kind.replace(' ', '-')}"
+    for index, kind in enumerate(kinds_on(backend.name, args.kinds)):
+        namespace = f"{tag}-{index}-{kind.name.replace(' ', '-')}"
         kubectl.run("create", "namespace", namespace)
-        topic = f"{namespace}-topic"
-        backend.create_topic(topic, args.partitions)
-        template = with_membership(consumer_template(), kind)
+        fleet = Fleet(kind.name, namespace, args.replicas, partitions=args.partitions)
+        backend.create_topic(fleet.topic, args.partitions)
+        if kind.protocol == CONSUMER:
+            backend.consumer_groups.add(fleet.group)
         kafka = {"bootstrapServers": backend.bootstrap}
         if backend.api is not None:
             kafka["coordinatorApi"] = backend.api
         spec = {
             "sessionTimeoutMs": args.session_timeout_ms,
-            "template": template,
+            "template": with_env(consumer_template(), kind.env()),
             "kafka": kafka,
-            **extra.get(kind, {}),
+            **kind.spec(),
+            **extra.get(kind.name, {}),
         }
-        resource = fleet_manifest(NAME, args.replicas, backend.bootstrap, topic, **spec)
-        if operated(kind):
+        resource = fleet_manifest(NAME, args.replicas, backend.bootstrap, fleet.topic, **spec)
+        if kind.operated:
             kubectl.apply(resource, namespace)
         else:
             for body in plain_workload(resource, namespace, backend.bootstrap):
                 kubectl.apply(body, namespace)
-        fleets.append(Fleet(kind, namespace, args.replicas))
+        fleets.append(fleet)
     return fleets
 
 
@@ -512,8 +586,8 @@ def parse_fleet_specs(values: Sequence[str]) -> dict[str, dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
     for value in values:
         kind, _, text = value.partition("=")
-        if kind not in FLEET_KINDS:
-            raise SystemExit(f"--fleet-spec: {kind!r} is not one of {', '.join(FLEET_KINDS)}")
+        if kind not in KINDS:
+            raise SystemExit(f"--fleet-spec: {kind!r} is not one of {', '.join(KINDS)}")
         found.setdefault(kind, {}).update(json.loads(text))
     return found
 
@@ -531,7 +605,12 @@ def wait_for_phase(backend: Backend, fleet: Fleet, fraction: float, rng: random.
 
 
 def run_operations(
-    backend: Backend, kube: Kube, fleets: Sequence[Fleet], args: argparse.Namespace, run: int
+    backend: Backend,
+    kube: Kube,
+    fleets: Sequence[Fleet],
+    args: argparse.Namespace,
+    run: int,
+    consumption: Callable[[Fleet, float, float], Stopped],
 ) -> list[Sample]:
     n = args.replicas
     down, up = n // 2, n // 2 + n // 4
@@ -542,8 +621,10 @@ def run_operations(
         for s in found:
             flag = " (timed out)" if s.timed_out else ""
             print(
-                f"  {backend.name} run {run} {s.operation:<20} {s.kind:<14} {s.seconds:6.1f} s"
-                f"  {s.rebalances} rebalances  not Stable {s.unstable_seconds:.1f} s{flag}",
+                f"  {backend.name} run {run} {s.operation:<20} {s.kind:<33} {s.seconds:6.1f} s"
+                f"  {s.rebalances} rebalances  not Stable {s.unstable_seconds:.1f} s"
+                f"  {s.stopped_partition_seconds} partition-s stopped ({s.partitions_stopped} partitions)"
+                f"{flag}",
                 flush=True,
             )
         samples.extend(found)
@@ -561,7 +642,7 @@ def run_operations(
 
     if ROLLING_RESTART in args.operations:
         report(measure(backend, fleets, restart, operation=ROLLING_RESTART, run=run, replicas=n,
-                       timeout_s=slow + 20 * n))  # fmt: skip
+                       timeout_s=slow + 20 * n, consumption=consumption))  # fmt: skip
         wait_settled(backend, fleets, slow, strict=False)
 
     def scaler(replicas: int) -> Callable[[Fleet], Callable[[GroupView | None], bool]]:
@@ -584,10 +665,12 @@ def run_operations(
         fraction = (run - 0.5) / args.runs
         rng = random.Random(run)
         for operation, replicas in ((SCALE_DOWN, down), (SCALE_UP, up)):
+            if operation not in args.operations:
+                continue
             for fleet in fleets:
                 wait_for_phase(backend, fleet, fraction, rng)
                 report(measure(backend, [fleet], scaler(replicas), operation=operation, run=run, replicas=n,
-                               timeout_s=slow))  # fmt: skip
+                               timeout_s=slow, consumption=consumption))  # fmt: skip
                 wait_settled(backend, [fleet], slow, strict=False)
         # back to N, not measured
         for fleet in fleets:
@@ -607,6 +690,7 @@ def run_operations(
             replicas=n,
             timeout_s=slow,
             begin_all=backend.restart,
+            consumption=consumption,
         )
     )
     wait_settled(backend, fleets, slow, strict=False)
@@ -629,10 +713,15 @@ def bench_backend(
         fleets = create_fleets(kubectl, backend, args, f"{backend_name}-{args.replicas}")
         wait_settled(backend, fleets, 300)
         for fleet in fleets:
-            fleet.heartbeat_ms = kube.heartbeat_ms(fleet)
+            broker_side = fleet.spec.protocol == CONSUMER
+            fleet.heartbeat_ms = CONSUMER_PROTOCOL_HEARTBEAT_MS if broker_side else kube.heartbeat_ms(fleet)
         time.sleep(SETTLE_S)
+
+        def consumption(fleet: Fleet, begin: float, end: float) -> Stopped:
+            return stopped_consumption(cluster.run_dir, fleet, begin, end)
+
         for run in range(1, args.runs + 1):
-            samples += run_operations(backend, kube, fleets, args, run)
+            samples += run_operations(backend, kube, fleets, args, run, consumption)
     finally:
         for fleet in fleets:
             kubectl.run("delete", "scg", "--all", "-n", fleet.namespace, "--wait=false", check=False)
@@ -650,119 +739,7 @@ def bench_backend(
     return samples
 
 
-# -- the summary -----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Summary:
-    """One operation, one fleet kind, one backend: median and range over the runs."""
-
-    backend: str
-    replicas: int
-    operation: str
-    kind: str
-    seconds: tuple[float, ...]
-    rebalances: tuple[int, ...]
-    unstable_seconds: tuple[float, ...]
-    timed_out: int
-    heartbeats: frozenset[int | None] = frozenset()
-
-    @property
-    def median_s(self) -> float:
-        return statistics.median(self.seconds)
-
-
-def summarize(samples: Sequence[Sample]) -> list[Summary]:
-    keys: list[tuple[str, int, str, str]] = []
-    for s in samples:
-        key = (s.backend, s.replicas, s.operation, s.kind)
-        if key not in keys:
-            keys.append(key)
-    out = []
-    for backend, replicas, operation, kind in keys:
-        chosen = [
-            s
-            for s in samples
-            if (s.backend, s.replicas, s.operation, s.kind) == (backend, replicas, operation, kind)
-        ]
-        out.append(
-            Summary(
-                backend,
-                replicas,
-                operation,
-                kind,
-                tuple(s.seconds for s in chosen),
-                tuple(s.rebalances for s in chosen),
-                tuple(s.unstable_seconds for s in chosen),
-                sum(s.timed_out for s in chosen),
-                frozenset(s.heartbeat_ms for s in chosen),
-            )
-        )
-    return out
-
-
-def _spread(values: Sequence[float]) -> str:
-    return f"{statistics.median(values):.1f} ({min(values):.1f}-{max(values):.1f})"
-
-
-def _counts(values: Sequence[int]) -> str:
-    low, high = min(values), max(values)
-    return str(low) if low == high else f"{statistics.median(values):g} ({low}-{high})"
-
-
-def _label(operation: str, replicas: int) -> str:
-    down, up = replicas // 2, replicas // 2 + replicas // 4
-    return {
-        ROLLING_RESTART: f"rolling restart of {replicas}",
-        SCALE_DOWN: f"scale {replicas} → {down}",
-        SCALE_UP: f"scale {down} → {up}",
-        COORDINATOR_RESTART: "coordinator restart",
-    }[operation]
-
-
-def detail_rows(summaries: Sequence[Summary]) -> list[list[object]]:
-    return [
-        [
-            s.backend,
-            _label(s.operation, s.replicas),
-            s.kind,
-            _counts(s.rebalances),
-            _spread(s.seconds),
-            _spread(s.unstable_seconds),
-            s.timed_out or "",
-        ]
-        for s in summaries
-    ]
-
-
-def readme_rows(summaries: Sequence[Summary], backend: str) -> list[list[object]]:
-    """The README's table: rebalances and seconds to Stable per fleet kind, medians of the runs."""
-    rows: list[list[object]] = []
-    by = {(s.operation, s.kind): s for s in summaries if s.backend == backend}
-    for operation in OPERATIONS:
-        found = [by.get((operation, kind)) for kind in FLEET_KINDS]
-        if any(s is None for s in found):
-            continue
-        cells: list[object] = [_label(operation, found[0].replicas)]  # type: ignore[union-attr]
-        for s in found:
-            assert s is not None
-            cells.append(f"{_counts(s.rebalances)} / {s.median_s:.1f} s")
-        static, dynamic = found[0], found[2]
-        assert static is not None and dynamic is not None
-        cells.append(
-            compare(
-                statistics.median(static.rebalances),
-                static.median_s,
-                statistics.median(dynamic.rebalances),
-                dynamic.median_s,
-            )
-        )
-        rows.append(cells)
-    return rows
-
-
-README_HEADERS = ["fleet operation", *(f"{kind}: rebalances / s to Stable" for kind in FLEET_KINDS),
-                  "staticfleet against dynamic"]  # fmt: skip
+# -- what is published -----------------------------------------------------------------------------------
 
 
 def publish_readme(summaries: Sequence[Summary], backend: str, replicas: int, runs: int) -> None:
@@ -774,10 +751,11 @@ def publish_readme(summaries: Sequence[Summary], backend: str, replicas: int, ru
     info = machine()
     body = (
         f"{begin}\n"
-        + table(README_HEADERS, readme_rows(summaries, backend))
-        + f"\n\nN={replicas} consumers, median of {runs} runs on {_backend_name(backend)}, measured side by "
-        f"side by `bench/fleet_ops.py` on {info['date']} ({info['cpus']} CPUs, Python {info['python']}); "
-        "every run, both coordinators and the ranges are in "
+        + table(comparison_headers(kinds_of(summaries, backend)), comparison_rows(summaries, backend))
+        + "\n\nEach cell: rebalances / seconds to Stable / partition-seconds without a consumer. "
+        f"N={replicas} consumers, median of {runs} runs on {_backend_name(backend)}, measured side by side "
+        f"by `bench/fleet_ops.py` on {info['date']} ({info['cpus']} CPUs, Python {info['python']}); every "
+        "run, both coordinators (Kafka's consumer protocol too), the ranges and how to read them are in "
         "[docs/benchmarks.md](docs/benchmarks.md#fleet-operations-side-by-side).\n"
         f"{end}"
     )
@@ -795,7 +773,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=40, help="partitions of each fleet's topic")
     parser.add_argument("--session-timeout-ms", type=int, default=30_000)
     parser.add_argument(
-        "--kinds", type=lambda v: v.split(","), default=list(FLEET_KINDS), help="comma-separated fleet kinds"
+        "--kinds",
+        type=lambda v: v.split(","),
+        default=list(KINDS),
+        help=f"comma-separated fleet kinds (default: every one a coordinator runs): {', '.join(KINDS)}",
     )
     parser.add_argument(
         "--operations",
@@ -823,7 +804,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     for given, known, option in (
-        (args.kinds, FLEET_KINDS, "--kinds"),
+        (args.kinds, tuple(KINDS), "--kinds"),
         (args.operations, OPERATIONS, "--operations"),
     ):
         unknown = [v for v in given if v not in known]
@@ -844,14 +825,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             for backend in backends:
                 samples += bench_backend(backend, cluster, kubectl, tmp / backend, args)
     summaries = summarize(samples)
-    headers = ["coordinator", "operation", "fleet", "rebalances", "s to Stable", "s not Stable", "timed out"]
-    print(table(headers, detail_rows(summaries)))
+    print(table(DETAIL_HEADERS, detail_rows(summaries)))
+    for backend in backends:
+        print(f"\nOn {_backend_name(backend)}, medians (rebalances / s to Stable / partition-s stopped):\n")
+        print(table(comparison_headers(kinds_of(summaries, backend)), comparison_rows(summaries, backend)))
+    absent = _absent_kinds(args.kinds, backends)
+    if absent:
+        print(f"\n{absent}")
     if args.json is not None:
         args.json.write_text(json.dumps([asdict(s) for s in samples], indent=1) + "\n")
     if args.no_publish:
         return 0
     command = " ".join([".venv/bin/python bench/fleet_ops.py", *_measuring_options(argv)])
-    body = _doc_body(args, summaries, backends) + "\n\n" + table(headers, detail_rows(summaries))
+    body = _doc_body(args, summaries, backends) + "\n\n" + table(DETAIL_HEADERS, detail_rows(summaries))
     publish(
         "fleet_ops",
         "Fleet operations side by side",
@@ -862,6 +848,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 k: v for k, v in vars(args).items() if k not in ("no_publish", "json", "replay", "workdir")
             },
             "samples": [asdict(s) for s in samples],
+            # What the demo shows of these runs: where a baseline does better than staticfleet.
+            "baseline_does_better": {backend: comparison_lines(summaries, backend) for backend in backends},
         },
     )
     publish_readme(summaries, backends[0], args.replicas, args.runs)
@@ -876,6 +864,17 @@ def _workdir(kept: Path | None) -> Iterator[Path]:
         return
     with tempfile.TemporaryDirectory(prefix="staticfleet-bench-") as tmp:
         yield Path(tmp)
+
+
+def _absent_kinds(kinds: Sequence[str], backends: Sequence[str]) -> str:
+    """Says which of the wanted kinds a coordinator could not run, and why."""
+    missing = [k for k in kinds if EMBEDDED in backends and EMBEDDED not in KINDS[k].backends]
+    if not missing:
+        return ""
+    return (
+        f"Not on the embedded coordinator: {', '.join(missing)}. It serves the classic group protocol only "
+        "(no ConsumerGroupHeartbeat, KIP-848), so these fleets run on Apache Kafka alone."
+    )
 
 
 def _backend_name(backend: str) -> str:
@@ -928,53 +927,74 @@ def _measuring_options(argv: Sequence[str] | None) -> list[str]:
 
 def _doc_body(args: argparse.Namespace, summaries: Sequence[Summary], backends: Sequence[str]) -> str:
     n = args.replicas
-    args.fleet_spec_shown = [
-        (kind, json.dumps(spec)) for kind, spec in parse_fleet_specs(args.fleet_spec).items()
-    ]
+    shown = [(kind, json.dumps(spec)) for kind, spec in parse_fleet_specs(args.fleet_spec).items()]
     lines = [
-        f"Three fleets of N={n} `examples/consumer` pods (confluent-kafka, {args.partitions} partitions "
-        f"each, sessionTimeoutMs {args.session_timeout_ms}; heartbeat interval: {_heartbeats(summaries)}) "
-        "on the local cluster, side by side against one coordinator: *staticfleet* (a StaticConsumerGroup "
-        "with the defaults), "
-        "*plain static* (the StatefulSet the operator would build, operated by nobody: instance ids, no "
-        "removal, no pre-registration) and *plain dynamic* (that StatefulSet with "
-        "`KAFKA_MEMBERSHIP=dynamic`: no instance id). Operations patch the StaticConsumerGroup or the plain "
-        "StatefulSet, as `kubectl scale` and `kubectl rollout restart` do. A rolling restart goes to the "
-        "three fleets one right after the other; a scale step to one fleet at a time (scaled at once, the "
-        "fleets' pods queue behind each other in the controller manager's client rate limit). Members "
-        "learn of a rebalance from their next heartbeat, which keeps the phase of the group's last "
-        "rebalance, so where a command lands in that cycle decides how long its rebalance waits: run i of "
-        "k sends each scale command (i - 1/2)/k of the fleet's heartbeat interval after a multiple of it "
-        "from the group's last rebalance (as the coordinator recorded it), so that the runs cover the "
-        "cycle evenly and their median is its middle. Each fleet's "
-        "time runs from its own command until its group is "
+        f"Fleets of N={n} `examples/consumer` pods (confluent-kafka, {args.partitions} partitions each, "
+        f"sessionTimeoutMs {args.session_timeout_ms}; heartbeat interval: {_heartbeats(summaries)}) on the "
+        "local cluster, side by side against one coordinator, one fleet of each kind: *staticfleet* (a "
+        "StaticConsumerGroup with the defaults) and *staticfleet cooperative* (the same with "
+        "`assignmentStrategy: cooperative-sticky`); *plain static* (the StatefulSet the operator would "
+        "build, operated by nobody: instance ids, no removal, no pre-registration); *plain dynamic* (that "
+        "StatefulSet with `KAFKA_MEMBERSHIP=dynamic`: no instance id, LeaveGroup as a consumer stops) at "
+        "the client's default heartbeat, at staticfleet's, and at staticfleet's with cooperative-sticky "
+        "(KIP-429); and on Apache Kafka the consumer protocol (KIP-848, `group.protocol=consumer`), "
+        "dynamic and static, whose heartbeat the broker sets (here to staticfleet's; Kafka's default and "
+        "floor are 5 s). The embedded coordinator serves the classic protocol only, so the "
+        "consumer-protocol fleets are absent from its table. Operations patch the StaticConsumerGroup or "
+        "the plain StatefulSet, as `kubectl scale` and `kubectl rollout restart` do. A rolling restart "
+        "goes to every fleet one right after the other; a scale step to one fleet at a time (scaled at "
+        "once, the fleets' pods would queue behind each other in the controller manager's client rate "
+        "limit). Members learn of a rebalance from their next heartbeat, which keeps the phase of the "
+        "group's last rebalance, so where a command lands in that cycle decides how long its rebalance "
+        "waits: run i of k sends each scale command (i - 1/2)/k of the fleet's heartbeat interval after a "
+        "multiple of it from the group's last rebalance (as the coordinator recorded it; a random moment "
+        "for the consumer protocol, which has no join phase), so that the runs cover the cycle evenly "
+        "and their median is its middle. Each fleet's time runs from its own command until its group is "
         "Stable with exactly the expected members, all assigned (a rolling restart also waits for every "
-        f"pod to be replaced and ready). Rebalances are counted over the operation plus {SETTLE_S:.0f} s. "
-        "*s not Stable* is how long the group was not Stable (or the coordinator not answering) during the "
-        f"operation. Median (range) of {args.runs} runs; after the scale-up each run scales back to N "
+        f"pod to be replaced and ready). Rebalances are counted over the operation plus {SETTLE_S:.0f} s "
+        "(for the consumer protocol: the group epochs the broker logged, each a new target assignment). "
+        "*s not Stable* is how long the group was not Stable (or the coordinator not answering) during "
+        f"the operation. Median (range) of {args.runs} runs; after the scale-up each run scales back to N "
         "unmeasured before the coordinator restart."
-        + "".join(f" The {kind} fleet also had `{spec}`." for kind, spec in args.fleet_spec_shown),
+        + "".join(f" The {kind} fleet also had `{spec}`." for kind, spec in shown),
+        "",
+        "*partition-s stopped* is what the operation cost the consumers: over the operation and its "
+        "settle period, the seconds each partition had no owner consuming it, summed over the partitions "
+        "(bench/consumption.py, from each consumer's log: a partition stops at its revocation or its "
+        "owner's stop, and is consumed again from its new owner's first fetch; nobody writes to these "
+        "topics, so a first fetch is the first that reaches the partition's end, within the consumers' "
+        "`fetch.wait.max.ms` of 100 ms). With the eager assignors every partition stops in every "
+        "rebalance; with cooperative-sticky and the consumer protocol only the partitions that move. A "
+        "coordinator restart moves no partition: its fetches wait for the broker, which this does not "
+        "count.",
         "",
         "The machine is shared with other work and noisy: compare the fleets within one coordinator's "
         "table (they ran side by side, in one run), not with figures from another run or day.",
         "",
         "How to read the scale steps: *s not Stable* is the rebalance itself, while every member waits for "
-        "the others (consumption stops with the eager assignors these consumers use); members learn of a "
-        "rebalance from their next heartbeat, so it lasts up to one heartbeat interval and more when "
-        "members join or leave in several waves. The rest of a fleet's *s to Stable* the group keeps "
-        "consuming: for staticfleet it is the operator's work and the pods' start or stop (on a scale-down "
-        "the departed members are removed once their pods have stopped: gone, or in a terminal phase; on a "
-        "scale-up the new instance ids are "
+        "the others; members learn of a rebalance from their next heartbeat, so it lasts up to one "
+        "heartbeat interval and more when members join or leave in several waves. The rest of a fleet's "
+        "*s to Stable* the group keeps consuming: for staticfleet it is the operator's work and the pods' "
+        "start or stop (on a scale-down a departing consumer leaves the group itself, and the operator "
+        "removes what is left once the pods have stopped; on a scale-up the new instance ids are "
         "pre-registered before the StatefulSet grows, or on Apache Kafka the join phase held for them); "
-        "a dynamic consumer leaves the group itself as it "
-        "stops, and plain static members are only dropped after the session timeout. A fleet's scale step "
-        "therefore spreads over up to its whole heartbeat interval across the runs: 3 s for the fleets on "
-        "the client's default, whose range shows it.",
+        "a dynamic consumer leaves the group itself as it stops, and plain static members are only "
+        "dropped after the session timeout. A fleet's scale step therefore spreads over up to its whole "
+        "heartbeat interval across the runs: 3 s for the fleets on the client's default, whose range "
+        "shows it.",
     ]
+    absent = _absent_kinds(args.kinds, backends)
     for backend in backends:
-        compared = readme_rows(summaries, backend)
-        if compared:
-            lines += ["", f"On {_backend_name(backend)}, medians:", "", table(README_HEADERS, compared)]
+        rows = comparison_rows(summaries, backend)
+        if rows:
+            lines += [
+                "",
+                f"On {_backend_name(backend)}, medians (rebalances / s to Stable / partition-s stopped):",
+                "",
+                table(comparison_headers(kinds_of(summaries, backend)), rows),
+            ]
+    if absent:
+        lines += ["", absent]
     if KAFKA in backends:
         lines += [
             "",

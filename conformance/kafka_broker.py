@@ -147,6 +147,8 @@ class GroupSettings:
     max_size: int | None = None
     # Listeners with SASL and TLS, users, ACLs (None: one PLAINTEXT listener, no authorizer).
     security: SecurityProfile | None = None
+    # Consumer-protocol groups' heartbeat interval, which the broker sets (None: Kafka's 5 s, also its floor).
+    consumer_heartbeat_interval_ms: int | None = None
 
     def kafka_properties(self) -> dict[str, str]:
         props = {
@@ -156,6 +158,10 @@ class GroupSettings:
         }
         if self.max_size is not None:
             props["group.max.size"] = str(self.max_size)
+        if self.consumer_heartbeat_interval_ms is not None:
+            interval = str(self.consumer_heartbeat_interval_ms)
+            props["group.consumer.heartbeat.interval.ms"] = interval
+            props["group.consumer.min.heartbeat.interval.ms"] = interval
         return props
 
     def describe(self) -> str:

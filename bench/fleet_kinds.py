@@ -1,0 +1,112 @@
+"""The kinds of fleet bench/fleet_ops.py runs side by side: staticfleet, and every baseline as its users
+would tune it (pure: names, and the spec each kind's fleet is made from).
+
+Every fleet runs the same consumer (examples/consumer) and pod template; they differ in who operates
+them, their membership, heartbeat interval, assignor and group protocol:
+
+- staticfleet, and staticfleet with the cooperative-sticky assignor: a StaticConsumerGroup with the
+  operator's defaults (a 250 ms heartbeat, removal, pre-registration);
+- plain static: the StatefulSet the operator would build, operated by nobody, at the client's default
+  heartbeat (departed members expire after the session timeout);
+- plain dynamic (no group.instance.id; a consumer sends LeaveGroup as it stops), at the client's default
+  heartbeat (3 s), at staticfleet's 250 ms, and at 250 ms with cooperative-sticky (KIP-429);
+- on Apache Kafka 4 also the consumer protocol (KIP-848, `group.protocol=consumer`), dynamic and
+  static: the broker assigns and sets the heartbeat (the benchmark's broker gives its consumer groups
+  staticfleet's 250 ms). The embedded coordinator serves only the classic protocol
+  (no ConsumerGroupHeartbeat), so these fleets run on Kafka alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from examples.demo.fleet import PLAIN_DYNAMIC, PLAIN_STATIC, STATICFLEET
+from staticfleet.kube.spec import DEFAULT_HEARTBEAT_INTERVAL_MS
+
+EMBEDDED, KAFKA = "embedded", "kafka"
+CLASSIC, CONSUMER = "classic", "consumer"
+COOPERATIVE = "cooperative-sticky"
+# The consumer protocol's heartbeat is the broker's (group.consumer.heartbeat.interval.ms): the benchmark's
+# Kafka broker sets it, and lowers its floor, to staticfleet's interval.
+CONSUMER_PROTOCOL_HEARTBEAT_MS = DEFAULT_HEARTBEAT_INTERVAL_MS
+# A fetch of a partition with nothing to read returns after this long at most (fetch.wait.max.ms): the
+# resolution of a partition's first fetch in the consumer's log, on topics nobody writes to.
+FETCH_WAIT_MAX_MS = 100
+
+
+@dataclass(frozen=True, slots=True)
+class FleetKind:
+    name: str
+    operated: bool = False  # a StaticConsumerGroup (else a plain StatefulSet nobody operates)
+    membership: str = "static"
+    heartbeat_ms: int | None = None  # a plain fleet's heartbeat.interval.ms (None: the client's default)
+    assignor: str | None = None  # partition.assignment.strategy (None: the client's default, eager)
+    protocol: str = CLASSIC
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        return (KAFKA,) if self.protocol == CONSUMER else (EMBEDDED, KAFKA)
+
+    @property
+    def cooperative(self) -> bool:
+        """Whether a rebalance stops only the partitions it moves."""
+        return self.assignor == COOPERATIVE or self.protocol == CONSUMER
+
+    def env(self) -> list[dict[str, str]]:
+        """What the consumer container is told beside the operator's contract."""
+        env = [
+            {"name": "KAFKA_MEMBERSHIP", "value": self.membership},
+            {"name": "FETCH_WAIT_MAX_MS", "value": str(FETCH_WAIT_MAX_MS)},
+        ]
+        if self.protocol == CONSUMER:
+            env.append({"name": "KAFKA_GROUP_PROTOCOL", "value": CONSUMER})
+        return env
+
+    def spec(self) -> dict[str, Any]:
+        """The fields of the fleet's StaticConsumerGroup (a plain fleet's StatefulSet is built from it)."""
+        spec: dict[str, Any] = {}
+        if self.heartbeat_ms is not None:
+            spec["heartbeatIntervalMs"] = self.heartbeat_ms
+        if self.assignor is not None:
+            spec["assignmentStrategy"] = self.assignor
+        return spec
+
+    def expected(self, name: str, replicas: int) -> frozenset[str] | int:
+        """A settled fleet's members: its pods' instance ids, or for dynamic members their number."""
+        if self.membership == "dynamic":
+            return replicas
+        return frozenset(f"{name}-{i}" for i in range(replicas))
+
+
+STATICFLEET_COOPERATIVE = "staticfleet cooperative"
+DYNAMIC_TUNED = f"plain dynamic {DEFAULT_HEARTBEAT_INTERVAL_MS} ms"
+DYNAMIC_TUNED_COOPERATIVE = f"plain dynamic {DEFAULT_HEARTBEAT_INTERVAL_MS} ms cooperative"
+CONSUMER_DYNAMIC = "consumer protocol dynamic"
+CONSUMER_STATIC = "consumer protocol static"
+
+KINDS: dict[str, FleetKind] = {
+    kind.name: kind
+    for kind in (
+        FleetKind(STATICFLEET, operated=True),
+        FleetKind(STATICFLEET_COOPERATIVE, operated=True, assignor=COOPERATIVE),
+        FleetKind(PLAIN_STATIC),
+        FleetKind(PLAIN_DYNAMIC, membership="dynamic"),
+        FleetKind(DYNAMIC_TUNED, membership="dynamic", heartbeat_ms=DEFAULT_HEARTBEAT_INTERVAL_MS),
+        FleetKind(
+            DYNAMIC_TUNED_COOPERATIVE,
+            membership="dynamic",
+            heartbeat_ms=DEFAULT_HEARTBEAT_INTERVAL_MS,
+            assignor=COOPERATIVE,
+        ),
+        FleetKind(CONSUMER_DYNAMIC, membership="dynamic", protocol=CONSUMER),
+        FleetKind(CONSUMER_STATIC, protocol=CONSUMER),
+    )
+}
+OURS = tuple(k.name for k in KINDS.values() if k.operated)
+CLASSIC_BASELINES = tuple(k.name for k in KINDS.values() if not k.operated and k.protocol == CLASSIC)
+
+
+def kinds_on(backend: str, wanted: tuple[str, ...] | list[str]) -> list[FleetKind]:
+    """The wanted kinds a backend can run, in the order given."""
+    return [KINDS[name] for name in wanted if backend in KINDS[name].backends]
