@@ -322,9 +322,10 @@ class Kafka:
 
 
 @contextmanager
-def local_cluster(workdir: Path) -> Iterator[tuple[LocalCluster, Kubectl]]:
+def local_cluster(workdir: Path, **options: Any) -> Iterator[tuple[LocalCluster, Kubectl]]:
+    """The local control plane and the pod runner; `options` go to LocalCluster (users, apiserver_args)."""
     bin_dir = binaries.ensure_binaries()
-    cluster = LocalCluster(bin_dir, workdir / "cluster")
+    cluster = LocalCluster(bin_dir, workdir / "cluster", **options)
     cluster.start()
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH", "")]))

@@ -7,6 +7,7 @@ that started it (process groups + PR_SET_PDEATHSIG, see procs.py).
   run_dir/pki/             the apiserver's self-signed serving cert (--cert-dir), SA keys, token file
   run_dir/logs/<name>.log  each component's output
   run_dir/kubeconfig       bearer token of a system:masters user; TLS verified against the serving cert
+  run_dir/kubeconfig-<user>  the same for each of `users` (so that an audit log can tell them apart)
 """
 
 from __future__ import annotations
@@ -75,10 +76,15 @@ class LocalCluster:
     run_dir: Path
     controllers: tuple[str, ...] = CONTROLLERS
     start_timeout_seconds: float = 90.0
+    users: tuple[str, ...] = ()
+    """More system:masters users, each with its own token and kubeconfig (kubeconfig_for)."""
+    apiserver_args: tuple[str, ...] = ()
+    """Extra kube-apiserver flags (e.g. an audit log)."""
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     api_port: int = 0
     token: str = ""
+    _user_tokens: dict[str, str] = field(default_factory=dict)
 
     @property
     def server(self) -> str:
@@ -87,6 +93,10 @@ class LocalCluster:
     @property
     def kubeconfig_path(self) -> Path:
         return self.run_dir / "kubeconfig"
+
+    def kubeconfig_for(self, user: str) -> Path:
+        assert user in self.users, f"{user} is not one of this cluster's users"
+        return self.run_dir / f"kubeconfig-{user}"
 
     @property
     def logs_dir(self) -> Path:
@@ -126,6 +136,8 @@ class LocalCluster:
         )
         ca_pem = (self.run_dir / "pki" / "apiserver.crt").read_bytes()
         kubeconfig.write(self.kubeconfig_path, kubeconfig.kubeconfig(self.server, self.token, ca_pem))
+        for user, token in self._user_tokens.items():
+            kubeconfig.write(self.kubeconfig_for(user), kubeconfig.kubeconfig(self.server, token, ca_pem))
         self._start_controller_manager()
         self.timings["default-serviceaccount"] = wait_for(
             lambda: self._api_get("/api/v1/namespaces/default/serviceaccounts/default")[0] == 200,
@@ -188,8 +200,12 @@ class LocalCluster:
         pki_dir = self.run_dir / "pki"
         sa_private, sa_public = pki.write_service_account_keys(pki_dir)
         self.token = pki.new_token()
+        self._user_tokens = {user: pki.new_token() for user in self.users}
         tokens = pki_dir / "tokens.csv"
-        tokens.write_text(pki.token_file_line(self.token))
+        tokens.write_text(
+            pki.token_file_line(self.token)
+            + "".join(pki.token_file_line(token, user, user) for user, token in self._user_tokens.items())
+        )
         tokens.chmod(0o600)
         self._spawn(
             "kube-apiserver",
@@ -211,6 +227,7 @@ class LocalCluster:
                 "--endpoint-reconciler-type=none",
                 "--enable-priority-and-fairness=false",
                 "--profiling=false",
+                *self.apiserver_args,
             ],
         )
 
