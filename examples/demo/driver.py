@@ -58,6 +58,7 @@ from examples.demo.summary import (
     details,
     format_table,
     operation_rows,
+    published_comparison,
 )
 from staticfleet.admin import AclBinding, GroupAdmin, KafkaConnection
 from staticfleet.admin.coordinator_api import CoordinatorApiUnavailable, fetch_group_json
@@ -295,6 +296,9 @@ def up(settings: Settings) -> int:
     print()
     print(format_table(rows))
     print(f"\nstaticfleet's fleet, from the same log:\n{details(rows)}")
+    published = published_comparison()
+    if published:
+        print(f"\nEvery tuned baseline (docs/benchmarks.md), where one does better:\n{published}")
     print(
         "\nEvery figure is measured in this run, the three fleets side by side on one coordinator (each\n"
         "scale step sent to one fleet at a time, halfway through its heartbeat cycle): rebalances come\n"

@@ -27,6 +27,8 @@ from staticfleet.analytics.operator_events import (
 )
 
 OPERATIONS_FILE = "operations.json"
+# What bench/fleet_ops.py last published: every kind of fleet, the tuned baselines too, at N=20.
+BENCH_RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "fleet_ops.json"
 # Each fleet kind records its operations under a membership mode of docs/events.md.
 MODES = {STATICFLEET: "staticfleet", PLAIN_STATIC: "static", PLAIN_DYNAMIC: "dynamic"}
 
@@ -205,6 +207,35 @@ def format_table(rows: Sequence[Row], kinds: Sequence[str] = FLEET_KINDS) -> str
 
     rule = "  ".join("-" * w for w in widths)
     return "\n".join([line(titles), rule, *(line(c) for c in cells)])
+
+
+def published_comparison(results: Path = BENCH_RESULTS) -> str:
+    """Where a tuned baseline did better than staticfleet in the fleet benchmark's published runs (the
+    demo runs three kinds of fleet once; the benchmark runs every kind, N=20, several times)."""
+    from bench.fleet_report import Sample, comparison_lines, summarize
+
+    try:
+        published = json.loads(results.read_text())
+    except (OSError, ValueError):
+        return ""
+    summaries = summarize([Sample(**s) for s in published.get("samples", [])])
+    if not summaries:
+        return ""
+    args, date = published.get("args", {}), published.get("machine", {}).get("date", "?")
+    lines = []
+    for backend in dict.fromkeys(s.backend for s in summaries):
+        name = "Apache Kafka" if backend == "kafka" else "the embedded coordinator"
+        found = comparison_lines(summaries, backend)
+        head = (
+            f"bench/fleet_ops.py, N={args.get('replicas', '?')}, {args.get('runs', '?')} runs on {date}, "
+            f"on {name}: "
+        )
+        if found:
+            lines.append(head + "a baseline does better in")
+            lines += [f"  {line}" for line in found]
+        else:
+            lines.append(head + "no baseline does better than staticfleet")
+    return "\n".join(lines)
 
 
 def details(rows: Sequence[Row], kind: str = STATICFLEET) -> str:

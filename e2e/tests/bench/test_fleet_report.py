@@ -3,6 +3,10 @@ a baseline does better than staticfleet's best kind."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
+from pathlib import Path
+
 from bench.fleet_kinds import (
     CONSUMER_STATIC,
     DYNAMIC_TUNED,
@@ -24,6 +28,7 @@ from bench.fleet_report import (
     wins_text,
 )
 from examples.demo.fleet import PLAIN_DYNAMIC, PLAIN_STATIC, STATICFLEET
+from examples.demo.summary import published_comparison
 
 
 def sample(
@@ -107,3 +112,22 @@ def test_the_comparison_has_a_row_per_operation_with_every_kind_and_the_baseline
     assert comparison_lines(summarize(samples), EMBEDDED) == [
         "scale 20 → 10: plain dynamic: Stable 0.9 s sooner, 3 partition-s less stopped"
     ]
+
+
+def test_the_demo_says_where_the_published_runs_found_a_baseline_doing_better(tmp_path: Path) -> None:
+    results = tmp_path / "fleet_ops.json"
+    samples = [
+        sample(STATICFLEET, 1.5, 1, 12.0),
+        sample(DYNAMIC_TUNED, 0.5, 1, 6.0),
+        sample(STATICFLEET, 1.0, 1, 6.0, backend=KAFKA),
+        sample(DYNAMIC_TUNED, 1.0, 1, 6.0, backend=KAFKA),
+    ]
+    document = {"machine": {"date": "2026-11-28"}, "args": {"replicas": 20, "runs": 3}}
+    results.write_text(json.dumps({**document, "samples": [asdict(s) for s in samples]}))
+    head = "bench/fleet_ops.py, N=20, 3 runs on 2026-11-28, on"
+    assert published_comparison(results).splitlines() == [
+        f"{head} the embedded coordinator: a baseline does better in",
+        "  scale 20 → 10: plain dynamic 250 ms: Stable 1.0 s sooner, 6 partition-s less stopped",
+        f"{head} Apache Kafka: no baseline does better than staticfleet",
+    ]
+    assert published_comparison(tmp_path / "absent.json") == ""
