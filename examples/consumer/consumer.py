@@ -16,6 +16,13 @@ Lifecycle, as Kubernetes and static membership want it:
   exec readiness probe.
 - SIGTERM: close without LeaveGroup (librdkafka skips it for static members), exit 0; the pod comes back
   with the same instance id and the group does not rebalance.
+- Leaving for good: when a scale-down takes its pod away, the operator marks the pod departing, which
+  the file STATICFLEET_DEPARTURE_FILE shows (the pod's downwardAPI volume): the moment to leave, the same
+  for every departing pod. Every consumer of the process then leaves the group (unsubscribe: librdkafka
+  revokes the assignment and sends LeaveGroup, which a static member skips only when it closes), so the
+  group rebalances once without all of them before their pods are even stopped, as it would for dynamic
+  members; they stay out until SIGTERM. Should the mark go away (the scale-down was called off), they
+  join again.
 - KAFKA_MEMBERSHIP=dynamic runs the same consumer with dynamic membership (no group.instance.id, even
   when KAFKA_GROUP_INSTANCE_ID is set): it sends LeaveGroup when it closes, and every start or stop costs
   the group a rebalance. It is the baseline the benchmarks and the demo compare static membership with.
@@ -37,7 +44,6 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +51,8 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 FENCED_EXIT_CODE = 82
 POLL_S = 0.1
+# How long leaving waits for the revocation, after which librdkafka sends the LeaveGroup.
+LEAVE_WAIT_S = 2.0
 STATIC, DYNAMIC = "static", "dynamic"
 MAX_MEMBERS = 64
 CLASSIC, CONSUMER = "classic", "consumer"
@@ -179,9 +187,49 @@ class PartitionState:
         os.replace(tmp, target)
 
 
+def departure(path: str | None) -> float | None:
+    """When to leave the group for good (epoch seconds), if the operator marked this pod as departing:
+    the file (the pod's downwardAPI view of the staticfleet.io/departing annotation) holds the moment
+    in epoch milliseconds, the same for every departing pod, and is empty while the pod is not marked.
+    Any other mark means now."""
+    if not path:
+        return None
+    try:
+        text = Path(path).read_text().strip()
+    except OSError:
+        return None
+    if not text:
+        return None
+    return int(text) / 1000 if text.isdigit() else 0.0
+
+
 def is_fenced(error: KafkaError) -> bool:
     text = error.str().lower()
     return error.code() == KafkaError.FENCED_INSTANCE_ID or "fenced" in text or "fenced_instance_id" in text
+
+
+class Readiness:
+    """READY_FILE for the whole process: there once every consumer of the pod is in the group, gone as
+    soon as one of them leaves it."""
+
+    def __init__(self, ready_file: Path, members: list[str]) -> None:
+        self.ready_file = ready_file
+        self.members = frozenset(members)
+        self.joined: set[str] = set()
+        self.guard = threading.Lock()
+        ready_file.unlink(missing_ok=True)
+
+    def assigned(self, instance: str) -> None:
+        with self.guard:
+            self.joined.add(instance)
+            if self.joined == self.members:
+                self.ready_file.parent.mkdir(parents=True, exist_ok=True)
+                self.ready_file.touch()
+
+    def left(self, instance: str) -> None:
+        with self.guard:
+            self.joined.discard(instance)
+            self.ready_file.unlink(missing_ok=True)
 
 
 def run_member(
@@ -189,10 +237,12 @@ def run_member(
     topics: list[str],
     state: PartitionState,
     instance: str,
-    assigned: Callable[[str], None],
+    readiness: Readiness,
     stop: threading.Event,
+    departure_file: str | None,
 ) -> int:
-    """One consumer until `stop` is set or it fails for good; returns its exit code."""
+    """One consumer until `stop` is set or it fails for good; returns its exit code. Every member of
+    the process reads the same departure mark, so all of a departing pod's members leave together."""
     fatal: list[KafkaError] = []
 
     def on_error(error: KafkaError) -> None:
@@ -213,9 +263,12 @@ def run_member(
     def on_assign(c: Consumer, partitions: list[TopicPartition]) -> None:
         unfetched.update(names(partitions))
         log("assigned", instance=instance, partitions=names(partitions), incremental=changes_only)
-        assigned(instance)
+        readiness.assigned(instance)
+
+    revocations = [0]
 
     def on_revoke(c: Consumer, partitions: list[TopicPartition]) -> None:
+        revocations[0] += 1
         unfetched.difference_update(names(partitions))
         log("revoked", instance=instance, partitions=names(partitions), incremental=changes_only)
 
@@ -231,7 +284,24 @@ def run_member(
             unfetched.discard(name)
             log("first_fetch", instance=instance, partition=name, record=record)
 
-    consumer.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+    def subscribe() -> None:
+        consumer.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+
+    def leave(why: str) -> None:
+        """Out of the group for good, now: unsubscribing revokes the assignment, then librdkafka sends
+        the LeaveGroup. Waits (bounded) for the revocation, so that a close right after it does not
+        cut the LeaveGroup short."""
+        before = revocations[0]
+        consumer.unsubscribe()
+        readiness.left(instance)
+        log("departing", instance=instance, reason=why)
+        deadline = time.monotonic() + LEAVE_WAIT_S
+        while revocations[0] == before and time.monotonic() < deadline:
+            consumer.poll(POLL_S)
+        consumer.poll(POLL_S)
+
+    subscribe()
+    subscribed = True
     log(
         "started",
         instance=instance,
@@ -244,15 +314,26 @@ def run_member(
     exit_code = 0
     try:
         while not stop.is_set() and not fatal:
+            leave_at = departure(departure_file)
+            wait = POLL_S
+            if leave_at is not None and subscribed:
+                wait = leave_at - time.time()
+                if wait <= 0:  # the departing pods leave together: one rebalance takes them all
+                    leave("the pod is marked departing")
+                    subscribed = False
+                    continue
+            elif leave_at is None and not subscribed:
+                subscribe()
+                subscribed = True
+                log("rejoining", instance=instance)
             # A short poll: the stop flag set by SIGTERM is seen within POLL_S, so a departing pod
             # closes (and, dynamic, leaves) at once instead of up to half a second later.
-            message: Message | None = consumer.poll(POLL_S)
+            message: Message | None = consumer.poll(min(POLL_S, wait))
             if message is None:
                 continue
             error = message.error()
             if error is not None:
                 if error.fatal() or error.code() == KafkaError._FATAL:
-                    fatal.append(error)
                     fatal.append(error)
                     stop.set()
                 elif error.code() == KafkaError._PARTITION_EOF:
@@ -282,6 +363,9 @@ def run_member(
                         f"{error.str()}\n"
                     )
     finally:
+        readiness.left(instance)
+        if subscribed and not fatal and departure(departure_file) is not None:  # marked, then stopped
+            leave("the pod is marked departing")
         # A static member's close sends no LeaveGroup: the coordinator keeps its partitions for it.
         # A dynamic member's close sends one: the group rebalances without it right away.
         consumer.close()
@@ -293,27 +377,20 @@ def main() -> int:
     config = consumer_config()
     topics = [t.strip() for t in required("KAFKA_TOPICS").split(",") if t.strip()]
     state = PartitionState(Path(os.environ.get("STATE_DIR", "./state")))
-    ready_file = Path(os.environ.get("READY_FILE", "./ready"))
-    ready_file.unlink(missing_ok=True)
     base = config.get("group.instance.id") or config["client.id"]
     names = member_names(base, members_per_pod())
+    readiness = Readiness(Path(os.environ.get("READY_FILE", "./ready")), names)
+    # LEAVE_WHEN_DEPARTING=false: behave as a consumer that does not read the mark (the operator then
+    # removes its members once its pod has stopped).
+    leaves = os.environ.get("LEAVE_WHEN_DEPARTING", "true").strip().lower() != "false"
+    departure_file = os.environ.get("STATICFLEET_DEPARTURE_FILE") if leaves else None
     stop = threading.Event()
-    joined: set[str] = set()
-    guard = threading.Lock()
 
     def on_signal(signum: int, frame: object) -> None:
         stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-
-    def assigned(instance: str) -> None:
-        with guard:
-            joined.add(instance)
-            if len(joined) == len(names):  # ready once every member of the process is in the group
-                ready_file.parent.mkdir(parents=True, exist_ok=True)
-                ready_file.touch()
-
     codes: dict[str, int] = {}
 
     def run(instance: str) -> None:
@@ -321,7 +398,7 @@ def main() -> int:
         if "group.instance.id" in config:
             member["group.instance.id"] = instance
         try:
-            codes[instance] = run_member(member, topics, state, instance, assigned, stop)
+            codes[instance] = run_member(member, topics, state, instance, readiness, stop, departure_file)
         except Exception as exc:  # one consumer's failure stops the process, so Kubernetes restarts it
             log("fatal", instance=instance, message=repr(exc), exit_code=1)
             codes[instance] = 1
@@ -338,7 +415,7 @@ def main() -> int:
                 while thread.is_alive():
                     thread.join(timeout=POLL_S)  # the main thread stays free for the signal handlers
     finally:
-        ready_file.unlink(missing_ok=True)
+        readiness.ready_file.unlink(missing_ok=True)
     return next((codes[n] for n in names if codes.get(n, 1) != 0), 0)
 
 

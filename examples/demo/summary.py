@@ -114,6 +114,7 @@ class Outcome:
     restarts_absorbed: int
     members_removed: int
     members_expired: int = 0  # sessions that ran out: in a rollout, a pod that came back too late
+    members_left: int = 0  # LeaveGroup of their own: a scale-down's departing consumers, dynamic ones
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,7 @@ def _outcome(operation: dict[str, Any]) -> Outcome:
         restarts_absorbed=_int(operation.get("restarts_absorbed")),
         members_removed=_int(operation.get("removed")),
         members_expired=_int(operation.get("expired")),
+        members_left=_int(operation.get("left")),
     )
 
 
@@ -247,9 +249,11 @@ def details(rows: Sequence[Row], kind: str = STATICFLEET) -> str:
         expired = outcome.members_expired
         # Named only when it happened: why a rollout cost a rebalance (a session ran out).
         expiries = f", {expired} member{'' if expired == 1 else 's'} expired" if expired else ""
+        # A scale-down's departing consumers leave on their own; the operator removes any that did not.
+        left = f", {outcome.members_left} left on their own" if outcome.members_left else ""
         lines.append(
             f"  {row.label}: {moved} partitions moved, {outcome.restarts_absorbed} restarts absorbed, "
-            f"{outcome.members_removed} members removed{expiries}"
+            f"{outcome.members_removed} members removed{left}{expiries}"
         )
     return "\n".join(lines)
 

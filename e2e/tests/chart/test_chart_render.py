@@ -24,7 +24,7 @@ OPERATOR_RULES: Rules = {
     ("apps", "statefulsets"): {"get", "list", "watch", "create", "patch"},
     ("", "services"): {"create", "patch"},
     ("policy", "poddisruptionbudgets"): {"create", "patch"},
-    ("", "pods"): {"list", "watch"},
+    ("", "pods"): {"list", "watch", "patch"},
     ("", "events"): {"create", "list"},
     ("apps", "controllerrevisions"): {"list"},
 }

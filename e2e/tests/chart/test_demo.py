@@ -75,7 +75,9 @@ def test_the_demo_installs_the_chart_and_each_operation_costs_at_most_one_rebala
         assert ours["create 0 -> 3"]["rebalances"] == 1
         restart = ours["rolling restart of 3"]
         assert (restart["rebalances"], restart["restarts_absorbed"]) == (0, 3)
-        assert (ours["scale 3 -> 1"]["rebalances"], ours["scale 3 -> 1"]["members_removed"]) == (1, 2)
+        # The two departing consumers leave on their own (or, had they missed the mark, are removed).
+        down = ours["scale 3 -> 1"]
+        assert (down["rebalances"], down["members_left"] + down["members_removed"]) == (1, 2)
         assert ours["scale 3 -> 1"]["partitions_moved"] == 4  # the 4 of the 6 partitions orders-1 and -2 had
         assert ours["scale 1 -> 4"]["rebalances"] == 1
         # The baselines ran beside it: plain static membership absorbs the restarts too; dynamic members
@@ -103,11 +105,8 @@ def test_the_demo_installs_the_chart_and_each_operation_costs_at_most_one_rebala
         group = coordinator_group(state["coordinator_api"], f"{namespace}.orders", token, cafile)
         assert (group["state"], group["rebalances"], group["members"]) == ("Stable", 3, 4)
         assert sorted(m["instanceId"] for m in group["memberList"]) == [f"orders-{i}" for i in range(4)]
-        assert [r["reason"] for r in group["recentRebalances"]][-3:] == [
-            "member-joined",
-            "member-removed",
-            "member-joined",
-        ]
+        reasons = [r["reason"] for r in group["recentRebalances"]][-3:]
+        assert reasons[0] == reasons[2] == "member-joined" and reasons[1] in ("member-left", "member-removed")
         # The producer's messages went through the coordinator to the consumers' state files.
         consumed = sum(
             json.loads(path.read_text())["messages"]

@@ -192,9 +192,13 @@ class OperatorRunner:
         return "\n".join(p.read_text(errors="replace") for p in sorted(self.workdir.glob("operator-*.log")))
 
 
-def consumer_template(grace_seconds: int = 10, start_stagger_s: int = 0) -> Manifest:
+def consumer_template(
+    grace_seconds: int = 10, start_stagger_s: int = 0, *, leaves_when_departing: bool = True
+) -> Manifest:
     """The example consumer. start_stagger_s > 0 delays each pod's consumer by ordinal x stagger seconds,
-    as when image pulls or init containers take different times on different nodes."""
+    as when image pulls or init containers take different times on different nodes. Without
+    leaves_when_departing it ignores the operator's departure mark, as a consumer that does not read it
+    would: the operator then removes its member once its pod has stopped."""
     command = ["python", str(CONSUMER)]
     if start_stagger_s:
         # $$ keeps Kubernetes' own $(VAR) expansion away from the shell's arithmetic.
@@ -203,7 +207,13 @@ def consumer_template(grace_seconds: int = 10, start_stagger_s: int = 0) -> Mani
             "-c",
             f"sleep $$((STATICFLEET_POD_ORDINAL * {start_stagger_s})); exec python {CONSUMER}",
         ]
-    return consumer_pod_template(command, image="staticfleet-consumer-example", grace_seconds=grace_seconds)
+    template = consumer_pod_template(
+        command, image="staticfleet-consumer-example", grace_seconds=grace_seconds
+    )
+    if not leaves_when_departing:
+        (container,) = template["spec"]["containers"]
+        container["env"].append({"name": "LEAVE_WHEN_DEPARTING", "value": "false"})
+    return template
 
 
 def fleet_manifest(

@@ -18,6 +18,7 @@ from staticfleet.kube.faults import EXIT_AFTER_ENV, SCALE_DOWN_CRASH_POINTS, SCA
 from .harness import (
     Coordinator,
     OperatorRunner,
+    consumer_template,
     fleet_manifest,
     get_fleet,
     ready_with,
@@ -74,7 +75,9 @@ def test_the_operator_killed_at_every_crash_point_finishes_each_step_once(
     topic = f"{namespace}-orders"
     coordinator.create_topic(topic)
     operator.start()
-    kubectl.apply(fleet_manifest(NAME, LARGE, coordinator, topic), namespace)
+    # Consumers that ignore the departure mark: every scale-down ends in the operator's own removal.
+    template = consumer_template(leaves_when_departing=False)
+    kubectl.apply(fleet_manifest(NAME, LARGE, coordinator, topic, template=template), namespace)
     wait_fleet(kubectl, namespace, NAME, settled(LARGE), timeout=120, what=f"Ready with {LARGE}")
     group = coordinator.group(gid)
     assert group is not None

@@ -14,6 +14,7 @@ from .harness import (
     Coordinator,
     OperatorRunner,
     condition,
+    consumer_template,
     events,
     get_fleet,
     pod_uids,
@@ -126,12 +127,55 @@ def last_stop(cluster: Cluster, namespace: str, pod: str) -> float:
     return float(stops[-1])
 
 
-def test_scaling_down_removes_the_departed_members_right_after_their_consumers_stop(
+def test_departing_consumers_leave_the_group_themselves_before_their_pods_stop_in_one_rebalance(
     cluster: Cluster, namespace: str, coordinator: Coordinator, operator: OperatorRunner
 ) -> None:
     kubectl = cluster.kubectl
+    start_fleet(kubectl, namespace, coordinator, operator, 3, sessionTimeoutMs=60_000)
+    gid = group_id(namespace)
+    before = coordinator.group(gid)
+    assert before is not None
+
+    elapsed = stopwatch()
+    kubectl.run("scale", f"scg/{NAME}", "-n", namespace, "--replicas=1")
+    wait_until(
+        lambda: coordinator.members(gid) == {"orders-0"}, timeout=60, what="orders-1 and orders-2 to leave"
+    )
+    timing("scale 3->1, departing consumers: members gone after", elapsed())
+    body = wait_fleet(kubectl, namespace, NAME, ready_with(1), timeout=60, what="Ready with 1")
+
+    after = coordinator.group(gid)
+    assert after is not None and after["state"] == "Stable"
+    assert after["rebalances"] == before["rebalances"] + 1, "exactly one rebalance"
+    log = coordinator.events(gid)
+    left = [e for e in log if e["type"] == "member_left" and e["ts"] > before["lastRebalance"]["completedMs"]]
+    assert sorted(e["instance_id"] for e in left) == ["orders-1", "orders-2"]
+    assert not [e for e in log if e["type"] in ("member_removed", "member_expired")]
+    # They left on their own, each before its consumer stopped: the pods were still running.
+    for pod, event in zip(
+        ("orders-1", "orders-2"), sorted(left, key=lambda e: e["instance_id"]), strict=True
+    ):
+        assert event["ts"] / 1000 <= last_stop(cluster, namespace, pod)
+    joined_after = [e for e in log if e["type"] == "member_joined" and e["ts"] > left[0]["ts"]]
+    assert joined_after == []
+    # The operator's removal, once the pods had stopped, found them gone.
+    status = body["status"]
+    assert "scaleDown" not in status
+    assert [m["instanceId"] for m in status["members"]] == ["orders-0"]
+    (event,) = events(kubectl, namespace, NAME, "MembersRemoved")
+    assert "already gone: orders-1, orders-2" in event["message"]
+    removed_line = f'staticfleet_operator_members_removed_total{{group="{group_id(namespace)}"}} 0.0'
+    assert removed_line in operator.metrics()
+
+
+def test_scaling_down_removes_the_departed_members_right_after_their_consumers_stop(
+    cluster: Cluster, namespace: str, coordinator: Coordinator, operator: OperatorRunner
+) -> None:
+    """Consumers that do not read the departure mark stay members until the operator removes them."""
+    kubectl = cluster.kubectl
     session_ms = 60_000
-    start_fleet(kubectl, namespace, coordinator, operator, 3, sessionTimeoutMs=session_ms)
+    template = consumer_template(leaves_when_departing=False)
+    start_fleet(kubectl, namespace, coordinator, operator, 3, sessionTimeoutMs=session_ms, template=template)
     gid = group_id(namespace)
     before = coordinator.group(gid)
     assert before is not None

@@ -15,6 +15,7 @@ from e2e.localcluster import procs
 
 from .harness import (
     OperatorRunner,
+    consumer_template,
     events,
     fleet_manifest,
     get_fleet,
@@ -44,7 +45,9 @@ def test_members_a_coordinator_restart_brings_back_are_removed_again(
         operator.start()
         # A slow heartbeat keeps the remaining member from rejoining at once: the rebalance the removal
         # starts stays open for a few seconds, long enough to kill the coordinator inside it.
-        spec = {"sessionTimeoutMs": 60_000, "heartbeatIntervalMs": 5_000}
+        # The consumers ignore the departure mark, so that the operator removes them.
+        template = consumer_template(leaves_when_departing=False)
+        spec = {"sessionTimeoutMs": 60_000, "heartbeatIntervalMs": 5_000, "template": template}
         kubectl.apply(fleet_manifest(NAME, 3, coordinator, topic, **spec), namespace)
         wait_fleet(kubectl, namespace, NAME, ready_with(3), timeout=120, what="Ready with 3")
 

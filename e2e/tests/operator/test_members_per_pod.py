@@ -13,6 +13,7 @@ from .harness import (
     Coordinator,
     OperatorRunner,
     condition,
+    consumer_template,
     events,
     get_fleet,
     pod_uids,
@@ -93,11 +94,56 @@ def test_two_member_pods_are_one_stable_group_grouped_by_pod_and_roll_without_a_
     assert body["status"]["group"]["rebalances"] == group["rebalances"]
 
 
+def test_every_member_of_a_departing_two_member_pod_leaves_the_group_itself_in_one_rebalance(
+    cluster: Cluster, namespace: str, coordinator: Coordinator, operator: OperatorRunner
+) -> None:
+    """The operator marks the departing pods; each of their consumer threads reads the one mark and
+    leaves at the moment it names, so the group loses all four members in one rebalance."""
+    kubectl = cluster.kubectl
+    start_fleet(kubectl, namespace, coordinator, operator, 4, partitions=PARTITIONS, membersPerPod=PER_POD)
+    gid = group_id(namespace)
+    before = coordinator.group(gid)
+    assert before is not None
+
+    elapsed = stopwatch()
+    kubectl.run("scale", f"scg/{NAME}", "-n", namespace, "--replicas=2")
+    wait_until(
+        lambda: coordinator.members(gid) == members_of(0, 1), timeout=60, what="pods 2 and 3's members to go"
+    )
+    timing(f"scale 4->2 pods x {PER_POD}, departing consumers: members gone after", elapsed())
+    body = wait_fleet(kubectl, namespace, NAME, ready_with(2, PER_POD), timeout=60, what="Ready with 2")
+
+    down = coordinator.group(gid)
+    assert down is not None and down["state"] == "Stable"
+    assert down["rebalances"] == before["rebalances"] + 1, "exactly one rebalance"
+    log = coordinator.events(gid)
+    since = before["lastRebalance"]["completedMs"]
+    left = [e for e in log if e["type"] == "member_left" and e["ts"] > since]
+    assert sorted(e["instance_id"] for e in left) == sorted(members_of(2, 3))
+    assert not [e for e in log if e["type"] in ("member_removed", "member_expired")]
+    # The operator's removal, once the pods had stopped, found every member gone.
+    (event,) = events(kubectl, namespace, NAME, "MembersRemoved")
+    assert "already gone: orders-2-1, orders-2-2, orders-3-1, orders-3-2" in event["message"]
+    assert "scaleDown" not in body["status"]
+    assert [m["instanceId"] for m in body["status"]["members"]] == sorted(members_of(0, 1))
+
+
 def test_scaling_two_member_pods_down_removes_every_departed_member_in_one_batch_and_up_costs_one_rebalance(
     cluster: Cluster, namespace: str, coordinator: Coordinator, operator: OperatorRunner
 ) -> None:
+    """Consumers that do not read the departure mark stay members until the operator removes them."""
     kubectl = cluster.kubectl
-    start_fleet(kubectl, namespace, coordinator, operator, 4, partitions=PARTITIONS, membersPerPod=PER_POD)
+    template = consumer_template(leaves_when_departing=False)
+    start_fleet(
+        kubectl,
+        namespace,
+        coordinator,
+        operator,
+        4,
+        partitions=PARTITIONS,
+        membersPerPod=PER_POD,
+        template=template,
+    )
     gid = group_id(namespace)
     before = coordinator.group(gid)
     assert before is not None

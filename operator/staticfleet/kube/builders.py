@@ -39,6 +39,13 @@ TLS_MOUNT_PATH = "/etc/staticfleet/kafka-tls"
 # The CA from a provisioned fleet's own Secret (only that key is mounted, never the password).
 USER_CA_VOLUME = "staticfleet-kafka-user-ca"
 USER_CA_MOUNT_PATH = "/etc/staticfleet/kafka-user"
+# A scale-down marks the pods it takes away with this annotation before the StatefulSet shrinks; each
+# pod's downwardAPI volume shows it in the departure file, so that a consumer that reads it leaves the
+# group at once (it is not coming back) instead of waiting for the operator to remove it.
+DEPARTING_ANNOTATION = "staticfleet.io/departing"
+POD_INFO_VOLUME = "staticfleet-pod-info"
+POD_INFO_MOUNT_PATH = "/etc/staticfleet/pod"
+DEPARTURE_FILE = "departing"
 
 # Names the operator owns in every consumer container (a template's own value for one is replaced).
 POD_NAME_ENV = "STATICFLEET_POD_NAME"
@@ -49,6 +56,7 @@ INSTANCE_ID_ENV = "KAFKA_GROUP_INSTANCE_ID"
 MEMBERS_PER_POD_ENV = "KAFKA_MEMBERS_PER_POD"
 TOPICS_ENV = "KAFKA_TOPICS"
 SESSION_TIMEOUT_ENV = "KAFKA_SESSION_TIMEOUT_MS"
+DEPARTURE_FILE_ENV = "STATICFLEET_DEPARTURE_FILE"
 HEARTBEAT_INTERVAL_ENV = "KAFKA_HEARTBEAT_INTERVAL_MS"
 REBALANCE_TIMEOUT_ENV = "KAFKA_REBALANCE_TIMEOUT_MS"
 ASSIGNMENT_STRATEGY_ENV = "KAFKA_PARTITION_ASSIGNMENT_STRATEGY"
@@ -129,6 +137,7 @@ def consumer_env(
     env += [
         {"name": TOPICS_ENV, "value": ",".join(spec.topics)},
         {"name": SESSION_TIMEOUT_ENV, "value": str(spec.session_timeout_ms)},
+        {"name": DEPARTURE_FILE_ENV, "value": f"{POD_INFO_MOUNT_PATH}/{DEPARTURE_FILE}"},
     ]
     if spec.heartbeat_interval_ms is not None:
         env.append({"name": HEARTBEAT_INTERVAL_ENV, "value": str(spec.heartbeat_interval_ms)})
@@ -198,7 +207,13 @@ def _provisioned_env(spec: GroupSpec, access: FleetAccess) -> list[Manifest]:
 
 def _mounts(spec: GroupSpec, access: FleetAccess | None) -> list[tuple[Manifest, Manifest]]:
     """(volume, mount) pairs the contract adds to the pod and to every container."""
-    pairs: list[tuple[Manifest, Manifest]] = []
+    departing = {"fieldRef": {"fieldPath": f"metadata.annotations['{DEPARTING_ANNOTATION}']"}}
+    pairs: list[tuple[Manifest, Manifest]] = [
+        (
+            {"name": POD_INFO_VOLUME, "downwardAPI": {"items": [{"path": DEPARTURE_FILE, **departing}]}},
+            {"name": POD_INFO_VOLUME, "mountPath": POD_INFO_MOUNT_PATH, "readOnly": True},
+        )
+    ]
     if spec.tls is not None:
         pairs.append(
             (
@@ -361,3 +376,7 @@ TERMINAL_POD_PHASES = ("Succeeded", "Failed")
 def consumer_may_run(pod: Manifest) -> bool:
     """False once the pod is in a terminal phase: its consumer has stopped and will not start again."""
     return (pod.get("status") or {}).get("phase") not in TERMINAL_POD_PHASES
+
+
+def marked_departing(pod: Manifest) -> bool:
+    return DEPARTING_ANNOTATION in ((pod.get("metadata") or {}).get("annotations") or {})

@@ -238,6 +238,15 @@ class KubeApi:
             content_type="application/merge-patch+json",
         )
 
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> None:
+        """Sets (or, with None, removes) annotations of a pod; a pod already gone is left alone."""
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        try:
+            self.merge_patch(path, {"metadata": {"annotations": dict(annotations)}})
+        except KubeError as exc:
+            if exc.status != 404:
+                raise
+
     def list_pods(self, namespace: str, label_selector: str) -> list[Manifest]:
         return self.list_items(f"/api/v1/namespaces/{namespace}/pods", label_selector)
 

@@ -15,7 +15,9 @@ Every step is idempotent: a pass that dies after any step is simply run again, a
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
@@ -37,7 +39,7 @@ from staticfleet.kube.scaling import (
     plan_scale,
     pre_registration_done,
 )
-from staticfleet.kube.spec import Manifest
+from staticfleet.kube.spec import IMMEDIATE, Manifest
 
 if TYPE_CHECKING:
     from staticfleet.admin import GroupAdmin
@@ -117,6 +119,68 @@ class StepIO(AccessIO, Protocol):
 
 
 # -- the steps -----------------------------------------------------------------------------------------------
+
+
+# Pods marked (or unmarked) at once, each with the same moment to leave: this long after the marking
+# begins, enough for the marks to reach every pod. Consumers that leave together leave within one join
+# phase (one rebalance); one that read its mark during a rebalance the others started would join that
+# rebalance first and leave after it (a second rebalance).
+MARKING_THREADS = 16
+DEPARTURE_DELAY_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class MarkDeparting:
+    """Tells the consumers of the pods a scale-down takes away that they are leaving for good (the
+    departing annotation, which each pod's downwardAPI volume shows; its value is the moment to leave,
+    in epoch milliseconds, the same for every pod of the step): a consumer that reads it leaves the
+    group itself then, as a dynamic one does as it stops, and the removal that follows the pods finds
+    it gone. The operator still removes no member of a pod that may run; a consumer that leaves on its
+    own is not removed. Pods a scale-down no longer takes away lose the mark, and their consumers join
+    again."""
+
+    mark: tuple[str, ...]
+    clear: tuple[str, ...] = ()
+
+    def run(self, io: StepIO) -> None:
+        spec = io.observed.spec
+        leave_at = str(int((time.time() + DEPARTURE_DELAY_S) * 1000))
+        changes = [(name, leave_at) for name in self.mark] + [(name, None) for name in self.clear]
+
+        def annotate(change: tuple[str, str | None]) -> None:
+            name, value = change
+            try:
+                io.api.annotate_pod(spec.namespace, name, {builders.DEPARTING_ANNOTATION: value})
+            except KubeError as exc:  # without the mark the consumer waits for the removal: slower, not wrong
+                log.info("%s/%s: could not mark pod %s: %s", spec.namespace, spec.name, name, exc)
+
+        with ThreadPoolExecutor(max_workers=min(MARKING_THREADS, len(changes) or 1)) as pool:
+            list(pool.map(annotate, changes))
+
+
+def departure_marks(obs: Observed, scale: ScalePlan) -> MarkDeparting | None:
+    """Which pods to mark as departing and which to unmark: while a scale-down (removeMembers:
+    Immediate) has yet to see its pods go, the pods from its target up are departing; no other pod is.
+    Pods whose consumers have stopped for good are left as they are."""
+    record = scale.scale_down
+    waiting = record is not None and record.phase in (ScalePhase.SHRINKING, ScalePhase.WAITING_FOR_PODS)
+    leaving_from = (
+        record.to_replicas if waiting and record is not None and record.remove_members == IMMEDIATE else None
+    )
+    mark: list[str] = []
+    clear: list[str] = []
+    for pod in obs.pods:
+        ordinal = builders.pod_ordinal(pod, obs.spec.name)
+        if ordinal is None or not builders.consumer_may_run(pod):
+            continue
+        departing = leaving_from is not None and ordinal >= leaving_from
+        marked = builders.marked_departing(pod)
+        name = str(pod["metadata"]["name"])
+        if departing and not marked:
+            mark.append(name)
+        elif marked and not departing:
+            clear.append(name)
+    return MarkDeparting(tuple(sorted(mark)), tuple(sorted(clear))) if mark or clear else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -422,6 +486,7 @@ Step = (
     | GrantAcls
     | RevokeAcls
     | RetireFleetUser
+    | MarkDeparting
     | PreRegister
     | WithdrawPreRegistration
     | ApplyChildren
@@ -464,6 +529,9 @@ def plan_actions(obs: Observed) -> ActionPlan:
     steps: list[Step] = list(plan_access_steps(obs))
     if scale.persist_first and scale.scale_down is not None:
         steps.append(Checkpoint(faults.SCALE_DOWN_RECORDED))  # the pending ids, before any pod goes
+    marks = departure_marks(obs, scale)
+    if marks is not None:  # after the record is durable, before the StatefulSet shrinks
+        steps.append(marks)
     if scale.pre_register_ids is not None:
         steps += (PreRegister(scale.pre_register_ids), Checkpoint(faults.PRE_REGISTERED))
     elif pre_registration_finished(obs):

@@ -173,7 +173,7 @@ def test_a_provisioned_fleet_reads_its_user_from_its_secret_and_mounts_only_the_
     for name, key in (("KAFKA_SASL_USERNAME", "username"), ("KAFKA_SASL_PASSWORD", "password")):
         assert env[name]["valueFrom"]["secretKeyRef"] == {"name": "orders-kafka-user", "key": key}
     assert env["KAFKA_SSL_CA_LOCATION"]["value"] == "/etc/staticfleet/kafka-user/ca.crt"
-    (volume,) = template["spec"]["volumes"]
+    (volume,) = [v for v in template["spec"]["volumes"] if "secret" in v]  # the Secret, and only its CA
     assert volume["secret"] == {
         "secretName": "orders-kafka-user",
         "items": [{"key": "ca.crt", "path": "ca.crt"}],

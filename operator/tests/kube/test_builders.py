@@ -112,6 +112,20 @@ def test_a_fleet_whose_scale_ups_are_pre_registered_gets_the_fleet_heartbeat() -
         assert env_of(container)["KAFKA_HEARTBEAT_INTERVAL_MS"]["value"] == "250"
 
 
+def test_every_container_can_read_whether_its_pod_is_departing_from_a_downward_api_file() -> None:
+    pod = builders.pod_template(group_spec(), "k:1")
+    (volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == builders.POD_INFO_VOLUME]
+    (item,) = volume["downwardAPI"]["items"]
+    assert item == {
+        "path": "departing",
+        "fieldRef": {"fieldPath": "metadata.annotations['staticfleet.io/departing']"},
+    }
+    for container in pod["spec"]["containers"]:
+        mount = {"name": builders.POD_INFO_VOLUME, "mountPath": "/etc/staticfleet/pod", "readOnly": True}
+        assert mount in container["volumeMounts"]
+        assert env_of(container)["STATICFLEET_DEPARTURE_FILE"]["value"] == "/etc/staticfleet/pod/departing"
+
+
 def test_pod_template_instance_id_comes_from_the_pod_name() -> None:
     (container,) = builders.pod_template(group_spec(), "k:1")["spec"]["containers"]
     ref = env_of(container)["KAFKA_GROUP_INSTANCE_ID"]["valueFrom"]["fieldRef"]["fieldPath"]

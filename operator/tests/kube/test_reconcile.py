@@ -4,6 +4,7 @@ the order of the I/O and what ends up in status (the real thing runs in e2e/test
 from __future__ import annotations
 
 import copy
+import time
 from typing import Any, cast
 
 import pytest
@@ -32,6 +33,7 @@ from staticfleet.kube.limits import Limits
 from staticfleet.kube.metrics import OperatorMetrics
 from staticfleet.kube.reconcile import Retry, finalize, reconcile
 from staticfleet.kube.spec import OperatorDefaults
+from staticfleet.kube.steps import DEPARTURE_DELAY_S
 
 from .fixtures import resource
 
@@ -98,6 +100,18 @@ class FakeKube:
 
     def list_pods(self, namespace: str, label_selector: str) -> list[Manifest]:
         return copy.deepcopy(self.pods)
+
+    def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str | None]) -> None:
+        for pod in self.pods:
+            if pod["metadata"]["name"] != name:
+                continue
+            self.calls.append(f"annotate {name}")
+            own = pod["metadata"].setdefault("annotations", {})
+            for key, value in annotations.items():
+                if value is None:
+                    own.pop(key, None)
+                else:
+                    own[key] = value
 
     def post_event(self, body: Any, event: EventSpec) -> None:
         self.events.append({"type": event.type, "reason": event.reason, "message": event.message})
@@ -288,13 +302,19 @@ def test_scale_down_records_first_shrinks_then_removes_only_after_the_pods_are_g
     kube, admin, ctx = steady(3)
     kube.group["spec"]["replicas"] = 1
     reconcile(ctx, "shop", "orders", {})
-    assert kube.calls[:5] == [
-        "status(scaleDown)",
+    assert kube.calls[0] == "status(scaleDown)"
+    # The departing pods are marked (at once) after the record is durable and before the shrink.
+    assert sorted(kube.calls[1:3]) == ["annotate orders-1", "annotate orders-2"]
+    assert kube.calls[3:7] == [
         "apply StatefulSet(1)",  # the shrink does not wait for the Service and the PDB
         "apply Service",
         "apply PodDisruptionBudget",
         "status",  # the pass's one status write, which records the shrink
     ]
+    assert [bool(p["metadata"].get("annotations")) for p in kube.pods] == [False, True, True]
+    # Both are told the same moment to leave, a little after the marking, so that they leave together.
+    (leave_at,) = {p["metadata"]["annotations"]["staticfleet.io/departing"] for p in kube.pods[1:]}
+    assert 0 < int(leave_at) / 1000 - time.time() <= DEPARTURE_DELAY_S
     assert kube.group["status"]["scaleDown"]["phase"] == "WaitingForPods"
     assert admin.removals == []  # orders-1 and orders-2 still exist
     reconcile(ctx, "shop", "orders", {})
@@ -509,7 +529,7 @@ def test_a_status_write_that_meets_a_newer_version_of_the_same_status_is_taken_a
     raced = racing(kube, {"metadata": {**kube.group["metadata"], "finalizers": ["staticfleet.io/finalizer"]}})
     reconcile(ctx, "shop", "orders", {})
     assert raced
-    assert kube.calls[:5] == [
+    assert [c for c in kube.calls if not c.startswith("annotate ")][:5] == [
         "status(scaleDown)",
         "apply StatefulSet(1)",
         "apply Service",

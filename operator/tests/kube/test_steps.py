@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from staticfleet.admin.model import GroupDescription, MemberDescription, Node
+from staticfleet.kube.builders import DEPARTING_ANNOTATION
 from staticfleet.kube.claims import Claim
 from staticfleet.kube.fleetstatus import FleetStatus
 from staticfleet.kube.observation import Conflicting, GroupObservation, Observed
@@ -16,6 +17,7 @@ from staticfleet.kube.status import plan_conflict, plan_status
 from staticfleet.kube.steps import (
     ApplyChildren,
     Checkpoint,
+    MarkDeparting,
     Outcome,
     PreRegister,
     RemoveMembers,
@@ -42,6 +44,10 @@ def observed(
     pods: set[int],
     members: GroupObservation,
     members_per_pod: int = 1,
+    *,
+    marked: frozenset[int] | set[int] = frozenset(),
+    stopped: frozenset[int] | set[int] = frozenset(),
+    remove_members: str = "Immediate",
     **status: Any,
 ) -> Observed:
     sts = (
@@ -50,14 +56,25 @@ def observed(
         else {"spec": {"replicas": sts_replicas}, "status": {"observedGeneration": 2}, "metadata": {}}
     )
     body = resource(replicas=replicas, membersPerPod=members_per_pod)
+
+    def pod(ordinal: int) -> dict[str, Any]:
+        annotations = {DEPARTING_ANNOTATION: "true"} if ordinal in marked else {}
+        phase = "Succeeded" if ordinal in stopped else "Running"
+        return {
+            "metadata": {"name": f"orders-{ordinal}", "annotations": annotations},
+            "status": {"phase": phase},
+        }
+
     return Observed(
         body=body,
-        spec=group_spec(replicas=replicas, membersPerPod=members_per_pod),
+        spec=group_spec(
+            replicas=replicas, membersPerPod=members_per_pod, scaleDown={"removeMembers": remove_members}
+        ),
         generation=1,
         previous=FleetStatus.of(status),
         statefulset=sts,
-        pods=tuple({"metadata": {"name": f"orders-{o}"}} for o in sorted(pods)),
-        pod_ordinals=frozenset(pods),
+        pods=tuple(pod(o) for o in sorted(pods)),
+        pod_ordinals=frozenset(pods - stopped),
         group=members,
         now=NOW,
     )
@@ -68,12 +85,43 @@ def test_a_steady_fleet_only_applies_its_children() -> None:
     assert plan_actions(obs).steps == (ApplyChildren(3),)
 
 
-def test_a_scale_down_persists_its_record_before_the_statefulset_shrinks() -> None:
+def test_a_scale_down_persists_its_record_then_marks_the_departing_pods_before_the_statefulset_shrinks() -> (
+    None
+):
     obs = observed(1, 3, {0, 1, 2}, group("orders-0", "orders-1", "orders-2"))
     plan = plan_actions(obs)
-    assert plan.steps == (Checkpoint("scale-down-recorded"), ApplyChildren(1))
+    marks = MarkDeparting(("orders-1", "orders-2"))
+    assert plan.steps == (Checkpoint("scale-down-recorded"), marks, ApplyChildren(1))
     record = plan.outcome(obs).scale_down  # what the checkpoint writes
     assert record is not None and record.pending_instance_ids == ("orders-1", "orders-2")
+
+
+def test_departing_pods_stay_marked_until_they_stop_and_a_mark_left_from_before_is_made_good() -> None:
+    waiting = ScaleDownState(
+        ScalePhase.WAITING_FOR_PODS, 3, 1, ("orders-1", "orders-2"), "Immediate", iso(NOW), 2
+    )
+    members = group("orders-0", "orders-1", "orders-2")
+    # An operator that stopped after marking orders-1 marks orders-2 on its next pass.
+    half = observed(1, 1, {0, 1, 2}, members, marked={1}, scaleDown=waiting.to_status())
+    assert MarkDeparting(("orders-2",)) in plan_actions(half).steps
+    # Marked, or stopped for good: nothing to do.
+    done = observed(1, 1, {0, 1, 2}, members, marked={1}, stopped={2}, scaleDown=waiting.to_status())
+    assert not [s for s in plan_actions(done).steps if isinstance(s, MarkDeparting)]
+
+
+def test_a_pod_no_scale_down_takes_away_loses_its_mark_so_that_its_consumer_joins_again() -> None:
+    # The record was dropped (a new target before the StatefulSet shrank): orders-1 and orders-2 stay.
+    steady = observed(3, 3, {0, 1, 2}, group("orders-0"), marked={1, 2})
+    assert MarkDeparting((), ("orders-1", "orders-2")) in plan_actions(steady).steps
+    # A superseding scale-down to 2 keeps orders-2 departing and gives orders-1 back.
+    superseding = ScaleDownState(ScalePhase.SHRINKING, 3, 2, ("orders-2",), "Immediate", iso(NOW))
+    obs = observed(2, 3, {0, 1, 2}, group("orders-0"), marked={1, 2}, scaleDown=superseding.to_status())
+    assert MarkDeparting((), ("orders-1",)) in plan_actions(obs).steps
+
+
+def test_a_fleet_that_waits_out_the_session_timeout_marks_no_pod() -> None:
+    obs = observed(1, 3, {0, 1, 2}, group("orders-0", "orders-1"), remove_members="AfterSessionTimeout")
+    assert not [s for s in plan_actions(obs).steps if isinstance(s, MarkDeparting)]
 
 
 def test_members_are_removed_in_one_step_first_thing_once_their_pods_are_gone() -> None:
@@ -138,10 +186,12 @@ def pod_members(*ordinals: int) -> tuple[str, ...]:
     return tuple(f"orders-{o}-{k}" for o in ordinals for k in (1, 2))
 
 
-def test_a_scale_down_of_two_member_pods_records_every_member_of_the_departing_pods() -> None:
+def test_a_scale_down_of_two_member_pods_records_every_member_and_marks_each_departing_pod() -> None:
     obs = observed(1, 3, {0, 1, 2}, group(*pod_members(0, 1, 2)), members_per_pod=2)
     plan = plan_actions(obs)
-    assert plan.steps == (Checkpoint("scale-down-recorded"), ApplyChildren(1))
+    # The mark is on the pod: every member the pod runs reads the same file and leaves with the others.
+    marks = MarkDeparting(("orders-1", "orders-2"))
+    assert plan.steps == (Checkpoint("scale-down-recorded"), marks, ApplyChildren(1))
     record = plan.outcome(obs).scale_down
     assert record is not None and record.pending_instance_ids == pod_members(1, 2)
 
