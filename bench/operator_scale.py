@@ -134,6 +134,7 @@ def rss_mib(pid: int) -> float:
 def fleet(name: str, bootstrap: str, api: str) -> dict[str, Any]:
     template = consumer_template()
     template["spec"]["nodeSelector"] = {"staticfleet.io/bench": "never-scheduled"}
+    template["spec"]["volumes"].append({"name": "state", "emptyDir": {}})  # no claim: nothing is stored
     return {
         "apiVersion": "staticfleet.io/v1alpha1",
         "kind": "StaticConsumerGroup",
@@ -233,14 +234,19 @@ def leader_of(kubectl: Kubectl, operators: Sequence[OperatorRunner]) -> Operator
 
 
 def settled(kubectl: Kubectl, names: Sequence[str]) -> bool:
-    """Every fleet's status is of its current generation and its StatefulSet exists."""
+    """Every fleet's status is of its current generation and its StatefulSet exists; a fleet the
+    operator refused stops the run (the benchmark's own manifests must be valid)."""
     groups = {g["metadata"]["name"]: g for g in kubectl.items("staticconsumergroups", NAMESPACE)}
     sets = {s["metadata"]["name"] for s in kubectl.items("statefulsets", NAMESPACE)}
     for name in names:
         body = groups.get(name)
+        status = (body or {}).get("status") or {}
+        for condition in status.get("conditions") or []:
+            if condition.get("reason") == "InvalidSpec":
+                raise RuntimeError(f"{name}: {condition.get('message')}")
         if body is None or name not in sets:
             return False
-        if (body.get("status") or {}).get("observedGeneration") != body["metadata"].get("generation"):
+        if status.get("observedGeneration") != body["metadata"].get("generation"):
             return False
     return True
 
@@ -365,14 +371,7 @@ def run(args: argparse.Namespace, workdir: Path) -> list[SizeResult]:
                     began = time.monotonic()
                     new = [f"fleet-{i:03d}" for i in range(len(names), size)]
                     assert coordinator.api is not None
-                    kubectl.apply(
-                        {
-                            "apiVersion": "v1",
-                            "kind": "List",
-                            "items": [fleet(n, coordinator.bootstrap, coordinator.api) for n in new],
-                        },
-                        NAMESPACE,
-                    )
+                    kubectl.apply([fleet(n, coordinator.bootstrap, coordinator.api) for n in new], NAMESPACE)
                     names.extend(new)
                     wait_until(
                         lambda: settled(kubectl, names),
