@@ -159,16 +159,19 @@ class StatefulSetWatch:
         api_client = config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
         api_client.user_agent = "staticfleet-bench"
         self.apps = client.AppsV1Api(api_client)
-        self.seen: dict[tuple[str, int], float] = {}  # (name, replicas) -> when first seen
+        self.changes: dict[str, list[tuple[float, int]]] = {}  # name -> (when, replicas) at each change
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, name="sts-watch", daemon=True)
         self.thread.start()
 
     def _note(self, body: Any, at: float) -> None:
-        key = (str(body.metadata.name), int(body.spec.replicas or 0))
+        """A change of size, when first seen (a relist or another event of the same size is none)."""
+        name, replicas = str(body.metadata.name), int(body.spec.replicas or 0)
         with self.lock:
-            self.seen.setdefault(key, at)
+            history = self.changes.setdefault(name, [])
+            if not history or history[-1][1] != replicas:
+                history.append((at, replicas))
 
     def _run(self) -> None:
         from kubernetes import watch
@@ -191,15 +194,11 @@ class StatefulSetWatch:
             except Exception:
                 self.stopping.wait(0.5)
 
-    def forget(self, name: str) -> None:
-        with self.lock:
-            for key in [k for k in self.seen if k[0] == name]:
-                del self.seen[key]
-
     def reached(self, name: str, replicas: int, since: float) -> float | None:
+        """When the StatefulSet changed to `replicas` after `since`, if it has."""
         with self.lock:
-            at = self.seen.get((name, replicas))
-        return at if at is not None and at >= since else None
+            history = list(self.changes.get(name, []))
+        return next((at for at, size in history if size == replicas and at >= since), None)
 
     def stop(self) -> None:
         self.stopping.set()
@@ -302,7 +301,6 @@ def measure_size(
         settle_s=round(settle_s, 1),
     )
     for name in sample_names(names, args.samples):
-        watch.forget(name)
         result.reactions_up_s.append(react(kubectl, watch, name, 2))
         time.sleep(args.gap_s)
         result.reactions_down_s.append(react(kubectl, watch, name, 1))

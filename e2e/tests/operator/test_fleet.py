@@ -4,10 +4,12 @@ Rebalances are counted by the coordinator itself (its HTTP API and event log).""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
-from e2e.helpers import Cluster, wait_until
+from e2e.helpers import Cluster, Kubectl, Manifest, wait_until
 
 from .harness import (
     PARTITIONS,
@@ -127,22 +129,39 @@ def last_stop(cluster: Cluster, namespace: str, pod: str) -> float:
     return float(stops[-1])
 
 
-def test_departing_consumers_leave_the_group_themselves_before_their_pods_stop_in_one_rebalance(
-    cluster: Cluster, namespace: str, coordinator: Coordinator, operator: OperatorRunner
-) -> None:
-    kubectl = cluster.kubectl
-    start_fleet(kubectl, namespace, coordinator, operator, 3, sessionTimeoutMs=60_000)
+@dataclass
+class ScaledDown:
+    gid: str
+    before: dict[str, Any]  # the group as the coordinator described it before the scale
+    body: Manifest  # the resource, Ready with 1
+    gone_after: float  # seconds from the command until orders-1 and orders-2 were out of the group
+    ready_after: float
+
+
+def scale_three_to_one(
+    kubectl: Kubectl, namespace: str, coordinator: Coordinator, operator: OperatorRunner, **spec: Any
+) -> ScaledDown:
+    start_fleet(kubectl, namespace, coordinator, operator, 3, sessionTimeoutMs=60_000, **spec)
     gid = group_id(namespace)
     before = coordinator.group(gid)
     assert before is not None
-
     elapsed = stopwatch()
     kubectl.run("scale", f"scg/{NAME}", "-n", namespace, "--replicas=1")
     wait_until(
         lambda: coordinator.members(gid) == {"orders-0"}, timeout=60, what="orders-1 and orders-2 to leave"
     )
-    timing("scale 3->1, departing consumers: members gone after", elapsed())
+    gone_after = elapsed()
     body = wait_fleet(kubectl, namespace, NAME, ready_with(1), timeout=60, what="Ready with 1")
+    return ScaledDown(gid, before, body, gone_after, elapsed())
+
+
+def test_departing_consumers_leave_the_group_themselves_before_their_pods_stop_in_one_rebalance(
+    cluster: Cluster, namespace: str, coordinator: Coordinator, operator: OperatorRunner
+) -> None:
+    kubectl = cluster.kubectl
+    scaled = scale_three_to_one(kubectl, namespace, coordinator, operator)
+    gid, before, body = scaled.gid, scaled.before, scaled.body
+    timing("scale 3->1, departing consumers: members gone after", scaled.gone_after)
 
     after = coordinator.group(gid)
     assert after is not None and after["state"] == "Stable"
@@ -175,19 +194,9 @@ def test_scaling_down_removes_the_departed_members_right_after_their_consumers_s
     kubectl = cluster.kubectl
     session_ms = 60_000
     template = consumer_template(leaves_when_departing=False)
-    start_fleet(kubectl, namespace, coordinator, operator, 3, sessionTimeoutMs=session_ms, template=template)
-    gid = group_id(namespace)
-    before = coordinator.group(gid)
-    assert before is not None
-
-    elapsed = stopwatch()
-    kubectl.run("scale", f"scg/{NAME}", "-n", namespace, "--replicas=1")
-    wait_until(
-        lambda: coordinator.members(gid) == {"orders-0"}, timeout=60, what="orders-1 and orders-2 to leave"
-    )
-    removed_after = elapsed()
-    body = wait_fleet(kubectl, namespace, NAME, ready_with(1), timeout=60, what="Ready with 1")
-    stable_after = elapsed()
+    scaled = scale_three_to_one(kubectl, namespace, coordinator, operator, template=template)
+    gid, before, body = scaled.gid, scaled.before, scaled.body
+    removed_after, stable_after = scaled.gone_after, scaled.ready_after
     timing("scale 3->1: members removed after", removed_after)
     timing("scale 3->1: Stable group of 1 after", stable_after)
 
