@@ -425,14 +425,30 @@ def growth(results: Sequence[SizeResult]) -> str:
         return ""
     memory = slope(sizes, [r.leader_rss_mib for r in results]) * 1024
     p50 = slope(sizes, [statistics.median(r.reactions) for r in results]) * 1000
-    total = [r.requests_per_fleet_minute * r.fleets for r in results]
+    totals = ", ".join(f"{r.requests_per_fleet_minute * r.fleets:.0f}" for r in results)
     return (
-        f"From {results[0].fleets} to {results[-1].fleets} fleets: the acting operator's memory grows by "
-        f"{memory:.0f} KiB per fleet; its API requests at rest by {slope(sizes, total):.1f} per minute per "
-        f"fleet (the figure per fleet stays {results[0].requests_per_fleet_minute:.1f} to "
-        f"{results[-1].requests_per_fleet_minute:.1f}: the cost is linear in fleets); the median reaction "
-        f"to a scale by {p50:.1f} ms per fleet."
+        f"From {results[0].fleets} to {results[-1].fleets} fleets the acting operator's memory grows by "
+        f"{memory:.0f} KiB per fleet and the median reaction to a scale by {p50:.0f} ms per fleet. Its "
+        f"API requests at rest, per minute in all, are {totals}: each fleet's pass (its reads, the "
+        "children applied again and a status written, the equal counts of the busiest requests below) "
+        "comes every 2 s only while the operator has the CPU for it; past that the passes, and with them "
+        "the requests per fleet, spread out as fleets are added, and a scale command waits its turn "
+        "behind the other fleets' passes."
     )
+
+
+def command_line(argv: Sequence[str]) -> str:
+    """The command as given, without where its logs went or what it replayed (and their values)."""
+    kept: list[str] = []
+    skip = False
+    for item in argv:
+        if skip:
+            skip = False
+        elif item in ("--workdir", "--replay"):
+            skip = True
+        elif not item.startswith(("--workdir=", "--replay=")):
+            kept.append(item)
+    return " ".join([".venv/bin/python bench/operator_scale.py", *kept])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -447,19 +463,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--gap-s", type=float, default=1.0, help="pause between two scale commands")
     parser.add_argument("--no-publish", action="store_true", help="print only; leave docs alone")
     parser.add_argument("--workdir", type=Path, help="keep the logs here (default: a temporary directory)")
+    parser.add_argument(
+        "--replay", type=Path, help="publish the results a run wrote (bench/results/operator_scale.json)"
+    )
     args = parser.parse_args(argv)
     if args.sizes != sorted(args.sizes):
         parser.error("--sizes must grow: each size adds fleets to the ones already there")
-    with _workdir(args.workdir) as tmp:
-        results = run(args, tmp)
+    command = command_line(list(argv if argv is not None else sys.argv[1:]))
+    if args.replay is not None:
+        saved = json.loads(args.replay.read_text())
+        results = [SizeResult(**r) for r in saved["results"]]
+        command = saved.get("command") or command
+        args.samples = saved.get("args", {}).get("samples", args.samples)
+    else:
+        with _workdir(args.workdir) as tmp:
+            results = run(args, tmp)
     print(table(HEADERS, rows(results)))
     print(growth(results))
     for r in results:
         print(f"  {r.fleets} fleets, busiest at rest: " + ", ".join(f"{k} {v}" for k, v in r.busiest))
     if args.no_publish:
         return 0
-    options = [a for a in (argv if argv is not None else sys.argv[1:]) if not a.startswith("--workdir")]
-    command = " ".join([".venv/bin/python bench/operator_scale.py", *options])
     body = "\n".join(
         [
             "Two `staticfleet operator` replicas with leader election (one acts, one waits), `--interval 2` "
@@ -469,8 +493,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{results[0].rest_s if results else args.rest_s:.0f} s (the operators log in as their own "
             "user); a reaction runs from `kubectl scale scg/<name>` until a watch sees the StatefulSet at "
             f"the new size, {args.samples} fleets scaled 1 → 2 and back at each size (p99 of that many "
-            "samples is close to their maximum). The machine is shared and busy: the reaction times "
-            "move with its load.",
+            "samples is close to their maximum). The machine is shared and busy (a load average around "
+            "20 on its 2 cores): the operator's share of the CPU, and so where it runs out of it, move "
+            "with that load.",
             "",
             table(HEADERS, rows(results)),
             "",
@@ -487,7 +512,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         command,
         body,
         {
-            "args": {k: v for k, v in vars(args).items() if k not in ("workdir",)},
+            "command": command,
+            "args": {k: v for k, v in vars(args).items() if k not in ("workdir", "replay", "no_publish")},
             "results": [asdict(r) for r in results],
         },
     )

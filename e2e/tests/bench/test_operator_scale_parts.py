@@ -10,6 +10,7 @@ import pytest
 from bench.operator_scale import (
     AuditRecord,
     busiest,
+    command_line,
     per_fleet_minute,
     percentile,
     read_audit,
@@ -78,3 +79,12 @@ def test_samples_spread_over_every_fleet() -> None:
     names = [f"f-{i}" for i in range(100)]
     assert sample_names(names, 4) == ["f-0", "f-25", "f-50", "f-75"]
     assert sample_names(names[:3], 20) == ["f-0", "f-1", "f-2"]
+
+
+def test_the_published_command_leaves_out_where_the_logs_went() -> None:
+    assert command_line(["--samples", "12", "--workdir", "/tmp/x", "--rest-s=30"]) == (
+        ".venv/bin/python bench/operator_scale.py --samples 12 --rest-s=30"
+    )
+    assert (
+        command_line(["--workdir=/tmp/x", "--replay", "r.json"]) == ".venv/bin/python bench/operator_scale.py"
+    )
