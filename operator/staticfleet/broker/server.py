@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from staticfleet.broker import apis  # noqa: F401  (registers every handler)
-from staticfleet.broker.connections import STREAM_BUFFER_BYTES, ConnectionLimits, ConnectionRegistry
+from staticfleet.broker.connections import STREAM_BUFFER_BYTES, ConnectionLimits, ConnectionRegistry, Refused
 from staticfleet.broker.dispatch import Dispatcher, Outcome
 from staticfleet.broker.fetch_wire import SplicedFrame
 from staticfleet.broker.host import CoordinatorHost
@@ -334,8 +334,9 @@ class BrokerServer:
             task.add_done_callback(self._connections.discard)
         peer = writer.get_extra_info("peername")
         client_host = f"/{peer[0]}" if peer else "/unknown"
-        connection = self.connections.admit(client_host, writer)
-        reason = "client" if connection is not None else "refused"
+        admitted = self.connections.admit(client_host, writer)
+        connection = None if isinstance(admitted, Refused) else admitted
+        reason = admitted.reason if isinstance(admitted, Refused) else "client"
         principal = ANONYMOUS
         ssl_object = writer.get_extra_info("ssl_object")
         if ssl_object is not None and listener.protocol == SecurityProtocol.SSL:
@@ -343,12 +344,18 @@ class BrokerServer:
         client = Peer(client_host, listener.name, principal, self._login(listener), can_splice(writer))
         sender: SplicedSender | None = None
         try:
+            if isinstance(admitted, Refused) and admitted.hold_s:
+                # Kafka keeps a throttled socket open, unread, for its throttle time, then closes it.
+                await asyncio.sleep(admitted.hold_s)
             while connection is not None and not self._stopping:
-                frame = await connection.read_request(reader)
+                login = client.login
+                frame = await connection.read_request(reader, logged_in=login is None or login.authenticated)
                 if frame is None:
                     reason = connection.close_reason
                     if reason == "bad-size":
-                        log.warning("closing %s: request size out of bounds", client_host)
+                        log.warning(
+                            "closing %s on %s: %s", client_host, listener.name, connection.close_detail
+                        )
                     return
                 self._in_flight += 1
                 self._idle.clear()
@@ -359,6 +366,10 @@ class BrokerServer:
                     self._in_flight -= 1
                     if not self._in_flight:
                         self._idle.set()
+                if outcome.delayed:
+                    # As Kafka's Selector holds a failed login's answer: the wait comes before it, so a
+                    # client learns nothing sooner (connection.failed.authentication.delay.ms).
+                    await asyncio.sleep(self.settings.failed_authentication_delay_s)
                 if isinstance(outcome.frame, bytes):
                     writer.write(outcome.frame)
                     await writer.drain()
@@ -368,8 +379,6 @@ class BrokerServer:
                 if outcome.close is not None:
                     reason = outcome.close
                     log.info("closing %s on %s: %s", client_host, listener.name, outcome.why)
-                    if outcome.delayed:
-                        await asyncio.sleep(self.settings.failed_authentication_delay_s)
                     return
         except (ConnectionError, asyncio.CancelledError):
             reason = "reset"

@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from staticfleet.broker.connections import ConnectionLimits
+from staticfleet.broker.connections import ConnectionLimits, parse_overrides
 from staticfleet.broker.security import settings as security_settings
 from staticfleet.broker.security.http_auth import TokenFileError, TokenSource
 from staticfleet.broker.topic_configs import BOUNDED_TOPIC_DEFAULTS
@@ -33,6 +33,13 @@ from staticfleet.coordinator.log import MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS
 # instead of 10 makes them ten times rarer; the young generations keep their size, so their pauses
 # stay short, and objects that become garbage by reference counting (nearly all) are freed at once.
 GC_THRESHOLDS = (700, 10, 100)
+
+
+def _overrides(value: str) -> dict[str, int]:
+    try:
+        return parse_overrides(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def tune_garbage_collector() -> None:
@@ -120,6 +127,31 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="max.connections.per.ip (default unbounded, as Kafka)",
     )
     p.add_argument(
+        "--max-connections-per-ip-overrides",
+        type=_overrides,
+        default={},
+        metavar="ADDRESS:COUNT,...",
+        help="max.connections.per.ip.overrides: the limit for particular IP addresses, "
+        "e.g. 10.0.0.7:500,10.0.0.8:0",
+    )
+    p.add_argument(
+        "--connection-creation-rate",
+        type=positive_int,
+        default=limits.connection_creation_rate,
+        help="Kafka's connection_creation_rate quota for every IP address: new connections per second "
+        "from one address, measured as Kafka measures it (11 one-second samples, at least ten seconds); "
+        "a connection over it is held unread for up to a second and then closed, as Kafka throttles it "
+        "(default unbounded, as Kafka)",
+    )
+    p.add_argument(
+        "--sasl-server-max-receive-size",
+        type=positive_int,
+        default=limits.sasl_server_max_receive_size,
+        help="sasl.server.max.receive.size: before a SASL login completes, a frame announcing more bytes "
+        "closes the connection unread "
+        f"(default {limits.sasl_server_max_receive_size}, Kafka's)",
+    )
+    p.add_argument(
         "--connections-max-idle-ms",
         type=int,
         default=limits.connections_max_idle_ms,
@@ -200,6 +232,9 @@ def run(args: argparse.Namespace) -> int:
         connection_limits = ConnectionLimits(
             max_connections=args.max_connections,
             max_connections_per_ip=args.max_connections_per_ip,
+            max_connections_per_ip_overrides=args.max_connections_per_ip_overrides,
+            connection_creation_rate=args.connection_creation_rate,
+            sasl_server_max_receive_size=args.sasl_server_max_receive_size,
             connections_max_idle_ms=args.connections_max_idle_ms,
             socket_request_max_bytes=args.socket_request_max_bytes,
             queued_max_request_bytes=args.queued_max_request_bytes,

@@ -21,9 +21,12 @@ IDLE_CONNECTIONS = 1_000
 STALLED_FRAMES = 50
 SENT_PER_STALLED_FRAME = 4 * 1024 * 1024
 MAX_REQUEST = 104_857_600  # socket.request.max.bytes, Kafka's default
+QUEUED_MAX_REQUEST_BYTES = 128 * 1024 * 1024
 RSS_GROWTH_BOUND_KIB = 96 * 1024
-"""Documented in docs/reliability.md: buffered request bytes are bounded by queued.max.request.bytes,
-and a stalled request holds only what it sent (here 4 MiB); fifty of them unbounded would hold 200 MiB."""
+"""Documented in docs/reliability.md: buffered request bytes are bounded by queued.max.request.bytes
+(128 MiB here; requests other than the oldest being read leave room for one largest request, so they
+share 28 MiB), and a stalled request holds only what it sent (here 4 MiB); fifty of them unbounded
+would hold 200 MiB."""
 SLOWLORIS = 100
 
 
@@ -58,7 +61,13 @@ def _closed_by_peer(s: socket.socket) -> bool:
 
 
 def test_idle_connections_stalled_frames_and_a_slowloris_leave_consumers_alone(tmp_path: Path) -> None:
-    coordinator = CoordinatorProcess(tmp_path / "data", "--connections-max-idle-ms", str(IDLE_MS))
+    coordinator = CoordinatorProcess(
+        tmp_path / "data",
+        "--connections-max-idle-ms",
+        str(IDLE_MS),
+        "--queued-max-request-bytes",
+        str(QUEUED_MAX_REQUEST_BYTES),
+    )
     coordinator.start()
     fleet = Fleet(coordinator, "confluent")
     abusers: list[socket.socket] = []
