@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import math
 import signal
 import ssl
 import uuid
@@ -74,6 +75,21 @@ class BrokerSettings:
     # Listeners, SASL, TLS and ACLs (None: one PLAINTEXT listener on listen_host:listen_port, no ACLs).
     security: SecuritySettings | None = None
     failed_authentication_delay_s: float = 0.1  # Kafka's connection.failed.authentication.delay.ms
+
+
+KAFKA_IDLE_POLL_S = 0.3
+"""How long a Kafka network thread waits in one poll when nothing happens (SocketServer's Processor.poll).
+Kafka's Selector sends a held failed-login answer only when a poll ends, once the delay has passed, and
+does not shorten the poll for it: on a quiet broker the answer goes out at the first poll end after the
+delay, 300 ms after the failure for the default 100 ms (sooner, down to the delay, when other traffic on
+the same network thread ends its polls early)."""
+
+
+def failed_login_wait_s(delay_s: float) -> float:
+    """How long a failed login's answer is held: the delay, rounded up to Kafka's idle polls (0: none)."""
+    if delay_s <= 0:
+        return 0.0
+    return math.ceil(delay_s / KAFKA_IDLE_POLL_S - 1e-9) * KAFKA_IDLE_POLL_S
 
 
 def load_cluster_id(data_dir: Path) -> str:
@@ -369,7 +385,7 @@ class BrokerServer:
                 if outcome.delayed:
                     # As Kafka's Selector holds a failed login's answer: the wait comes before it, so a
                     # client learns nothing sooner (connection.failed.authentication.delay.ms).
-                    await asyncio.sleep(self.settings.failed_authentication_delay_s)
+                    await asyncio.sleep(failed_login_wait_s(self.settings.failed_authentication_delay_s))
                 if isinstance(outcome.frame, bytes):
                     writer.write(outcome.frame)
                     await writer.drain()
