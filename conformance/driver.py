@@ -234,6 +234,12 @@ class Connection:
         self._writer.write(struct.pack(">i", len(payload)) + payload)
         return Pending(future, description or f"api {api_key} v{api_version} on {self.name}")
 
+    def send_bytes(self, data: bytes) -> None:
+        """Writes `data` as it is: a size that lies, a frame that stalls half-way."""
+        if self._closed is not None:
+            raise ConnectionClosed(f"{self.name} is closed") from self._closed
+        self._writer.write(data)
+
     async def request(self, request: RequestPayload, timeout: float = DEFAULT_TIMEOUT_S) -> Any:
         """Sends `request` and waits for its answer."""
         return await self.send(request).result(timeout)

@@ -393,3 +393,45 @@ async def tls_client_certificate_principal(ctx: ScenarioContext) -> Outcome:
         except (OSError, ConnectionError) as exc:
             ctx.fact(f"refused.{name}", isinstance(exc, OSError | ConnectionError))
     return ctx.outcome
+
+
+SASL_SERVER_MAX_RECEIVE_SIZE = 524_288
+
+
+async def _closed_after_size(ctx: ScenarioContext, conn: d.Connection, size: int, sent: int) -> bool:
+    """Announce a frame of `size` bytes, send `sent` of them, stall: does the broker close?"""
+    conn.send_bytes(size.to_bytes(4, "big") + b"\x00" * sent)
+    return await conn.closed_within(CLOSE_WAIT_S)
+
+
+def _receive_size_sane(outcome: Outcome) -> None:
+    expected = {
+        "first_frame.over.closed": True,
+        "first_frame.at_limit.closed": False,
+        "after_handshake.over.closed": True,
+        "logged_in.over.closed": False,
+    }
+    assert {label: outcome.get(label) for label in expected} == expected, outcome
+
+
+@scenario(
+    "sasl.server.max.receive.size (524288) before authentication: a frame announcing one byte more closes "
+    "the connection without an answer, before the handshake and during the SCRAM exchange; a frame of "
+    "exactly that size that stalls keeps it open; after a login the same larger frame stalls without a "
+    "close.",
+    rule="security §1.3 (frame > sasl.server.max.receive.size)",
+    settings=SECURED,
+    sanity=_receive_size_sane,
+)
+async def sasl_max_receive_size_before_authentication(ctx: ScenarioContext) -> Outcome:
+    over, limit = SASL_SERVER_MAX_RECEIVE_SIZE + 1, SASL_SERVER_MAX_RECEIVE_SIZE
+    first = await ctx.connect("over-first", listener=sec.SASL_PLAINTEXT)
+    ctx.fact("first_frame.over.closed", await _closed_after_size(ctx, first, over, 100))
+    at_limit = await ctx.connect("at-limit", listener=sec.SASL_PLAINTEXT)
+    ctx.fact("first_frame.at_limit.closed", await _closed_after_size(ctx, at_limit, limit, 100))
+    during = await handshaken(ctx, "SCRAM-SHA-512", "over-during")
+    ctx.fact("after_handshake.over.closed", await _closed_after_size(ctx, during, over, 100))
+    logged_in = await ctx.connect("over-logged-in", listener=sec.SASL_PLAINTEXT)
+    await sec.sasl_login(logged_in, sec.SCRAM_SHA_512, "admin", "admin-secret")
+    ctx.fact("logged_in.over.closed", await _closed_after_size(ctx, logged_in, over, 100))
+    return ctx.outcome
