@@ -167,6 +167,12 @@ class BytePool:
         self._reading.pop(reading, None)
         self._grant()
 
+    def abandon(self, reading: Reading) -> None:
+        """The connection was closed while waiting for room: its wait ends with ConnectionAbortedError."""
+        waiting = self._waiting.pop(reading, None)
+        if waiting is not None and not waiting[1].done():
+            waiting[1].set_exception(ConnectionAbortedError("closed while waiting for the request pool"))
+
     def release(self, reading: Reading) -> None:
         """The request was answered or abandoned: everything it held goes back."""
         self._reading.pop(reading, None)
@@ -393,3 +399,5 @@ class ConnectionRegistry:
                 connection.close_reason = "idle"
                 connection.idle_since = float("inf")  # once
                 connection.writer.transport.abort()
+                if connection.reading is not None:
+                    self.pool.abandon(connection.reading)  # a read waiting for room would not see the abort

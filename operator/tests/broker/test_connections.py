@@ -4,8 +4,10 @@ pool of large-request bytes."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 from typing import Any
+from unittest.mock import Mock
 
 import pytest
 
@@ -178,6 +180,36 @@ def test_a_reader_that_gives_up_while_waiting_takes_nothing() -> None:
 def test_limits_that_could_never_take_the_largest_request_are_refused() -> None:
     with pytest.raises(ValueError, match=r"queued\.max\.request\.bytes"):
         ConnectionLimits(socket_request_max_bytes=1000, queued_max_request_bytes=999)
+
+
+def test_an_idle_connection_waiting_for_room_in_the_pool_is_closed_and_takes_nothing() -> None:
+    async def main() -> None:
+        registry = ConnectionRegistry(
+            ConnectionLimits(
+                connections_max_idle_ms=100,
+                socket_request_max_bytes=200_000,
+                queued_max_request_bytes=200_000,
+            )
+        )
+        writer: Any = Mock()
+        busy, waiting = registry.admit("/a", writer), registry.admit("/b", writer)
+        assert isinstance(busy, Connection) and isinstance(waiting, Connection)
+        busy_reader, waiting_reader = asyncio.StreamReader(), asyncio.StreamReader()
+        busy_reader.feed_data((150_000).to_bytes(4, "big") + b"\x00" * 140_000)  # stalls, oldest
+        waiting_reader.feed_data((100_000).to_bytes(4, "big"))  # no room: the oldest may need it all
+        busy_read = asyncio.ensure_future(busy.read_request(busy_reader))
+        await asyncio.sleep(0.01)
+        waiting_read = asyncio.ensure_future(waiting.read_request(waiting_reader))
+        assert await asyncio.wait_for(waiting_read, 5) is None, "the idle sweeper closes it"
+        assert waiting.close_reason == "idle" and waiting.reading is None
+        busy_read.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await busy_read
+        busy.close()
+        waiting.close()
+        assert registry.pool.reserved == 0
+
+    asyncio.run(main())
 
 
 def test_a_connection_over_the_creation_rate_is_held_unanswered_then_closed(tmp_path: Path) -> None:
