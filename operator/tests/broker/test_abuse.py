@@ -28,12 +28,17 @@ RSS_GROWTH_BOUND_KIB = 96 * 1024
 share 28 MiB), and a stalled request holds only what it sent (here 4 MiB); fifty of them unbounded
 would hold 200 MiB."""
 SLOWLORIS = 100
+SLOWLORIS_ADDRESSES = 10
+"""Ten slow HTTP clients per address: all held (under the per-address limit) until their timeout."""
 
 
-def _open(port: int, count: int) -> list[socket.socket]:
+def _open(port: int, count: int, sources: int = 1) -> list[socket.socket]:
+    """`count` connections, spread over `sources` loopback addresses (127.0.1.1 and up when more than one:
+    the HTTP API takes at most 16 connections from one address, and 127.0.0.1 is the health check's)."""
     sockets = []
-    for _ in range(count):
-        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    for i in range(count):
+        source = "127.0.0.1" if sources == 1 else f"127.0.1.{1 + i % sources}"
+        s = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(source, 0))
         sockets.append(s)
     return sockets
 
@@ -83,7 +88,7 @@ def test_idle_connections_stalled_frames_and_a_slowloris_leave_consumers_alone(t
         stalled = _open(coordinator.port, STALLED_FRAMES)
         opened_at = time.monotonic()
         sent = sum(_stall_max_size_frame(s) for s in stalled)
-        slow = _open(coordinator.http_port, SLOWLORIS)
+        slow = _open(coordinator.http_port, SLOWLORIS, sources=SLOWLORIS_ADDRESSES)
         for s in slow:
             s.sendall(b"GET /api/groups HTTP/1.1\r\nHost: x\r\n")
         abusers = idle + stalled + slow
