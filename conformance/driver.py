@@ -628,20 +628,29 @@ def metadata(
     )
 
 
-def create_topics(version: int, topics: Mapping[str, int], *, timeout_ms: int = 10_000) -> RequestPayload:
+def create_topics(
+    version: int,
+    topics: Mapping[str, int],
+    *,
+    timeout_ms: int = 10_000,
+    configs: Mapping[str, Mapping[str, str | None]] | None = None,
+    validate_only: bool = False,
+) -> RequestPayload:
+    """CreateTopics for `topics` (name -> partition count), with each topic's `configs` if given."""
     cls = load_request_schema(CREATE_TOPICS, version)
     topic_cls = _module_entity(cls, "CreatableTopic")
+    config_cls = _module_entity(cls, "CreatableTopicConfig")
     creatable = tuple(
         topic_cls(
             name=name,
             num_partitions=i32(partitions),
             replication_factor=i16(-1),
             assignments=(),
-            configs=(),
+            configs=tuple(config_cls(name=k, value=v) for k, v in ((configs or {}).get(name) or {}).items()),
         )
         for name, partitions in topics.items()
     )
-    return _build(cls, {"topics": creatable, "timeout": _ms(timeout_ms), "validate_only": False})
+    return _build(cls, {"topics": creatable, "timeout": _ms(timeout_ms), "validate_only": validate_only})
 
 
 def sasl_handshake(version: int, mechanism: str) -> RequestPayload:

@@ -64,6 +64,7 @@ class LogConfig:
     max_message_bytes: int = 1048588  # max.message.bytes, per batch
     index_interval_bytes: int = 4096  # index.interval.bytes
     log_append_time: bool = False  # message.timestamp.type=LogAppendTime
+    delete_policy: bool = True  # cleanup.policy holds delete: retention applies
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,6 +396,8 @@ class PartitionLog:
         """
         self._check_open()
         config = self._config
+        if not config.delete_policy:
+            return 0  # a compact-only topic keeps its records whatever their age or size
         segments = self._segments
         count = 0
 

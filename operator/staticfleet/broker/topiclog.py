@@ -25,7 +25,9 @@ it durable: `flush()` / `flush_async()` before answering an acks=-1 produce requ
 After a crash, recovery truncates each partition at its first torn or corrupt batch (see partitionlog.py);
 no corrupt batch is ever served.
 
-What Kafka does that this log does not: log compaction (cleanup.policy=compact is refused),
+What Kafka does that this log does not: log compaction (a topic with cleanup.policy=compact keeps every
+record it is given: its readers see each key's latest value last, as on Kafka, but read every earlier one
+too; compact alone also turns off deletion by retention.ms and retention.bytes, as it does on Kafka),
 transactions and idempotent-producer de-duplication (producer ids are stored, not checked),
 recompression (compression.type other than `producer` is refused), replication. Unlike Kafka, a produce
 request may carry several batches for one partition; they are appended together.
@@ -57,6 +59,7 @@ from staticfleet.broker.recordbatch import Buffer
 from staticfleet.broker.topic_configs import (
     DEFAULT_TOPIC_CONFIGS,
     TopicDescription,
+    check_effective_configs,
     collision_key,
     log_config_from,
     new_topic_id,
@@ -331,6 +334,7 @@ class TopicLog:
                 "use 1 (or -1 for the default)"
             )
         overrides = validate_topic_configs(configs or {})
+        check_effective_configs({**self._defaults, **overrides})
         log_config = log_config_from({**self._defaults, **overrides})
         return _TopicPlan(name, new_topic_id(), num_partitions, overrides, log_config, self._clock_ms())
 
@@ -466,6 +470,7 @@ class TopicLog:
             else:
                 overrides[key] = value
         checked = validate_topic_configs(overrides)
+        check_effective_configs({**self._defaults, **checked})
         log_config = log_config_from({**self._defaults, **checked})
         if validate_only:
             return

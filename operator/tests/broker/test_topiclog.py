@@ -385,7 +385,10 @@ def test_altered_retention_applies_and_persists(tmp_path: Path, clock: Clock) ->
     log.alter_topic_configs("t", {"retention.ms": "1000"}, replace=True)
     assert log.describe_topic("t").configs == {"retention.ms": "1000"}
     with pytest.raises(InvalidConfigError):
-        log.alter_topic_configs("t", {"cleanup.policy": "compact"})
+        log.alter_topic_configs("t", {"cleanup.policy": "compacted"})
+    with pytest.raises(InvalidConfigError, match="conflict"):
+        log.alter_topic_configs("t", {"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"})
+    assert log.describe_topic("t").configs == {"retention.ms": "1000"}
     log.close()
 
 
@@ -577,7 +580,7 @@ def test_broker_defaults_apply_to_topics_without_overrides(tmp_path: Path, clock
     assert log.enforce_retention() > 0
     log.close()
     with pytest.raises(InvalidConfigError):
-        TopicLog(tmp_path, default_configs={"cleanup.policy": "compact"})
+        TopicLog(tmp_path, default_configs={"cleanup.policy": "compacted"})
 
 
 def test_creating_an_existing_topic_is_topic_already_exists(tl: TopicLog) -> None:
@@ -628,13 +631,21 @@ def test_partition_count_and_replication_factor_are_checked(tmp_path: Path, cloc
 @pytest.mark.parametrize(
     ("configs", "message"),
     [
-        ({"cleanup.policy": "compact"}, "compact is not supported"),
-        ({"cleanup.policy": "compact,delete"}, "compact is not supported"),
+        ({"cleanup.policy": "compact,shred"}, "Invalid value shred for configuration cleanup.policy"),
         ({"compression.type": "gzip"}, "compression.type=gzip is not supported"),
-        ({"retention.ms": "soon"}, "not an integer"),
-        ({"segment.bytes": "1"}, "out of range"),
-        ({"message.timestamp.type": "WallClock"}, "CreateTime or LogAppendTime"),
-        ({"no.such.config": "1"}, "unknown topic config"),
+        ({"compression.type": "brotli"}, "String must be one of: uncompressed, zstd"),
+        ({"retention.ms": "soon"}, "Not a number of type LONG"),
+        ({"segment.bytes": "1"}, "Value must be at least 14"),
+        ({"segment.bytes": "3000000000"}, "Not a number of type INT"),
+        ({"message.timestamp.type": "WallClock"}, "String must be one of: CreateTime, LogAppendTime"),
+        ({"min.cleanable.dirty.ratio": "2"}, "Invalid value 2.0 .* no more than 1"),
+        ({"min.compaction.lag.ms": "-1"}, "at least 0"),
+        ({"max.compaction.lag.ms": "0"}, "at least 1"),
+        ({"delete.retention.ms": "-1"}, "at least 0"),
+        ({"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"}, r"conflict .* \(10\) > .* \(5\)"),
+        ({"preallocate": "yes"}, "either true or false"),
+        ({"message.format.version": "3.0"}, "Unknown topic config name: message.format.version"),
+        ({"no.such.config": "1"}, "Unknown topic config name: no.such.config"),
     ],
 )
 def test_bad_topic_configs_are_invalid_config(tl: TopicLog, configs: dict[str, str], message: str) -> None:
@@ -642,6 +653,46 @@ def test_bad_topic_configs_are_invalid_config(tl: TopicLog, configs: dict[str, s
         tl.create_topic("t", 1, configs=configs)
     assert info.value.error_code == 40
     assert not tl.has_topic("t")
+
+
+def test_the_configs_kafka_streams_gives_its_internal_topics_are_kept_as_kafka_shows_them(
+    tl: TopicLog,
+) -> None:
+    changelog = {
+        "cleanup.policy": "compact",
+        "message.timestamp.type": "CreateTime",
+        "min.compaction.lag.ms": "0",
+        "max.compaction.lag.ms": "9223372036854775807",
+        "min.cleanable.dirty.ratio": "0.5",
+        "segment.bytes": "52428800",
+        "delete.retention.ms": "86400000",
+    }
+    assert tl.create_topic("app-store-changelog", 1, configs=changelog).configs == changelog
+    windowed = {"cleanup.policy": "compact, delete,compact", "retention.ms": "172800000"}
+    tl.create_topic("app-window-changelog", 1, configs=windowed)
+    assert tl.describe_topic("app-window-changelog").configs["cleanup.policy"] == "compact,delete"
+    repartition = {"cleanup.policy": "delete", "segment.bytes": "52428800", "retention.ms": "-1"}
+    assert tl.create_topic("app-repartition", 1, configs=repartition).configs == repartition
+    tl.create_topic("empty-policy", 1, configs={"cleanup.policy": ""})
+    assert tl.topic_configs("empty-policy")["cleanup.policy"] == ""
+
+
+def test_a_compact_topic_keeps_every_record_and_retention_applies_only_with_delete(
+    tmp_path: Path, clock: Clock
+) -> None:
+    log = TopicLog(tmp_path, clock_ms=clock)
+    small = {"segment.bytes": "500", "retention.ms": "1000", "retention.bytes": "500"}
+    for name, policy in (("c", "compact"), ("none", ""), ("cd", "compact,delete"), ("d", "delete")):
+        log.create_topic(name, 1, configs={**small, "cleanup.policy": policy})
+        fill(log, name, 6, per_batch=2)
+    clock.now = NOW + 10 * HOUR
+    log.enforce_retention()
+    assert log.log_start_offset("c", 0) == 0 and log.log_start_offset("none", 0) == 0
+    assert log.log_start_offset("cd", 0) > 0 and log.log_start_offset("d", 0) > 0
+    log.alter_topic_configs("c", {"cleanup.policy": "compact,delete"})
+    log.enforce_retention()
+    assert log.log_start_offset("c", 0) > 0
+    log.close()
 
 
 def test_validate_only_creates_nothing(tmp_path: Path, tl: TopicLog) -> None:

@@ -25,6 +25,7 @@ from staticfleet.broker.registry import (
     kafka_message,
 )
 from staticfleet.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from staticfleet.broker.topic_configs import config_type
 from staticfleet.broker.topiclog_errors import TopicLogError
 from staticfleet.coordinator import CoordinatorError, CoordinatorResult, GroupCoordinator
 
@@ -68,7 +69,7 @@ def _config_denial(request: Request[C], kind: int, name: str, operation: AclOper
 
 
 def _config_entry(
-    name: str, value: str | None, source: i8
+    name: str, value: str | None, source: i8, kind: i8 | None = None
 ) -> describe_configs_res.DescribeConfigsResourceResult:
     return describe_configs_res.DescribeConfigsResourceResult(
         name=name,
@@ -77,7 +78,11 @@ def _config_entry(
         config_source=source,
         is_sensitive=False,
         synonyms=(),
-        config_type=_TYPE_LONG if name.endswith(("ms", "bytes", "partitions")) else _TYPE_STRING,
+        config_type=kind
+        if kind is not None
+        else _TYPE_LONG
+        if name.endswith(("ms", "bytes", "partitions"))
+        else _TYPE_STRING,
         documentation=None,
     )
 
@@ -141,7 +146,9 @@ async def handle_describe_configs(
             else:
                 overrides = ctx.topics.describe_topic(name).configs
                 configs = tuple(
-                    _config_entry(k, v, SOURCE_DYNAMIC_TOPIC if k in overrides else SOURCE_DEFAULT)
+                    _config_entry(
+                        k, v, SOURCE_DYNAMIC_TOPIC if k in overrides else SOURCE_DEFAULT, i8(config_type(k))
+                    )
                     for k, v in sorted(ctx.topics.topic_configs(name).items())
                     if wanted is None or k in wanted
                 )
@@ -240,8 +247,9 @@ async def handle_incremental_alter_configs(
 
                 ctx.host.call(alter)
             elif kind == RESOURCE_TOPIC:
-                current = ctx.topics.describe_topic(name).configs if ctx.topics.has_topic(name) else {}
-                topic_changes = _config_changes(dict(current), resource.configs)
+                # APPEND and SUBTRACT start from the effective value, the default when none is set.
+                current = ctx.topics.topic_configs(name) if ctx.topics.has_topic(name) else {}
+                topic_changes = _config_changes(current, resource.configs)
                 ctx.topics.alter_topic_configs(name, topic_changes, validate_only=validate_only)
             else:
                 error, message = (
