@@ -57,6 +57,7 @@ SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
+DELETE_RECORDS, OFFSET_DELETE = 21, 47
 CONFIG_GROUP = 32  # ConfigResource type of a consumer group
 
 Json = None | bool | int | float | str | list["Json"] | dict[str, "Json"]
@@ -651,6 +652,41 @@ def create_topics(
         for name, partitions in topics.items()
     )
     return _build(cls, {"topics": creatable, "timeout": _ms(timeout_ms), "validate_only": validate_only})
+
+
+def delete_records(
+    version: int, offsets: Mapping[str, Mapping[int, int]], *, timeout_ms: int = 10_000
+) -> RequestPayload:
+    """DeleteRecords: for each topic, partition -> the offset to delete before (-1: the high watermark)."""
+    cls = load_request_schema(DELETE_RECORDS, version)
+    topic_cls = _module_entity(cls, "DeleteRecordsTopic")
+    partition_cls = _module_entity(cls, "DeleteRecordsPartition")
+    return cls(
+        topics=tuple(
+            topic_cls(
+                name=name,
+                partitions=tuple(
+                    partition_cls(partition_index=i32(p), offset=i64(o)) for p, o in parts.items()
+                ),
+            )
+            for name, parts in offsets.items()
+        ),
+        timeout=_ms(timeout_ms),
+    )
+
+
+def offset_delete(version: int, group_id: str, partitions: Mapping[str, Sequence[int]]) -> RequestPayload:
+    """OffsetDelete: the committed offsets of these partitions (topic -> partition indexes) of a group."""
+    cls = load_request_schema(OFFSET_DELETE, version)
+    topic_cls = _module_entity(cls, "OffsetDeleteRequestTopic")
+    partition_cls = _module_entity(cls, "OffsetDeleteRequestPartition")
+    return cls(
+        group_id=group_id,
+        topics=tuple(
+            topic_cls(name=name, partitions=tuple(partition_cls(partition_index=i32(p)) for p in parts))
+            for name, parts in partitions.items()
+        ),
+    )
 
 
 def sasl_handshake(version: int, mechanism: str) -> RequestPayload:

@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 
 LEADER_EPOCH: Final = 0  # a single node that never changes leadership
 RECOVERY_POINT_FILE: Final = "recovery-point"
+LOG_START_FILE: Final = "log-start-offset"
 
 _POSITION_CACHE_LIMIT: Final = 1024
 _Taken = TypeVar("_Taken")
@@ -133,8 +134,12 @@ def _write_recovery_point(directory: Path, offset: int) -> None:
 
 
 def _read_recovery_point(directory: Path) -> int:
+    return _read_offset(directory / RECOVERY_POINT_FILE)
+
+
+def _read_offset(path: Path) -> int:
     try:
-        return int((directory / RECOVERY_POINT_FILE).read_text().strip())
+        return int(path.read_text().strip())
     except (FileNotFoundError, ValueError):
         return 0
 
@@ -155,6 +160,8 @@ class PartitionLog:
         try:
             directory.mkdir(parents=True, exist_ok=True)
             self._recovery_point = _read_recovery_point(directory)
+            # Where DeleteRecords moved the log start, which may lie inside the first segment.
+            self._deleted_before = _read_offset(directory / LOG_START_FILE)
             self._load(verify_all)
         except OSError as exc:
             self.close_without_flush()
@@ -165,7 +172,7 @@ class PartitionLog:
 
     def _load(self, verify_all: bool) -> None:
         for name in os.listdir(self.directory):
-            if name.startswith(RECOVERY_POINT_FILE) and name.endswith(".tmp"):
+            if name.startswith((RECOVERY_POINT_FILE, LOG_START_FILE)) and name.endswith(".tmp"):
                 (self.directory / name).unlink()
         bases = sorted(
             base for name in os.listdir(self.directory) if (base := parse_segment_file_name(name)) is not None
@@ -216,7 +223,7 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        return self._segments[0].base_offset
+        return min(max(self._segments[0].base_offset, self._deleted_before), self.log_end_offset)
 
     @property
     def log_end_offset(self) -> int:
@@ -385,6 +392,43 @@ class PartitionLog:
             return None
         return OffsetAndTimestamp(*max_timestamp_record(best.batch_at(best.max_timestamp_position)))
 
+    # -- DeleteRecords ------------------------------------------------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        """Advance the log start offset to `offset` (DeleteRecords; never backwards) and delete the
+        segments wholly below it; return the log start offset. The new start is written to its own
+        file before it is answered, so it holds after a restart."""
+        self._check_open()
+        if not 0 <= offset <= self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records of {self.directory.parent.name}-{self.directory.name} before "
+                f"offset {offset}: the high watermark is {self.log_end_offset}"
+            )
+        if offset <= self.log_start_offset:
+            return self.log_start_offset
+        try:
+            write_atomically(self.directory / LOG_START_FILE, f"{offset}\n".encode())
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot record the log start offset of {self.directory}: {exc}") from exc
+        self._deleted_before = offset
+        # Whole segments below the new start go; the active one stays (it may be empty at the log end).
+        count = 0
+        while count < len(self._segments) - 1 and self._segments[count].next_offset <= offset:
+            count += 1
+        if count:
+            self._delete_oldest(count)
+        return self.log_start_offset
+
+    def _delete_oldest(self, count: int) -> None:
+        doomed = self._segments[:count]
+        del self._segments[:count]
+        del self._bases[:count]
+        for segment in doomed:
+            self._dirty.discard(segment)
+            segment.delete()
+        self._positions.clear()
+        self._directory_version += 1
+
     # -- retention ----------------------------------------------------------------------------------
 
     def enforce_retention(self, now_ms: int) -> int:
@@ -418,14 +462,7 @@ class PartitionLog:
             return 0
         if count == len(segments):
             self._roll()
-        doomed = segments[:count]
-        del self._segments[:count]
-        del self._bases[:count]
-        for segment in doomed:
-            self._dirty.discard(segment)
-            segment.delete()
-        self._positions.clear()
-        self._directory_version += 1
+        self._delete_oldest(count)
         log.info(
             "deleted %d segment(s) of %s; log start offset is now %d",
             count,

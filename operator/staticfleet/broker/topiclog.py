@@ -544,6 +544,19 @@ class TopicLog:
         regions = log_.regions(offset, max_bytes, min_one_batch=min_one_batch)
         return RegionFetchResult(tuple(regions), log_.log_end_offset, log_.log_start_offset)
 
+    def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        """DeleteRecords: make `offset` (-1: the high watermark) the partition's log start offset unless
+        it already lies beyond; return the log start offset (Kafka's low watermark). Refused with
+        POLICY_VIOLATION on a topic whose cleanup.policy lacks delete, as Kafka refuses it."""
+        log_ = self._partition(topic, partition)
+        if not log_.config.delete_policy:
+            raise PolicyViolationError(
+                f"Records of partition {topic}-{partition} can not be deleted due to the configured policy"
+            )
+        start = log_.delete_records_before(log_.log_end_offset if offset == -1 else offset)
+        self._notify((topic, partition))
+        return start
+
     def log_start_offset(self, topic: str, partition: int) -> int:
         return self._partition(topic, partition).log_start_offset
 

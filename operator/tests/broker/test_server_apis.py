@@ -18,6 +18,7 @@ from staticfleet.broker.apis.groups import _ClearedWhenFull
 from staticfleet.broker.server import BrokerServer, BrokerSettings
 from staticfleet.coordinator import CoordinatorConfig
 from staticfleet.coordinator.consumer_protocol import Subscription, encode_subscription
+from tests.broker.kafka_batches import simple_batch
 
 
 def serve(tmp_path: Path, test: Callable[[BrokerServer], Awaitable[None]], **settings: Any) -> None:
@@ -288,3 +289,32 @@ def test_the_cache_of_encoded_answers_makes_each_key_once_and_starts_over_when_f
     assert get(3) == "body 3"  # full: 1 and 2 are dropped
     assert get(1) == "body 1"
     assert made == [1, 2, 3, 1]
+
+
+def test_delete_records_at_every_served_version(tmp_path: Path) -> None:
+    async def test(server: BrokerServer) -> None:
+        server.topics.create_topic("t", 2)
+        for _ in range(3):
+            server.topics.append("t", 0, simple_batch(2))
+        async for conn in _connect(server):
+            for version in (0, 1, 2):
+                response = await conn.request(d.delete_records(version, {"t": {0: version + 1, 1: 1, 5: 0}}))
+                assert [
+                    (int(p.partition_index), int(p.low_watermark), int(p.error_code))
+                    for p in response.topics[0].partitions
+                ] == [
+                    (0, version + 1, 0),
+                    (1, -1, 1),  # OFFSET_OUT_OF_RANGE: beyond the high watermark 0
+                    (5, -1, 3),  # UNKNOWN_TOPIC_OR_PARTITION
+                ]
+            response = await conn.request(d.delete_records(2, {"t": {0: -1}, "absent": {0: 0}}))
+            assert [
+                (t.name, [(int(p.low_watermark), int(p.error_code)) for p in t.partitions])
+                for t in response.topics
+            ] == [
+                ("t", [(6, 0)]),
+                ("absent", [(-1, 3)]),
+            ]
+            assert server.topics.log_start_offset("t", 0) == 6
+
+    serve(tmp_path, test)

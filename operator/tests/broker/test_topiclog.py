@@ -16,6 +16,7 @@ import pytest
 from kafka.record.memory_records import MemoryRecords
 
 from staticfleet.broker.partitionlog import RECOVERY_POINT_FILE
+from staticfleet.broker.recordbatch import parse_header
 from staticfleet.broker.segment import segment_file_name
 from staticfleet.broker.topiclog import (
     EARLIEST_TIMESTAMP,
@@ -908,3 +909,42 @@ def test_topics_created_off_the_event_loop_exist_once_and_survive_a_reopen(
     reopened = TopicLog(tmp_path, clock_ms=clock)
     assert {f"auto-{i}" for i in range(50)} | {"same"} == set(reopened.topic_names())
     reopened.close()
+
+
+# -- DeleteRecords --------------------------------------------------------------------------------------
+
+
+def test_delete_records_moves_the_log_start_and_it_holds_after_a_reopen(tmp_path: Path, clock: Clock) -> None:
+    log = TopicLog(tmp_path, clock_ms=clock)
+    log.create_topic("t", 1, configs={"segment.bytes": "500", "retention.ms": "-1"})
+    fill(log, "t", 8, per_batch=2)
+    end = log.log_end_offset("t", 0)
+    assert log.delete_records("t", 0, 5) == 5
+    assert log.delete_records("t", 0, 3) == 5, "never backwards"
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read("t", 0, 4, 1000)
+    assert parse_header(log.read("t", 0, 5, 1000).records).base_offset == 4, "the batch holding 5"
+    assert log.list_offset("t", 0, EARLIEST_TIMESTAMP).offset == 5
+    log = reopen(log, tmp_path, clock)
+    assert log.log_start_offset("t", 0) == 5
+    with pytest.raises(OffsetOutOfRangeError):
+        log.delete_records("t", 0, end + 1)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.delete_records("t", 0, -2)
+    assert log.delete_records("t", 0, -1) == end, "-1 is the high watermark"
+    assert log.read("t", 0, end, 1000).records == b""
+    segments = list((tmp_path / "topics" / "t" / "0").glob("*.log"))
+    assert len(segments) == 1, "the segments below the new start are deleted; the active one stays"
+    log.close()
+
+
+def test_delete_records_is_refused_on_a_compact_topic_and_an_unknown_partition(tl: TopicLog) -> None:
+    tl.create_topic("c", 1, configs={"cleanup.policy": "compact"})
+    fill(tl, "c", 2)
+    with pytest.raises(PolicyViolationError, match="can not be deleted due to the configured policy"):
+        tl.delete_records("c", 0, 1)
+    with pytest.raises(UnknownTopicOrPartitionError):
+        tl.delete_records("c", 1, 0)
+    tl.create_topic("cd", 1, configs={"cleanup.policy": "compact,delete"})
+    fill(tl, "cd", 2)
+    assert tl.delete_records("cd", 0, 2) == 2

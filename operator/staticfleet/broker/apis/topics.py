@@ -1,4 +1,4 @@
-"""CreateTopics, DeleteTopics and CreatePartitions on the topic log."""
+"""CreateTopics, DeleteTopics, CreatePartitions and DeleteRecords on the topic log."""
 
 from __future__ import annotations
 
@@ -8,11 +8,14 @@ from kio.schema.create_partitions.v3 import request as create_partitions_req
 from kio.schema.create_partitions.v3 import response as create_partitions_res
 from kio.schema.create_topics.v7 import request as create_topics_req
 from kio.schema.create_topics.v7 import response as create_topics_res
+from kio.schema.delete_records.v2 import request as delete_records_req
+from kio.schema.delete_records.v2 import response as delete_records_res
 from kio.schema.delete_topics.v5 import request as delete_topics_v5_req
 from kio.schema.delete_topics.v6 import request as delete_topics_req
 from kio.schema.delete_topics.v6 import response as delete_topics_res
+from kio.schema.errors import ErrorCode
 from kio.schema.types import TopicName
-from kio.static.primitive import i16, i32
+from kio.static.primitive import i16, i32, i64
 from kio.static.protocol import ResponsePayload
 
 from staticfleet.broker.apis.common import NULL_TOPIC_ID, SOURCE_DEFAULT, SOURCE_DYNAMIC_TOPIC, E
@@ -23,6 +26,7 @@ from staticfleet.broker.topiclog_errors import TopicLogError
 CreateTopicsRequest = create_topics_req.CreateTopicsRequest
 DeleteTopicsRequest = delete_topics_req.DeleteTopicsRequest
 CreatePartitionsRequest = create_partitions_req.CreatePartitionsRequest
+DeleteRecordsRequest = delete_records_req.DeleteRecordsRequest
 
 
 class _AssignmentError(TopicLogError):
@@ -261,3 +265,66 @@ async def handle_create_partitions(
             )
         )
     return create_partitions_res.CreatePartitionsResponse(throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+# === DeleteRecords ========================================================================================
+
+
+def _deleted(
+    partition: int, error: ErrorCode, low_watermark: int = -1
+) -> delete_records_res.DeleteRecordsPartitionResult:
+    return delete_records_res.DeleteRecordsPartitionResult(
+        partition_index=i32(partition), low_watermark=i64(low_watermark), error_code=error
+    )
+
+
+def _delete_records_error(request: Request[DeleteRecordsRequest], error: ApiError) -> ResponsePayload:
+    return delete_records_res.DeleteRecordsResponse(
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            delete_records_res.DeleteRecordsTopicResult(
+                name=t.name, partitions=tuple(_deleted(p.partition_index, error.code) for p in t.partitions)
+            )
+            for t in request.body.topics
+        ),
+    )
+
+
+@kafka_api(
+    "delete_records",
+    (0, 2),
+    DeleteRecordsRequest,
+    error=_delete_records_error,
+    # DELETE on the topic; a denied topic's partitions are answered in their place.
+    acl=(
+        Requires.each(
+            AclOperation.DELETE, ResourceType.TOPIC, lambda ctx, r: [t.name for t in r.body.topics]
+        ),
+    ),
+)
+async def handle_delete_records(
+    ctx: BrokerContext, request: Request[DeleteRecordsRequest]
+) -> delete_records_res.DeleteRecordsResponse:
+    """Each partition's log start offset moves up to the offset asked (-1: the high watermark); the answer
+    is the new log start offset (the low watermark), OFFSET_OUT_OF_RANGE beyond the high watermark."""
+
+    def one(
+        topic: str, p: delete_records_req.DeleteRecordsPartition
+    ) -> delete_records_res.DeleteRecordsPartitionResult:
+        if not request.allows(AclOperation.DELETE, ResourceType.TOPIC, topic):
+            return _deleted(p.partition_index, E.topic_authorization_failed)
+        try:
+            start = ctx.topics.delete_records(topic, p.partition_index, p.offset)
+        except TopicLogError as exc:
+            return _deleted(p.partition_index, exc.error_code)
+        return _deleted(p.partition_index, E.none, start)
+
+    return delete_records_res.DeleteRecordsResponse(
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            delete_records_res.DeleteRecordsTopicResult(
+                name=t.name, partitions=tuple(one(t.name, p) for p in t.partitions)
+            )
+            for t in request.body.topics
+        ),
+    )
