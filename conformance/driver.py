@@ -661,17 +661,20 @@ def delete_records(
     cls = load_request_schema(DELETE_RECORDS, version)
     topic_cls = _module_entity(cls, "DeleteRecordsTopic")
     partition_cls = _module_entity(cls, "DeleteRecordsPartition")
-    return cls(
-        topics=tuple(
-            topic_cls(
-                name=name,
-                partitions=tuple(
-                    partition_cls(partition_index=i32(p), offset=i64(o)) for p, o in parts.items()
-                ),
-            )
-            for name, parts in offsets.items()
-        ),
-        timeout=_ms(timeout_ms),
+    return _build(
+        cls,
+        {
+            "topics": tuple(
+                topic_cls(
+                    name=name,
+                    partitions=tuple(
+                        partition_cls(partition_index=i32(p), offset=i64(o)) for p, o in parts.items()
+                    ),
+                )
+                for name, parts in offsets.items()
+            ),
+            "timeout": _ms(timeout_ms),
+        },
     )
 
 
@@ -680,13 +683,11 @@ def offset_delete(version: int, group_id: str, partitions: Mapping[str, Sequence
     cls = load_request_schema(OFFSET_DELETE, version)
     topic_cls = _module_entity(cls, "OffsetDeleteRequestTopic")
     partition_cls = _module_entity(cls, "OffsetDeleteRequestPartition")
-    return cls(
-        group_id=group_id,
-        topics=tuple(
-            topic_cls(name=name, partitions=tuple(partition_cls(partition_index=i32(p)) for p in parts))
-            for name, parts in partitions.items()
-        ),
+    topics = tuple(
+        topic_cls(name=name, partitions=tuple(partition_cls(partition_index=i32(p)) for p in parts))
+        for name, parts in partitions.items()
     )
+    return _build(cls, {"group_id": group_id, "topics": topics})
 
 
 def sasl_handshake(version: int, mechanism: str) -> RequestPayload:

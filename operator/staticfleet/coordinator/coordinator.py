@@ -47,8 +47,10 @@ from staticfleet.coordinator.messages import (
     ListGroupsResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetDeleteResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
+    OffsetFetchTopic,
     RequestContext,
     SyncGroupRequest,
     SyncGroupResponse,
@@ -191,6 +193,15 @@ class GroupCoordinator:
             lambda: self.offset_manager.commit_offsets(ctx, request),
             "OffsetCommit",
             lambda error: OffsetCommitResponse.all_failed(request, error),
+        )
+
+    def delete_offsets(
+        self, group_id: str, topics: tuple[OffsetFetchTopic, ...]
+    ) -> CoordinatorResult[OffsetDeleteResponse]:
+        return self._recorder.run(
+            lambda: self.offset_manager.delete_offsets(group_id, topics),
+            "OffsetDelete",
+            lambda error: OffsetDeleteResponse(error),
         )
 
     def delete_groups(

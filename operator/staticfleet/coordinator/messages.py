@@ -209,6 +209,14 @@ class OffsetFetchTopic:
 
 
 @dataclass(frozen=True, slots=True)
+class OffsetDeleteResponse:
+    """A group-level error (with no topics), or each partition's result."""
+
+    error: ErrorCode = ErrorCode.none
+    topics: tuple[TopicResult, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class OffsetFetchRequest:
     group_id: str
     topics: tuple[OffsetFetchTopic, ...] | None

@@ -16,8 +16,10 @@ from staticfleet.coordinator.messages import (
     FetchedTopic,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetDeleteResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
+    OffsetFetchTopic,
     PartitionResult,
     RequestContext,
     TopicResult,
@@ -183,6 +185,43 @@ class OffsetManager:
                     fetched.append(FetchedOffset(p, record.offset, record.leader_epoch, record.metadata))
             topics.append(FetchedTopic(topic.name, tuple(fetched)))
         return OffsetFetchResponse(request.group_id, tuple(topics))
+
+    def delete_offsets(self, group_id: str, topics: tuple[OffsetFetchTopic, ...]) -> OffsetDeleteResponse:
+        """OffsetDelete, as Kafka's OffsetMetadataManager does it: GROUP_ID_NOT_FOUND for an unknown or
+        Dead group, NON_EMPTY_GROUP for a group with members that is not a consumer group; in a consumer
+        group, GROUP_SUBSCRIBED_TO_TOPIC for every partition of a topic its members subscribe to. The
+        other partitions answer NONE, and those with a committed offset lose it (a tombstone each)."""
+        state = self.state
+        group = state.groups.get(group_id)
+        if group is None or group.is_in(GroupState.DEAD):
+            return OffsetDeleteResponse(ErrorCode.group_id_not_found)
+        if not group.is_empty and group.protocol_type != "consumer":
+            return OffsetDeleteResponse(ErrorCode.non_empty_group)
+        subscribed = group.subscribed_topics or frozenset()
+        committed = self.store.of_group(group_id)
+        doomed: list[OffsetTombstone] = []
+        results = []
+        for topic in topics:
+            if topic.name in subscribed:
+                error = ErrorCode.group_subscribed_to_topic
+                results.append(
+                    TopicResult(topic.name, tuple(PartitionResult(p, error) for p in topic.partitions))
+                )
+                continue
+            held = committed.get(topic.name, {})
+            doomed.extend(OffsetTombstone(group_id, topic.name, p) for p in topic.partitions if p in held)
+            results.append(TopicResult(topic.name, tuple(PartitionResult(p) for p in topic.partitions)))
+        if doomed:
+
+            def written() -> None:
+                for tombstone in doomed:
+                    self.store.delete(tombstone.group_id, tombstone.topic, tombstone.partition)
+
+            def failed(error: ErrorCode, message: str) -> None:
+                state.recorder.respond_instead(OffsetDeleteResponse(error))
+
+            state.recorder.write(list[Record](doomed), written, failed)
+        return OffsetDeleteResponse(topics=tuple(results))
 
     def tombstones(self, group_id: str) -> list[Record]:
         """Records that delete every committed offset of a group."""

@@ -293,6 +293,7 @@ def test_the_cache_of_encoded_answers_makes_each_key_once_and_starts_over_when_f
 
 def test_delete_records_at_every_served_version(tmp_path: Path) -> None:
     async def test(server: BrokerServer) -> None:
+        assert server.topics is not None
         server.topics.create_topic("t", 2)
         for _ in range(3):
             server.topics.append("t", 0, simple_batch(2))
@@ -316,5 +317,31 @@ def test_delete_records_at_every_served_version(tmp_path: Path) -> None:
                 ("absent", [(-1, 3)]),
             ]
             assert server.topics.log_start_offset("t", 0) == 6
+
+    serve(tmp_path, test)
+
+
+def test_offset_delete_answers_unknown_partitions_and_removes_a_committed_offset(tmp_path: Path) -> None:
+    async def test(server: BrokerServer) -> None:
+        assert server.topics is not None
+        server.topics.create_topic("t", 2)
+        async for conn in _connect(server):
+            absent = await conn.request(d.offset_delete(0, "g", {"t": [0]}))
+            assert (int(absent.error_code), absent.topics) == (69, ())  # GROUP_ID_NOT_FOUND
+            commit = d.offset_commit(9, "g", generation=-1, member_id="", offsets={"t": {0: 3, 1: 4}})
+            await conn.request(commit)
+            deleted = await conn.request(d.offset_delete(0, "g", {"t": [0, 7], "u": [0]}))
+            assert int(deleted.error_code) == 0
+            assert {
+                (t.name, int(p.partition_index)): int(p.error_code)
+                for t in deleted.topics
+                for p in t.partitions
+            } == {
+                ("t", 7): 3,  # UNKNOWN_TOPIC_OR_PARTITION
+                ("u", 0): 3,
+                ("t", 0): 0,
+            }
+            fetched = await conn.request(d.offset_fetch(7, "g", partitions={"t": [0, 1]}))
+            assert [int(p.committed_offset) for p in fetched.topics[0].partitions] == [-1, 4]
 
     serve(tmp_path, test)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from staticfleet.coordinator import ErrorCode, GroupState
+from staticfleet.coordinator.consumer_protocol import Subscription, encode_subscription
 from staticfleet.coordinator.messages import (
     ListGroupsRequest,
     OffsetFetchRequest,
     OffsetFetchTopic,
+    Protocol,
     RequestContext,
 )
 
@@ -217,3 +219,46 @@ def test_offsets_of_an_empty_group_expire_after_retention_and_the_group_is_delet
     h.advance(20_000)
     assert h.state() is GroupState.DEAD
     assert _fetch(h, topics={"t": (0,)})[("t", 0)][0] == -1
+
+
+# --- OffsetDelete ------------------------------------------------------------------------------------
+
+
+def _delete(h: Harness, topics: dict[str, tuple[int, ...]], group: str = "g") -> tuple[int, dict]:  # type: ignore[type-arg]
+    response = h.coordinator.delete_offsets(group, tuple(OffsetFetchTopic(t, p) for t, p in topics.items()))
+    return response.error, {(t.name, p.partition): p.error for t in response.topics for p in t.partitions}
+
+
+def test_offset_delete_of_an_unknown_group_is_group_id_not_found() -> None:
+    assert _delete(Harness(), {"t": (0,)}) == (E.group_id_not_found, {})
+
+
+def test_offset_delete_in_an_empty_group_removes_the_offsets_and_the_removal_is_durable() -> None:
+    h = Harness()
+    h.commit("", -1, offsets={("t", 0): 5, ("t", 1): 6, ("u", 0): 7})
+    assert _delete(h, {"t": (0, 9)}) == (E.none, {("t", 0): E.none, ("t", 9): E.none})
+    assert _fetch(h) == {("t", 1): (6, "", 0), ("u", 0): (7, "", 0)}
+    restarted = Harness()
+    restarted.coordinator.load(h.store.records)
+    assert _fetch(restarted) == {("t", 1): (6, "", 0), ("u", 0): (7, "", 0)}
+
+
+def test_offset_delete_in_a_consumer_group_refuses_the_topics_its_members_subscribe_to() -> None:
+    h = Harness()
+    subscription = encode_subscription(Subscription(0, ("t",)))
+    protocols = (Protocol("range", subscription),)
+    ids = h.stable_static_group("a", protocols=protocols)
+    h.commit(ids["a"], 1, "a", offsets={("t", 0): 5, ("u", 0): 7})
+    assert _delete(h, {"t": (0,), "u": (0,)}) == (
+        E.none,
+        {("t", 0): E.group_subscribed_to_topic, ("u", 0): E.none},
+    )
+    assert _fetch(h) == {("t", 0): (5, "", 0)}
+
+
+def test_offset_delete_in_a_non_empty_group_of_another_protocol_type_is_non_empty_group() -> None:
+    h = Harness()
+    h.join("", "a", protocol_type="connect")
+    h.tick()
+    assert h.state() is GroupState.COMPLETING_REBALANCE
+    assert _delete(h, {"t": (0,)}) == (E.non_empty_group, {})

@@ -1,4 +1,4 @@
-"""OffsetCommit and OffsetFetch."""
+"""OffsetCommit, OffsetFetch and OffsetDelete."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from kio.schema.offset_commit.v9 import request as offset_commit_v9_req
 from kio.schema.offset_commit.v9 import response as offset_commit_v9_res
 from kio.schema.offset_commit.v10 import request as offset_commit_req
 from kio.schema.offset_commit.v10 import response as offset_commit_res
+from kio.schema.offset_delete.v0 import request as offset_delete_req
+from kio.schema.offset_delete.v0 import response as offset_delete_res
 from kio.schema.offset_fetch.v7 import request as offset_fetch_v7_req
 from kio.schema.offset_fetch.v7 import response as offset_fetch_v7_res
 from kio.schema.offset_fetch.v9 import request as offset_fetch_v9_req
@@ -31,6 +33,7 @@ from staticfleet.coordinator import messages as m
 P = TypeVar("P")
 OffsetCommitRequest = offset_commit_req.OffsetCommitRequest
 OffsetFetchRequest = offset_fetch_req.OffsetFetchRequest
+OffsetDeleteRequest = offset_delete_req.OffsetDeleteRequest
 
 
 def _name_of(ctx: BrokerContext, topic_id: uuid.UUID | None) -> str | None:
@@ -376,4 +379,64 @@ async def handle_offset_fetch(ctx: BrokerContext, request: Request[OffsetFetchRe
                 for group_id, asked in groups
             ),
         )
+    return await gated(ctx, response)
+
+
+# === OffsetDelete =========================================================================================
+
+
+def _offset_delete_error(request: Request[OffsetDeleteRequest], error: ApiError) -> ResponsePayload:
+    return offset_delete_res.OffsetDeleteResponse(error_code=error.code, throttle_time=NO_THROTTLE, topics=())
+
+
+@kafka_api(
+    "offset_delete",
+    (0, 0),
+    OffsetDeleteRequest,
+    error=_offset_delete_error,
+    acl=(
+        Requires.request(AclOperation.DELETE, ResourceType.GROUP, lambda r: r.body.group_id),
+        # A topic the caller may not read is answered in its place.
+        Requires.each(AclOperation.READ, ResourceType.TOPIC, lambda ctx, r: [t.name for t in r.body.topics]),
+    ),
+)
+async def handle_offset_delete(ctx: BrokerContext, request: Request[OffsetDeleteRequest]) -> ResponsePayload:
+    """As Kafka's KafkaApis answers it: denied topics and unknown partitions first, then what the group
+    coordinator answers for the rest; a group-level error from the coordinator is the whole answer."""
+    body = request.body
+    if not body.group_id:
+        return _offset_delete_error(request, ApiError(E.invalid_group_id))
+    answered: dict[str, list[tuple[int, ErrorCode]]] = {}
+    valid: list[m.OffsetFetchTopic] = []
+    for topic in body.topics:
+        partitions = [int(p.partition_index) for p in topic.partitions]
+        if not request.allows(AclOperation.READ, ResourceType.TOPIC, topic.name):
+            answered.setdefault(topic.name, []).extend((p, E.topic_authorization_failed) for p in partitions)
+            continue
+        count = ctx.topics.partition_count(topic.name) if ctx.topics.has_topic(topic.name) else 0
+        unknown = [p for p in partitions if not 0 <= p < count]
+        if unknown:
+            answered.setdefault(topic.name, []).extend((p, E.unknown_topic_or_partition) for p in unknown)
+        known = tuple(p for p in partitions if 0 <= p < count)
+        if known:
+            valid.append(m.OffsetFetchTopic(topic.name, known))
+    result = ctx.host.call(lambda c: c.delete_offsets(body.group_id, tuple(valid)))
+    if result.error != E.none:
+        return await gated(ctx, _offset_delete_error(request, ApiError(result.error)))
+    for done in result.topics:
+        answered.setdefault(done.name, []).extend((p.partition, p.error) for p in done.partitions)
+    response = offset_delete_res.OffsetDeleteResponse(
+        error_code=E.none,
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            offset_delete_res.OffsetDeleteResponseTopic(
+                name=TopicName(name),
+                partitions=tuple(
+                    offset_delete_res.OffsetDeleteResponsePartition(partition_index=i32(p), error_code=error)
+                    for p, error in partitions
+                ),
+            )
+            for name, partitions in answered.items()
+        ),
+    )
     return await gated(ctx, response)
