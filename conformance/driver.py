@@ -38,9 +38,10 @@ from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.types import BrokerId, TopicName
 from kio.serial import entity_reader, entity_writer
 from kio.serial.readers import read_int16, read_int32
-from kio.static.primitive import i8, i16, i32, i32Timedelta, i64, i64Timedelta
+from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64, i64Timedelta
 from kio.static.protocol import Entity, RequestPayload, ResponsePayload
 
 R = TypeVar("R")
@@ -652,6 +653,76 @@ def create_topics(
         for name, partitions in topics.items()
     )
     return _build(cls, {"topics": creatable, "timeout": _ms(timeout_ms), "validate_only": validate_only})
+
+
+def record_batch(values: Sequence[bytes], *, key: bytes | None = None, timestamp_ms: int = 1_000) -> bytes:
+    """One uncompressed record batch (magic 2) of these values, built by kafka-python."""
+    from kafka.record.memory_records import MemoryRecordsBuilder
+
+    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20)
+    for n, value in enumerate(values):
+        builder.append(timestamp=timestamp_ms + n, key=key, value=value, headers=[])
+    builder.close()
+    return bytes(builder.buffer())
+
+
+def produce(topic: str, partition: int, records: bytes, *, acks: int = -1) -> RequestPayload:
+    """Produce v9: one batch to one partition."""
+    from kio.schema.produce.v9 import request as produce_v9
+
+    return produce_v9.ProduceRequest(
+        transactional_id=None,
+        acks=i16(acks),
+        timeout=_ms(10_000),
+        topic_data=(
+            produce_v9.TopicProduceData(
+                name=TopicName(topic),
+                partition_data=(
+                    produce_v9.PartitionProduceData(index=i32(partition), records=Records(records)),
+                ),
+            ),
+        ),
+    )
+
+
+def list_offsets(topic: str, partitions: Mapping[int, int]) -> RequestPayload:
+    """ListOffsets v7: partition -> timestamp (-1 latest, -2 earliest)."""
+    from kio.schema.list_offsets.v7 import request as list_offsets_v7
+
+    return list_offsets_v7.ListOffsetsRequest(
+        replica_id=BrokerId(-1),
+        isolation_level=i8(0),
+        topics=(
+            list_offsets_v7.ListOffsetsTopic(
+                name=TopicName(topic),
+                partitions=tuple(
+                    list_offsets_v7.ListOffsetsPartition(partition_index=i32(p), timestamp=i64(t))
+                    for p, t in partitions.items()
+                ),
+            ),
+        ),
+    )
+
+
+def fetch(topic: str, partition: int, offset: int, *, max_bytes: int = 1 << 20) -> RequestPayload:
+    """Fetch v12 of one partition from `offset`, answered at once (max wait 0)."""
+    from kio.schema.fetch.v12 import request as fetch_v12
+
+    return fetch_v12.FetchRequest(
+        max_wait=_ms(0),
+        min_bytes=i32(1),
+        topics=(
+            fetch_v12.FetchTopic(
+                topic=TopicName(topic),
+                partitions=(
+                    fetch_v12.FetchPartition(
+                        partition=i32(partition), fetch_offset=i64(offset), partition_max_bytes=i32(max_bytes)
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+    )
 
 
 def delete_records(

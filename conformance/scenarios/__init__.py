@@ -13,6 +13,7 @@ from conformance.scenarios import (
     static,
     sync_heartbeat,
     timeouts,
+    topics,
 )
 
 __all__ = [
@@ -28,4 +29,5 @@ __all__ = [
     "static",
     "sync_heartbeat",
     "timeouts",
+    "topics",
 ]

@@ -29,15 +29,19 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from staticfleet.broker.recordbatch import (
+    BatchRef,
     Buffer,
+    UnsupportedCompressionError,
     assign_offsets,
     first_record_at_or_after,
+    keyless_records,
     max_timestamp_record,
     parse_header,
     validate_produce_records,
 )
 from staticfleet.broker.segment import Segment, parse_segment_file_name, segment_file_name
 from staticfleet.broker.topiclog_errors import (
+    InvalidRecordError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
@@ -66,6 +70,7 @@ class LogConfig:
     index_interval_bytes: int = 4096  # index.interval.bytes
     log_append_time: bool = False  # message.timestamp.type=LogAppendTime
     delete_policy: bool = True  # cleanup.policy holds delete: retention applies
+    compact_policy: bool = False  # cleanup.policy holds compact: every record needs a key
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +245,8 @@ class PartitionLog:
         self._check_open()
         config = self._config
         batches = validate_produce_records(records, max_message_bytes=config.max_message_bytes)
+        if config.compact_policy:
+            self._check_keys(records, batches)
         total = len(records)
         if total > config.segment_bytes:
             raise RecordListTooLargeError(
@@ -265,6 +272,28 @@ class PartitionLog:
             log_append_time_ms=-1 if append_time is None else append_time,
             log_start_offset=self.log_start_offset,
         )
+
+    def _check_keys(self, records: Buffer, batches: list[BatchRef]) -> None:
+        """Kafka's rule for compacted topics: a record without a key is refused (INVALID_RECORD), with
+        each such record named by its index in the batch. Batches this module cannot decompress (snappy,
+        lz4, zstd) are not checked."""
+        name = f"{self.directory.parent.name}-{self.directory.name}"
+        refused: list[tuple[int, str]] = []
+        view = memoryview(records)
+        for ref in batches:
+            try:
+                keyless = keyless_records(view[ref.position : ref.position + ref.header.size])
+            except UnsupportedCompressionError:
+                continue
+            reason = f"Compacted topic cannot accept message without key in topic partition {name}"
+            refused.extend((index, reason) for index in keyless)
+        if refused:
+            shown = ", ".join(f"RecordError(batchIndex={i}, message='{why}')" for i, why in refused[:3])
+            raise InvalidRecordError(
+                f"One or more records have been rejected due to {len(refused)} record errors in total, "
+                f"and only showing the first three errors at most: [{shown}]",
+                tuple(refused),
+            )
 
     def _roll(self) -> Segment:
         segment = Segment.create(self.directory, self.log_end_offset, self._config.index_interval_bytes)

@@ -346,6 +346,27 @@ def iter_record_timestamps(batch: Buffer) -> Iterator[tuple[int, int]]:
         pos = record_end
 
 
+def keyless_records(batch: Buffer) -> list[int]:
+    """The indexes, within one whole batch, of its records whose key is null.
+
+    Raises UnsupportedCompressionError for snappy, lz4 and zstd batches.
+    """
+    header = parse_header(batch)
+    payload = _records_payload(batch, header)
+    found = []
+    pos = 0
+    for index in range(header.records_count):
+        length, pos = _read_varint(payload, pos)
+        record_end = pos + length
+        _, field = _read_varint(payload, pos + 1)  # timestamp delta, after the attributes byte
+        _, field = _read_varint(payload, field)  # offset delta
+        key_length, _ = _read_varint(payload, field)
+        if key_length < 0:
+            found.append(index)
+        pos = record_end
+    return found
+
+
 def first_record_at_or_after(batch: Buffer, timestamp: int) -> tuple[int, int] | None:
     """(offset, timestamp) of the first record of the batch whose timestamp is >= `timestamp`.
 

@@ -258,6 +258,7 @@ def log_config_from(effective: Mapping[str, str]) -> LogConfig:
         index_interval_bytes=int(effective["index.interval.bytes"]),
         log_append_time=effective["message.timestamp.type"] == "LogAppendTime",
         delete_policy="delete" in cleanup_policies(effective),
+        compact_policy="compact" in cleanup_policies(effective),
     )
 
 

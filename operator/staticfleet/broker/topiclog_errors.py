@@ -73,3 +73,8 @@ class KafkaStorageError(TopicLogError):
 
 class InvalidRecordError(TopicLogError):
     error_code = ErrorCode.invalid_record
+
+    def __init__(self, message: str, record_errors: tuple[tuple[int, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
+        """(index of the record in its batch, why it was refused), as Produce's record_errors carry them."""

@@ -25,6 +25,7 @@ from staticfleet.broker.topiclog import (
     CorruptMessageError,
     InvalidConfigError,
     InvalidPartitionsError,
+    InvalidRecordError,
     InvalidReplicationFactorError,
     InvalidTopicError,
     KafkaStorageError,
@@ -948,3 +949,18 @@ def test_delete_records_is_refused_on_a_compact_topic_and_an_unknown_partition(t
     tl.create_topic("cd", 1, configs={"cleanup.policy": "compact,delete"})
     fill(tl, "cd", 2)
     assert tl.delete_records("cd", 0, 2) == 2
+
+
+def test_a_compacted_topic_refuses_records_without_a_key_and_names_each(tl: TopicLog) -> None:
+    tl.create_topic("c", 1, configs={"cleanup.policy": "compact"})
+    batch = build_batch([Rec(b"a", 1_000, b"k"), Rec(b"b", 1_001), Rec(b"c", 1_002)])
+    with pytest.raises(InvalidRecordError) as info:
+        tl.append("c", 0, batch)
+    assert info.value.error_code == 87
+    assert [index for index, _ in info.value.record_errors] == [1, 2]
+    assert "Compacted topic cannot accept message without key in topic partition c-0" in str(info.value)
+    assert tl.log_end_offset("c", 0) == 0, "nothing of the batch is appended"
+    tl.append("c", 0, build_batch([Rec(b"a", 1_000, b"k")], compression=GZIP))
+    tl.create_topic("d", 1)
+    tl.append("d", 0, batch)
+    assert (tl.log_end_offset("c", 0), tl.log_end_offset("d", 0)) == (1, 3)

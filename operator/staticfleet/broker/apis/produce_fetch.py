@@ -31,7 +31,7 @@ from staticfleet.broker.registry import (
 )
 from staticfleet.broker.security.acl import AclOperation, ResourceType
 from staticfleet.broker.topic_fetch import FetchResult, RegionFetchResult
-from staticfleet.broker.topiclog_errors import TopicLogError
+from staticfleet.broker.topiclog_errors import InvalidRecordError, TopicLogError
 
 ProduceRequest = produce_req.ProduceRequest
 FetchRequest = fetch_req.FetchRequest
@@ -47,12 +47,17 @@ def _produce_partition(
 ) -> produce_res.PartitionProduceResponse:
     error, message = refused, None
     base_offset, append_time, start_offset = -1, -1, -1
+    record_errors: tuple[tuple[int, str], ...] = ()
     if not refused:
         try:
             appended = ctx.topics.append(topic, p.index, bytes(p.records or b""))
             base_offset = appended.base_offset
             append_time = appended.log_append_time_ms
             start_offset = appended.log_start_offset
+        except InvalidRecordError as exc:
+            # Records refused one by one: Kafka names each and gives the partition's log start offset.
+            error, message, record_errors = exc.error_code, str(exc), exc.record_errors
+            start_offset = ctx.topics.log_start_offset(topic, p.index) if record_errors else -1
         except TopicLogError as exc:
             error, message = exc.error_code, str(exc)
     return produce_res.PartitionProduceResponse(
@@ -61,7 +66,10 @@ def _produce_partition(
         base_offset=i64(base_offset),
         log_append_time=timestamp(append_time),
         log_start_offset=i64(start_offset),
-        record_errors=(),
+        record_errors=tuple(
+            produce_res.BatchIndexAndErrorMessage(batch_index=i32(index), batch_index_error_message=why)
+            for index, why in record_errors
+        ),
         error_message=message,
     )
 
@@ -153,11 +161,8 @@ def _fetch_one(
             copied = ctx.topics.read(name, p.partition, p.fetch_offset, max_bytes, min_one_batch=True)
             found, size, records = copied, len(copied.records), Records(copied.records)
     except TopicLogError as exc:
-        high_watermark = start_offset = -1
-        if ctx.topics.has_topic(name) and 0 <= p.partition < ctx.topics.partition_count(name):
-            high_watermark = ctx.topics.log_end_offset(name, p.partition)
-            start_offset = ctx.topics.log_start_offset(name, p.partition)
-        return _fetched(p.partition, exc.error_code, high_watermark, start_offset), 0, ()
+        # Kafka answers an error with no watermarks (-1), whatever the partition holds.
+        return _fetched(p.partition, exc.error_code), 0, ()
     entry = fetch_res.PartitionData(
         partition_index=p.partition,
         error_code=E.none,
