@@ -197,15 +197,6 @@ def test_describe_members_and_reset_offsets_print_the_same_on_both(
     assert out["after shift"][2:4] == [f"{g} {t} 0 0 5 5 - - -", f"{g} {t} 1 3 5 2 - - -"]
 
 
-# The embedded coordinator does not serve OffsetDelete yet: the tool prints "Error: Encountered some unknown
-# error: UNSUPPORTED_VERSION" and, for the partition, "UnsupportedVersionException: The node does not
-# support OFFSET_DELETE" (exit code 0), and the offset stays. Strict: once OffsetDelete is served this
-# passes and the mark must go.
-@pytest.mark.xfail(
-    strict=True,
-    raises=NotAlike,
-    reason="the embedded coordinator does not serve OffsetDelete (kafka-consumer-groups --delete-offsets)",
-)
 def test_delete_offsets_prints_the_same_on_both(
     conformance_run: ConformanceRun, driver_jar: Path, sessions: dict[str, ToolSession]
 ) -> None:

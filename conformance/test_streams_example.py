@@ -37,20 +37,6 @@ class AppExited(AssertionError):
     """The application stopped before it was RUNNING."""
 
 
-class CompactionRefused(AppExited):
-    """It stopped because the broker refused a compacted changelog topic."""
-
-
-# Kafka Streams creates each store's changelog with cleanup.policy=compact, which the embedded coordinator's
-# CreateTopics refuses (INVALID_CONFIG: its log does not compact): the application's first rebalance fails
-# with "Could not create topic <app>-order-counts-changelog" and it shuts down. Strict: once the coordinator
-# compacts, this passes and the mark must go.
-COMPACTION_MISSING = pytest.mark.xfail(
-    strict=True,
-    raises=CompactionRefused,
-    reason="the embedded coordinator refuses cleanup.policy=compact, which every Streams changelog needs",
-)
-
 pytestmark = pytest.mark.filterwarnings("ignore:.*is deprecated. Use files\\(\\) instead:DeprecationWarning")
 
 
@@ -133,11 +119,7 @@ class App:
         def check() -> dict[str, Any] | None:
             if not run.running:
                 run.drain()
-                fatal = run.last("fatal") or {}
-                refused = "cleanup.policy=compact" in str(fatal.get("cause"))
-                raise (CompactionRefused if refused else AppExited)(
-                    f"the application exited with {run.process.returncode}\n{run.describe()}"
-                )
+                raise AppExited(f"the application exited with {run.process.returncode}\n{run.describe()}")
             state, tasks = run.last("state"), run.last("tasks")
             if state is None or state["to"] != "RUNNING" or tasks is None:
                 return None
@@ -160,11 +142,9 @@ def apps() -> Iterator[list[App]]:
 
 
 def test_the_streams_example_counts_per_key_and_restarts_with_its_state(
-    plain_backend: Backend, app_jar: Path, apps: list[App], tmp_path: Path, request: pytest.FixtureRequest
+    plain_backend: Backend, app_jar: Path, apps: list[App], tmp_path: Path
 ) -> None:
     backend = plain_backend
-    if backend.kind == STATICFLEET:
-        request.applymarker(COMPACTION_MISSING)
     topic = f"orders-{uuid.uuid4().hex[:8]}"
     output = f"{topic}-counts"
     create_topic(backend, topic, PARTITIONS)
@@ -219,12 +199,9 @@ def test_the_streams_example_logs_in_with_scram_over_tls(
     app_jar: Path,
     apps: list[App],
     tmp_path: Path,
-    request: pytest.FixtureRequest,
 ) -> None:
     """KAFKA_SECURITY_PROTOCOL=SASL_SSL, the SCRAM user from KAFKA_SASL_* and the CA from
     KAFKA_SSL_CA_LOCATION, as the operator injects them: the application reaches RUNNING and counts."""
-    if kind == STATICFLEET:
-        request.applymarker(COMPACTION_MISSING)
     backend = conformance_run.loop.run_until_complete(conformance_run.pool.shared(kind, SECURED))
     assert backend.ca_file is not None
     topic = f"orders-{uuid.uuid4().hex[:8]}"

@@ -8,7 +8,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from conformance import driver as d
-from conformance.scenario import Outcome, ScenarioContext, scenario, setup_s2
+from conformance.scenario import SECURED, Outcome, ScenarioContext, scenario, setup_s2
+from conformance.scenarios.security_acl import GROUP, TOPIC, acl
 
 # The configs Kafka Streams gives its internal topics (InternalTopicManager): a store's changelog, a
 # windowed store's changelog and a repartition topic.
@@ -294,3 +295,50 @@ async def api_versions_streams_admin_apis(ctx: ScenarioContext) -> Outcome:
         },
     )
     return ctx.outcome
+
+
+@scenario(
+    "ACLs: DeleteRecords needs DELETE on the topic (TOPIC_AUTHORIZATION_FAILED per partition otherwise); "
+    "OffsetDelete needs DELETE on the group (GROUP_AUTHORIZATION_FAILED for the whole request) and READ on "
+    "each topic (TOPIC_AUTHORIZATION_FAILED for that topic's partitions, the others are deleted).",
+    rule="KafkaApis.handleDeleteRecordsRequest; KafkaApis.handleOffsetDeleteRequest",
+    settings=SECURED,
+)
+async def acl_delete_records_and_offset_delete(ctx: ScenarioContext) -> Outcome:
+    deletable, kept = ctx.new_topic(), ctx.new_topic()
+    for topic in (deletable, kept):
+        await ctx.ensure_topic(topic, 1)
+    admin = await ctx.admin()
+    for topic in (deletable, kept):
+        await _produce(admin, topic, 0, 4)
+    await admin.request(
+        d.offset_commit(9, ctx.group, generation=-1, member_id="", offsets={deletable: {0: 1}, kept: {0: 2}})
+    )
+    other = ctx.new_group()
+    await ctx.grant(
+        acl(TOPIC, deletable, d.OP_DELETE),
+        acl(TOPIC, deletable, d.OP_READ),
+        acl(GROUP, ctx.group, d.OP_DELETE),
+    )
+    bob = await ctx.login("bob")
+    fields = ("partition_index", "low_watermark", "error_code")
+    raw = await bob.request(d.delete_records(2, {deletable: {0: 2}, kept: {0: 2}}))
+    ctx.fact("delete_records", {ctx.norm.text(k): v for k, v in _as_dict(_partitions(raw, fields)).items()})
+    ctx.record("offset_delete.group_denied", await bob.request(d.offset_delete(0, other, {deletable: [0]})))
+    deleted = await bob.request(d.offset_delete(0, ctx.group, {deletable: [0], kept: [0]}))
+    ctx.fact("offset_delete.error_code", deleted.error_code.name.upper())
+    ctx.fact(
+        "offset_delete.partitions",
+        {
+            ctx.norm.text(k): v
+            for k, v in _as_dict(_partitions(deleted, ("partition_index", "error_code"))).items()
+        },
+    )
+    fetched = await admin.request(d.offset_fetch(7, ctx.group, partitions={deletable: [0], kept: [0]}))
+    ctx.record("offset_fetch", fetched)
+    return ctx.outcome
+
+
+def _as_dict(value: d.Json) -> dict[str, d.Json]:
+    assert isinstance(value, dict)
+    return value
