@@ -247,8 +247,9 @@ async def offset_delete_in_an_empty_group(ctx: ScenarioContext) -> Outcome:
 
 @scenario(
     "OffsetDelete in a Stable consumer group: GROUP_SUBSCRIBED_TO_TOPIC for every partition of a topic its "
-    "members subscribe to (the offset stays), NONE for another topic; a group with members whose protocol "
-    "type is not consumer is NON_EMPTY_GROUP.",
+    "members subscribe to (the offset stays), NONE for another topic; once its members have left, the "
+    "group subscribes to nothing; a group with members whose protocol type is not consumer is "
+    "NON_EMPTY_GROUP.",
     rule="ClassicGroup.validateDeleteOffset; ClassicGroup.isSubscribedToTopic",
 )
 async def offset_delete_in_a_group_with_members(ctx: ScenarioContext) -> Outcome:
@@ -269,6 +270,9 @@ async def offset_delete_in_a_group_with_members(ctx: ScenarioContext) -> Outcome
     ctx.fact("delete.partitions", _partitions(deleted, ("partition_index", "error_code")))
     fetched = await a.conn.request(d.offset_fetch(7, ctx.group, partitions={"t1": [0], other: [0]}))
     ctx.record("fetch", fetched)
+    ctx.record("leave", await a.conn.request(d.leave_group(5, ctx.group, members=[("", "A"), ("", "B")])))
+    await ctx.snapshot("describe.after_leave")
+    ctx.record("delete.after_leave", await a.conn.request(d.offset_delete(0, ctx.group, {"t1": [0]})))
     connect_group = ctx.new_group()
     c = await ctx.member("C", group=connect_group)
     ctx.record("join.connect", await c.join(9, protocol_type="connect").result())

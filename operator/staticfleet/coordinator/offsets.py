@@ -197,7 +197,8 @@ class OffsetManager:
             return OffsetDeleteResponse(ErrorCode.group_id_not_found)
         if not group.is_empty and group.protocol_type != "consumer":
             return OffsetDeleteResponse(ErrorCode.non_empty_group)
-        subscribed = group.subscribed_topics or frozenset()
+        # An Empty group subscribes to nothing (Kafka recomputes its topics as the last member goes).
+        subscribed = frozenset() if group.is_empty else group.subscribed_topics or frozenset()
         committed = self.store.of_group(group_id)
         doomed: list[OffsetTombstone] = []
         results = []

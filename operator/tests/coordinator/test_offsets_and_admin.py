@@ -254,6 +254,10 @@ def test_offset_delete_in_a_consumer_group_refuses_the_topics_its_members_subscr
         {("t", 0): E.group_subscribed_to_topic, ("u", 0): E.none},
     )
     assert _fetch(h) == {("t", 0): (5, "", 0)}
+    h.leave((ids["a"], "a"))
+    assert h.state() is GroupState.EMPTY
+    assert _delete(h, {"t": (0,)}) == (E.none, {("t", 0): E.none}), "an Empty group subscribes to nothing"
+    assert _fetch(h) == {}
 
 
 def test_offset_delete_in_a_non_empty_group_of_another_protocol_type_is_non_empty_group() -> None:
