@@ -246,3 +246,27 @@ def test_the_streams_example_names_a_setting_it_cannot_use_and_exits_2(
     run.drain(timeout=60)
     assert run.process.returncode == 2, run.describe()
     assert [e["message"] for e in run.of("config_error")] == [message], run.describe()
+
+
+def test_exactly_once_v2_stops_at_start_on_the_embedded_coordinator_with_the_reason(
+    conformance_run: ConformanceRun, app_jar: Path, apps: list[App], tmp_path: Path
+) -> None:
+    """The coordinator serves no transactions: FindCoordinator for the producers' transactional ids is
+    INVALID_REQUEST, which the producer does not retry, so the application stops at its first rebalance
+    with the reason rather than waiting for a transaction coordinator forever."""
+    backend = conformance_run.shared_backend(STATICFLEET)
+    topic = f"orders-{uuid.uuid4().hex[:8]}"
+    create_topic(backend, topic, PARTITIONS)
+    app = App(backend, app_jar, tmp_path, topic, f"{topic}-counts")
+    apps.append(app)
+    app.env["STREAMS_PROCESSING_GUARANTEE"] = "exactly_once_v2"
+    run = app.start()
+    wait_until(lambda: not run.running, WAIT_S, f"the application to stop\n{run.describe()}")
+    run.drain()
+    assert run.process.returncode == 1, run.describe()
+    fatal = run.last("fatal")
+    assert fatal is not None, run.describe()
+    assert fatal["message"].startswith("Error encountered trying to initialize transactions"), fatal
+    assert "Could not find a coordinator with type TRANSACTION" in fatal["cause"], fatal
+    assert "transactions (exactly-once) are not supported" in fatal["cause"], fatal
+    assert run.last("tasks") is None, "it never ran a task"

@@ -345,3 +345,16 @@ def test_offset_delete_answers_unknown_partitions_and_removes_a_committed_offset
             assert [int(p.committed_offset) for p in fetched.topics[0].partitions] == [-1, 4]
 
     serve(tmp_path, test)
+
+
+def test_find_coordinator_for_a_transactional_id_is_invalid_request_at_every_version(tmp_path: Path) -> None:
+    async def test(server: BrokerServer) -> None:
+        async for conn in _connect(server):
+            for version in (1, 3):
+                answer = await conn.request(d.find_coordinator(version, "txn", key_type=1))
+                assert (int(answer.error_code), int(answer.node_id)) == (42, -1)  # INVALID_REQUEST
+                assert "transactions (exactly-once) are not supported" in answer.error_message
+            answer = await conn.request(d.find_coordinator(4, "txn", key_type=1))
+            assert [(int(c.error_code), int(c.node_id)) for c in answer.coordinators] == [(42, -1)]
+
+    serve(tmp_path, test)

@@ -226,6 +226,12 @@ async def handle_metadata(
 # === FindCoordinator ======================================================================================
 
 
+_NOT_SERVED: Final = {
+    1: "this broker runs no transaction coordinator: transactions (exactly-once) are not supported",
+    2: "this broker runs no share coordinator: share groups are not supported",
+}
+
+
 def _is_group(request: Request[FindCoordinatorRequest]) -> bool:
     # Only group coordination lives here: transactions and share groups are not served.
     return request.body.key_type == GROUP_KEY_TYPE
@@ -284,9 +290,16 @@ async def handle_find_coordinator(
     ctx: BrokerContext, request: Request[FindCoordinatorRequest]
 ) -> ResponsePayload:
     is_group = _is_group(request)
-    error = E.none if is_group else E.coordinator_not_available
+    # A coordinator type this broker does not run is INVALID_REQUEST, as Kafka answers for share groups
+    # without a share coordinator: not retriable, so a transactional producer fails at once, with the
+    # message, rather than looking for a transaction coordinator until max.block.ms and again.
+    error = E.none if is_group else E.invalid_request
     # Kafka says "NONE" on success before v4 and "" from v4 on.
-    message = "not a group key" if not is_group else ("NONE" if request.version < 4 else "")
+    message = (
+        _NOT_SERVED.get(int(request.body.key_type), "unknown coordinator type")
+        if not is_group
+        else ("NONE" if request.version < 4 else "")
+    )
     node = BrokerId(ctx.node_id if is_group else -1)
     advertised_host, advertised_port = ctx.advertised(request.listener)
     host = advertised_host if is_group else ""
