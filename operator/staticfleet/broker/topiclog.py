@@ -25,12 +25,11 @@ it durable: `flush()` / `flush_async()` before answering an acks=-1 produce requ
 After a crash, recovery truncates each partition at its first torn or corrupt batch (see partitionlog.py);
 no corrupt batch is ever served.
 
-What Kafka does that this log does not: log compaction (a topic with cleanup.policy=compact keeps every
-record it is given: its readers see each key's latest value last, as on Kafka, but read every earlier one
-too; compact alone also turns off deletion by retention.ms and retention.bytes, as it does on Kafka),
-transactions and idempotent-producer de-duplication (producer ids are stored, not checked),
-recompression (compression.type other than `producer` is refused), replication. Unlike Kafka, a produce
-request may carry several batches for one partition; they are appended together.
+What Kafka does that this log does not: compaction (a compacted topic keeps every record; readers see each
+key's latest value last, after the earlier ones), transactions and idempotent-producer de-duplication
+(producer ids are stored, not checked), recompression (compression.type other than `producer` is
+refused), replication. Unlike Kafka, a produce request may carry several batches for one partition;
+they are appended together.
 """
 
 from __future__ import annotations
@@ -547,9 +546,8 @@ class TopicLog:
         return RegionFetchResult(tuple(regions), log_.log_end_offset, log_.log_start_offset)
 
     def delete_records(self, topic: str, partition: int, offset: int) -> int:
-        """DeleteRecords: make `offset` (-1: the high watermark) the partition's log start offset unless
-        it already lies beyond; return the log start offset (Kafka's low watermark). Refused with
-        POLICY_VIOLATION on a topic whose cleanup.policy lacks delete, as Kafka refuses it."""
+        """DeleteRecords: `offset` (-1: the high watermark) becomes the log start offset unless it lies
+        beyond; return the log start offset (the low watermark). POLICY_VIOLATION without delete policy."""
         log_ = self._partition(topic, partition)
         if not log_.config.delete_policy:
             raise PolicyViolationError(
