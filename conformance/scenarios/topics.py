@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -129,31 +130,37 @@ async def create_topics_refuses_invalid_topic_configs(ctx: ScenarioContext) -> O
 
 
 @scenario(
-    "IncrementalAlterConfigs on a topic's cleanup.policy: SET compact, APPEND delete, SUBTRACT compact, and "
-    "a SET of an unknown policy refused with INVALID_CONFIG; DescribeConfigs shows the value after each.",
+    "IncrementalAlterConfigs on a topic's cleanup.policy: SET compact, APPEND delete, a SET of an unknown "
+    "policy refused with INVALID_CONFIG, DELETE; DescribeConfigs shows the value after each.",
     rule="KIP-339; LogConfig",
 )
 async def incremental_alter_configs_of_cleanup_policy(ctx: ScenarioContext) -> Outcome:
     conn = await ctx.observer()
     name = await _topic(ctx, "t", 1, {})
+    shown = await _configs(conn, name, ["cleanup.policy"])
     for label, op, value in (
         ("set_compact", 0, "compact"),
         ("append_delete", 2, "delete"),
-        ("subtract_compact", 3, "compact"),
         ("set_unknown", 0, "shred"),
         ("delete", 1, None),
     ):
         raw = await conn.request(
             d.incremental_alter_configs(1, [(_TOPIC_RESOURCE, name, [("cleanup.policy", op, value)])])
         )
-        ctx.fact(
-            f"alter.{label}",
-            [
-                {"error_code": r.error_code.name.upper(), "error_message": r.error_message}
-                for r in raw.responses
-            ],
-        )
-        ctx.fact(f"describe.{label}", await _configs(conn, name, ["cleanup.policy"]))
+        answers: list[d.Json] = [
+            {"error_code": r.error_code.name.upper(), "error_message": r.error_message} for r in raw.responses
+        ]
+        ctx.fact(f"alter.{label}", answers)
+        # Kafka's DescribeConfigs reads the broker's copy of the metadata, which follows an accepted change
+        # a moment later (seconds on a loaded machine): read until the value changes, for at most 15 s.
+        accepted = all(r.error_code == ErrorCode.none for r in raw.responses)
+        deadline = asyncio.get_running_loop().time() + (15.0 if accepted else 0.0)
+        before = shown
+        while (shown := await _configs(conn, name, ["cleanup.policy"])) == before:
+            if asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(0.05)
+        ctx.fact(f"describe.{label}", shown)
     return ctx.outcome
 
 
