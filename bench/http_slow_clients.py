@@ -90,7 +90,8 @@ async def hold_slow_clients(port: int, sources: list[str], seconds: float) -> di
     clients = [asyncio.create_task(slow_client(port, source, stop, stats)) for source in sources]
     await asyncio.sleep(seconds)
     stop.set()
-    await asyncio.wait(clients, timeout=TRICKLE_INTERVAL_S * 3)
+    if clients:
+        await asyncio.wait(clients, timeout=TRICKLE_INTERVAL_S * 3)
     for task in clients:
         task.cancel()
     return stats

@@ -43,7 +43,9 @@ class StaticConsumer:
             group_id=group,
             group_instance_id=instance_id,
             client_id=instance_id,
-            session_timeout_ms=10_000,
+            # The backends' largest: the member must outlive the JVM start of the tool that removes it,
+            # which a loaded machine has taken past 10 s.
+            session_timeout_ms=30_000,
             heartbeat_interval_ms=500,
             auto_offset_reset="earliest",
         )

@@ -126,7 +126,7 @@ def open_page(driver: Any, url: str) -> None:
     wait_in_page(
         driver,
         lambda d: d.execute_script("return document.body.dataset.generated || ''"),
-        timeout=20,
+        timeout=60,  # a bound: a fleet whose coordinator is down waits out its admin timeout first
         what=f"the first snapshot of {url}",
     )
 

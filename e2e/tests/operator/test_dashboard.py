@@ -34,7 +34,7 @@ from .dashboard_harness import (
     produce,
     screenshot,
 )
-from .harness import PARTITIONS, Coordinator, fleet_manifest, ready_with, wait_fleet
+from .harness import PARTITIONS, Coordinator, consumer_template, fleet_manifest, ready_with, wait_fleet
 
 pytestmark = pytest.mark.localcluster
 
@@ -74,7 +74,9 @@ def dashboard(
     kubectl = cluster.kubectl
     running = operator_with_dashboard(cluster.kubeconfig, namespace_m, tmp_path_factory.mktemp("operator"))
     try:
-        kubectl.apply(fleet_manifest(FLEET, REPLICAS, coordinator, topic), namespace_m)
+        # Consumers that do not read the departure mark: the timeline shows the operator's removal.
+        template = consumer_template(leaves_when_departing=False)
+        kubectl.apply(fleet_manifest(FLEET, REPLICAS, coordinator, topic, template=template), namespace_m)
         nowhere = f"127.0.0.1:{free_port()}"
         offline = fleet_manifest(OFFLINE, 1, nowhere, topic, deletionPolicy="Retain")
         offline["spec"]["kafka"]["coordinatorApi"] = f"http://127.0.0.1:{free_port()}"

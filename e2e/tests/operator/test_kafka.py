@@ -16,6 +16,7 @@ from staticfleet.admin import GroupAdmin, GroupNotFound, KafkaConnection
 from .harness import (
     OperatorRunner,
     condition,
+    consumer_template,
     events,
     fleet_manifest,
     ready_with,
@@ -118,7 +119,11 @@ def test_a_fleet_of_two_member_pods_on_apache_kafka_removes_every_departed_membe
     pods = {0: {"orders-0-1", "orders-0-2"}, 1: {"orders-1-1", "orders-1-2"}, 2: {"orders-2-1", "orders-2-2"}}
 
     operator.start()
-    manifest = fleet_manifest(NAME, 3, kafka.bootstrap, topic, sessionTimeoutMs=60_000, membersPerPod=2)
+    # Consumers that do not read the departure mark: the operator's removal batch is what is tested.
+    template = consumer_template(leaves_when_departing=False)
+    manifest = fleet_manifest(
+        NAME, 3, kafka.bootstrap, topic, sessionTimeoutMs=60_000, membersPerPod=2, template=template
+    )
     kubectl.apply(manifest, namespace)
     body = wait_fleet(kubectl, namespace, NAME, ready_with(3, 2), timeout=150, what="Ready with 3 x 2")
     assert members(kafka.bootstrap, gid) == pods[0] | pods[1] | pods[2]

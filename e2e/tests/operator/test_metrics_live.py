@@ -16,7 +16,15 @@ from e2e.helpers import Cluster, wait_until
 from e2e.localcluster.ports import free_port
 from e2e.monitoring import dashboard, dashboard_queries, missing, parse_exposition, rule_groups, rule_queries
 
-from .harness import Coordinator, OperatorRunner, fleet_manifest, get_fleet, ready_with, wait_fleet
+from .harness import (
+    Coordinator,
+    OperatorRunner,
+    consumer_template,
+    fleet_manifest,
+    get_fleet,
+    ready_with,
+    wait_fleet,
+)
 
 pytestmark = pytest.mark.localcluster
 
@@ -49,7 +57,9 @@ def test_every_metric_and_label_of_the_alerts_and_the_dashboard_is_served(
     operator.start()
     wait_until(lambda: _readiness(readiness) == (200, "ready: operating\n"), timeout=60, what="ready")
 
-    kubectl.apply(fleet_manifest(NAME, 2, coordinator, topic), namespace)
+    # Consumers that do not read the departure mark, so that the operator's removal metrics move.
+    template = consumer_template(leaves_when_departing=False)
+    kubectl.apply(fleet_manifest(NAME, 2, coordinator, topic, template=template), namespace)
     wait_fleet(kubectl, namespace, NAME, ready_with(2), timeout=120, what="Ready with 2")
     kubectl.run("scale", f"scg/{NAME}", "-n", namespace, "--replicas=1")
     wait_fleet(kubectl, namespace, NAME, ready_with(1), timeout=120, what="Ready with 1")
