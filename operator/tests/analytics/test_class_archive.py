@@ -197,7 +197,7 @@ def _session(cache: Path, key: str) -> str:
         env=environment,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,  # a bound: a first Spark JVM on a loaded 2-core machine has taken 300 s
         check=True,
     )
     return finished.stdout + finished.stderr

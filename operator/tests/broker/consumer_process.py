@@ -21,6 +21,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from typing import Any
 
 
@@ -111,7 +112,7 @@ def run_confluent(args: argparse.Namespace, stop: threading.Event) -> int:
 def run_kafka_python(args: argparse.Namespace, stop: threading.Event) -> int:
     from kafka import KafkaConsumer
     from kafka.consumer.subscription_state import ConsumerRebalanceListener
-    from kafka.errors import AuthorizationError, FencedInstanceIdError
+    from kafka.errors import AuthorizationError, FencedInstanceIdError, KafkaConnectionError
 
     class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         def on_partitions_revoked(self, revoked: Any) -> None:
@@ -137,7 +138,12 @@ def run_kafka_python(args: argparse.Namespace, stop: threading.Event) -> int:
     consumer.topics()
     try:
         while not stop.is_set():
-            batches = consumer.poll(200)
+            try:
+                batches = consumer.poll(200)
+            except KafkaConnectionError as exc:  # kafka-python 3.0.x raises while the coordinator restarts
+                emit("client_error", error=str(exc))
+                time.sleep(0.2)
+                continue
             for tp, records in batches.items():
                 emit("records", records=[[tp.partition, r.offset, r.value.decode()] for r in records])
             if batches:
