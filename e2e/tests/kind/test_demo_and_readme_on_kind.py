@@ -42,6 +42,7 @@ RUN_HERE = {
     ("Use it without Helm", "kubectl apply -f crds/"),
     ("Use it without Helm", "staticfleet coordinator"),
     ("Use it without Helm", "staticfleet operator"),
+    ("Use it without Helm", "kubectl apply -f examples/tenancy.yaml"),
     ("Use it without Helm", "kubectl apply -f examples/embedded.yaml"),
     ("Use it without Helm", "kubectl scale scg/orders"),
     ("", "make demo"),  # the same command as in "The demo"
@@ -243,6 +244,8 @@ def without_helm(cluster: Cluster, image: str) -> Iterator[None]:
         "--wait=true", "--timeout=120s", check=False,
     )  # fmt: skip
     kubectl.run("delete", "clusterrolebinding", OPERATOR_ACCOUNT, "--ignore-not-found", check=False)
+    policy = README.parent / "examples" / "tenancy.yaml"
+    kubectl.run("delete", "-f", str(policy), "--ignore-not-found", check=False)
     kubectl.run(
         "delete", "serviceaccount", OPERATOR_ACCOUNT, "-n", NAMESPACE, "--ignore-not-found", check=False
     )
@@ -299,6 +302,7 @@ def test_the_block_without_helm_runs_a_fleet_and_scales_it_with_one_rebalance(
             what=f"the README's {pod} running",
         )
 
+    _run(shell, _command(WITHOUT_HELM, "kubectl apply -f examples/tenancy.yaml"))
     _run(shell, _command(WITHOUT_HELM, "kubectl apply -f examples/embedded.yaml"))
     body = wait_explained(kubectl, [NAMESPACE], lambda: _ready_with(kubectl, 3), timeout=300, what="3 Ready")
     before = int(body["status"]["group"]["rebalances"])
