@@ -48,7 +48,10 @@ class Shell:
 
     def env(self) -> dict[str, str]:
         path = os.pathsep.join([str(self.helm.parent), str(Path(self.kubectl).parent), os.environ["PATH"]])
-        return {**os.environ, "PATH": path, "KUBECONFIG": str(self.kubeconfig)}
+        # Without KIND_FRESH, which `make kind-e2e` exports: a user's shell has none, and with it the
+        # README's `make kind-up` (and `make demo`) would delete and remake the cluster under the suite.
+        inherited = {k: v for k, v in os.environ.items() if k != "KIND_FRESH"}
+        return {**inherited, "PATH": path, "KUBECONFIG": str(self.kubeconfig)}
 
     def run(self, line: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
