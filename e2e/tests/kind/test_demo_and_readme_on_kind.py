@@ -61,7 +61,8 @@ DEMO_RELEASE = DEMO_NAMESPACE = "staticfleet-demo"
 
 
 def _command(section: str, starting: str) -> str:
-    found = [line for line in readme_blocks()[section] if line.startswith(starting)]
+    words = starting.split()  # word by word: `make demo` is not `make demo-down`
+    found = [line for line in readme_blocks()[section] if line.split()[: len(words)] == words]
     assert len(found) == 1, f"README section {section!r}: {len(found)} commands start with {starting!r}"
     return found[0]
 
