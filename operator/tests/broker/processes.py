@@ -66,7 +66,11 @@ class CoordinatorProcess:
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=_env(self.root))
         log.close()
-        wait_until(self._ready, timeout, "the coordinator to be ready")
+        try:
+            wait_until(self._ready, timeout, "the coordinator to be ready")
+        except BaseException:
+            self.stop()  # no process left behind: callers' finally blocks begin after start
+            raise
 
     def _ready(self) -> bool:
         assert self.process is not None
