@@ -263,7 +263,14 @@ def test_after_a_scale_down_the_timeline_shows_it_and_its_single_rebalance_withi
     assert f"reason: {rebalance['reason']}" in text
     assert f"{rebalance['durationMs']} ms" in text or f"{rebalance['durationMs'] / 1000:.1f} s" in text
     assert f"generation {rebalance['generation']}" in text
-    (operation,) = texts(browser, '#timeline li.operation[data-kind="scale down"]')
+    # The operation is written to the status once the operator has finished it, which can be after
+    # the group has already rebalanced.
+    (operation,) = wait_in_page(
+        browser,
+        lambda d: texts(d, '#timeline li.operation[data-kind="scale down"]'),
+        timeout=30,
+        what="the scale-down operation in the timeline",
+    )
     assert f"scale down {REPLICAS} → {REPLICAS - 1}" in operation
     assert "1 rebalance," in operation or operation.endswith("1 rebalance")
     assert browser.execute_script("return window.sameDocument") == "yes", "no reload"

@@ -135,6 +135,13 @@ def test_the_fleet_page_works_the_same_on_apache_kafka(
     departing = next(m for m in described.members if m.instance_id == f"{FLEET}-{REPLICAS - 1}")
     assert "rebalance (observed)" in rebalance
     assert f"{departing.partition_count} partitions moved" in rebalance, "the departed member's partitions"
-    (operation,) = texts(browser, '#timeline li.operation[data-kind="scale down"]')
+    # The operation is written to the status once the operator has finished it, which can be after
+    # the group has already rebalanced.
+    (operation,) = wait_in_page(
+        browser,
+        lambda d: texts(d, '#timeline li.operation[data-kind="scale down"]'),
+        timeout=30,
+        what="the scale-down operation in the timeline",
+    )
     assert f"scale down {REPLICAS} → {REPLICAS - 1}" in operation and "1 rebalance" in operation
     assert browser.execute_script("return window.sameDocument") == "yes", "no reload"

@@ -22,6 +22,7 @@ from conformance import security as sec
 from conformance.backends import StaticfleetBackend
 from conformance.scenario import SECURED
 from staticfleet.broker.security.plain import plain_token
+from staticfleet.broker.server import KAFKA_IDLE_POLL_S
 from staticfleet.broker.security.scram import ScramClient, ScramMechanism, salted_password
 
 from .fuzzing import mutate
@@ -29,6 +30,9 @@ from .fuzzing import mutate
 FRAMES = 6_000
 WORKERS = 12
 CATEGORIES = ("sasl-before", "sasl-during", "sasl-after", "tls-before", "tls-during", "tls-after")
+# Garbage in a SCRAM exchange mostly fails the login, answered only after the failed-authentication
+# delay (a Kafka poll or more): waited for there, so that answer is seen, not taken for silence.
+WAIT_S = {"sasl-during": 3 * KAFKA_IDLE_POLL_S}
 
 
 def security_seeds() -> list[bytes]:
@@ -134,7 +138,7 @@ async def _fuzz(backend: StaticfleetBackend, total: int) -> Counter[str]:
                 stream = await _open(backend, category, tls, rng)
             counts["sent"] += 1
             try:
-                await stream.exchange(_garbage(category, seeds, rng))
+                await stream.exchange(_garbage(category, seeds, rng), WAIT_S.get(category, 0.05))
                 counts[f"{category} answered"] += 1
                 continue
             except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
