@@ -224,6 +224,73 @@ def test_the_streams_example_logs_in_with_scram_over_tls(
     wait_until(lambda: latest_counts(backend, f"{topic}-counts") == dict(written), WAIT_S, run.describe())
 
 
+@pytest.mark.parametrize("kind", [KAFKA, STATICFLEET])
+def test_the_streams_example_runs_on_exactly_the_acls_the_operator_grants_a_streams_fleet(
+    kind: str,
+    conformance_run: ConformanceRun,
+    app_jar: Path,
+    apps: list[App],
+    tmp_path: Path,
+) -> None:
+    """A user of its own with only what fleet_acls grants a fleet with `kafka.access` (READ on the group
+    and the input, WRITE on the output, the internal-topic operations on `<group id>-`), as the operator
+    provisions it: the application creates its changelog, reaches RUNNING and counts; and without
+    `internalTopics` it cannot create the changelog."""
+    from staticfleet.admin import GroupAdmin, KafkaConnection
+    from staticfleet.kube.access import fleet_acls
+    from staticfleet.kube.spec import parse_group
+
+    backend = conformance_run.loop.run_until_complete(conformance_run.pool.shared(kind, SECURED))
+    assert backend.ca_file is not None
+    topic = f"orders-{uuid.uuid4().hex[:8]}"
+    output = f"{topic}-counts"
+    create_topic(backend, topic, PARTITIONS)  # on the PLAINTEXT listener, whose ANONYMOUS is a super user
+    create_topic(backend, output, PARTITIONS)  # output topics exist before their writers, as on a cluster
+    written = produce(backend, topic, 50)
+    bootstrap = f"127.0.0.1:{backend.listener_ports[sec.SASL_SSL]}"
+
+    def provisioned(app: App, access: dict[str, Any]) -> None:
+        """The fleet's user, password and ACLs, made by the super user; the app logs in as it."""
+        body = {
+            "metadata": {"name": "counts", "namespace": "shop", "uid": "u"},
+            "spec": {"groupId": app.group, "topics": [topic], "kafka": {"access": access}, "template": {}},
+        }
+        user, password = f"staticfleet.shop.{app.group}", uuid.uuid4().hex
+        connection = KafkaConnection(
+            bootstrap, security_protocol="SASL_SSL", sasl_mechanism=sec.SCRAM_SHA_512,
+            sasl_username="admin", sasl_password="admin-secret", ssl_cafile=str(backend.ca_file),
+        )  # fmt: skip
+        with GroupAdmin(connection) as admin:
+            admin.upsert_scram(user, sec.SCRAM_SHA_512, password)
+            admin.create_acls(fleet_acls(parse_group(body), f"User:{user}"))
+        app.env.update(
+            {
+                "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+                "KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+                "KAFKA_SASL_MECHANISM": sec.SCRAM_SHA_512,
+                "KAFKA_SASL_USERNAME": user,
+                "KAFKA_SASL_PASSWORD": password,
+                "KAFKA_SSL_CA_LOCATION": str(backend.ca_file),
+            }
+        )
+
+    streams = App(backend, app_jar, tmp_path / "streams", topic, output)
+    apps.append(streams)
+    provisioned(streams, {"outputTopics": [output], "internalTopics": True})
+    run = streams.start()
+    streams.running(run)
+    wait_until(lambda: latest_counts(backend, output) == dict(written), WAIT_S, run.describe())
+
+    consumer_only = App(backend, app_jar, tmp_path / "consumer-only", topic, output)
+    apps.append(consumer_only)
+    provisioned(consumer_only, {"outputTopics": [output]})
+    refused = consumer_only.start()
+    wait_until(lambda: not refused.running, WAIT_S, f"the application to stop\n{refused.describe()}")
+    refused.drain()
+    fatal = refused.last("fatal")
+    assert fatal is not None and "TopicAuthorizationException" in json.dumps(fatal), refused.describe()
+
+
 CONTRACT = {"KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1", "KAFKA_GROUP_ID": "g", "KAFKA_TOPICS": "t"}
 
 

@@ -52,6 +52,18 @@ INVALID = [
         {"kafka": {"credentials": "Provisioned", "sasl": {"secretName": "mine"}}},
         "kafka.credentials Provisioned means the operator makes the fleet's SASL user",
     ),
+    (
+        {"kafka": {"credentials": "External", "access": {"internalTopics": True}}},
+        "with kafka.credentials External it grants nothing, so remove kafka.access",
+    ),
+    (
+        {"kafka": {"sasl": {"secretName": "mine"}, "access": {"outputTopics": ["counts"]}}},
+        "with kafka.credentials External it grants nothing, so remove kafka.access",
+    ),
+    (
+        {"kafka": {"access": {"outputTopics": ["counts!"]}}},
+        "each output topic must be a Kafka topic name",
+    ),
 ]
 
 
@@ -79,6 +91,21 @@ def test_credentials_managed_elsewhere_are_accepted_with_or_without_kafka_sasl(
         )
         stored = cluster.kubectl.get("staticconsumergroup", name, namespace)["spec"]["kafka"]
         assert stored["credentials"] == "External"
+
+
+def test_access_is_accepted_with_provisioned_credentials_explicit_or_by_default(
+    cluster: Cluster, namespace: str
+) -> None:
+    access = {"outputTopics": ["counts"], "internalTopics": True}
+    for name, kafka in (
+        ("default", {"access": access}),
+        ("provisioned", {"credentials": "Provisioned", "access": access}),
+    ):
+        cluster.kubectl.run(
+            "apply", "-n", namespace, "-f", "-", stdin=json.dumps(manifest(name, kafka=kafka))
+        )
+        stored = cluster.kubectl.get("staticconsumergroup", name, namespace)["spec"]["kafka"]
+        assert stored["access"] == access
 
 
 def test_a_name_too_long_for_pod_names_is_rejected(cluster: Cluster, namespace: str) -> None:

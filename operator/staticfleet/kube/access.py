@@ -8,7 +8,9 @@ When the operator itself logs in with SASL (`--kafka-config`), every StaticConsu
   AlterUserScramCredentials; the password lives only in the Secret),
 - the Secret `<name>-kafka-user` (owned by the resource: keys `username`, `password`, `mechanism` and,
   when the operator trusts a CA, `ca.crt`), which the pods read through the KAFKA_SASL_* environment,
-- the ACLs READ on its group and READ and DESCRIBE on each of its topics, nothing else.
+- the ACLs READ on its group and READ and DESCRIBE on each of its topics; with `kafka.access`, WRITE on
+  its output topics and, for a Kafka Streams application, what it does with its internal topics (the
+  PREFIXED `<group id>-`); nothing else.
 
 Kafka lets any principal with READ on a group remove that group's members, so no two fleets ever share
 a group (claims.py) and a fleet's user has READ on its own group only. Deleting the resource removes the
@@ -117,14 +119,30 @@ def fleet_access(spec: GroupSpec, security: FleetSecurity | None) -> FleetAccess
     )
 
 
+# What Kafka Streams does with its internal topics: creates them (CreateTopics, after DescribeConfigs of
+# those that exist), writes and reads them (changelogs, repartition topics), and purges consumed
+# repartition records (DeleteRecords needs DELETE).
+INTERNAL_TOPIC_OPERATIONS = ("CREATE", "READ", "WRITE", "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS")
+
+
 def fleet_acls(spec: GroupSpec, principal: str) -> frozenset[AclBinding]:
     """Exactly what a consumer of the fleet's group needs (Kafka's StandardAuthorizer): READ on the group
     (join, sync, heartbeat, commit, leave) and READ and DESCRIBE on each topic (fetch, metadata, list
-    offsets; READ implies DESCRIBE, which is also granted on its own so that a listing shows it)."""
+    offsets; READ implies DESCRIBE, which is also granted on its own so that a listing shows it); and
+    what `kafka.access` adds: WRITE and DESCRIBE on each output topic (WRITE on any topic also lets the
+    producer be idempotent, KIP-679), and the internal-topic operations on the PREFIXED `<group id>-`."""
     acls = {AclBinding("GROUP", spec.group_id, principal, "READ")}
     for topic in spec.topics:
         acls.add(AclBinding("TOPIC", topic, principal, "READ"))
         acls.add(AclBinding("TOPIC", topic, principal, "DESCRIBE"))
+    for topic in spec.access.output_topics:
+        acls.add(AclBinding("TOPIC", topic, principal, "WRITE"))
+        acls.add(AclBinding("TOPIC", topic, principal, "DESCRIBE"))
+    prefix = spec.access.internal_prefix(spec.group_id)
+    if prefix is not None:
+        acls.update(
+            AclBinding("TOPIC", prefix, principal, op, pattern="PREFIXED") for op in INTERNAL_TOPIC_OPERATIONS
+        )
     return frozenset(acls)
 
 

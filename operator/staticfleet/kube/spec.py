@@ -75,6 +75,20 @@ class SaslSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class AccessSpec:
+    """What a fleet's provisioned Kafka user may do beyond consuming its topics (spec.kafka.access)."""
+
+    output_topics: tuple[str, ...] = ()
+    """Topics the fleet writes to."""
+    internal_topics: bool = False
+    """The topics named `<group id>-...`, which Kafka Streams creates and uses (store changelogs,
+    repartition topics): its application.id is the group id."""
+
+    def internal_prefix(self, group_id: str) -> str | None:
+        return f"{group_id}-" if self.internal_topics else None
+
+
+@dataclass(frozen=True, slots=True)
 class OperatorDefaults:
     """What the operator was started with (flags or env); the Helm chart sets them."""
 
@@ -113,6 +127,7 @@ class GroupSpec:
     credentials: str = PROVISIONED
     """Provisioned: on a secured cluster the operator makes the fleet's own SASL user and ACLs.
     External: the fleet's credentials are managed elsewhere (always so when kafka.sasl is set)."""
+    access: AccessSpec = AccessSpec()
 
     @property
     def security_protocol(self) -> str:
@@ -279,6 +294,7 @@ def parse_group(body: Mapping[str, Any], defaults: OperatorDefaults | None = Non
     topics = tuple(str(t) for t in spec.get("topics", []) or [])
     if not topics:
         raise SpecError("spec.topics must list at least one topic")
+    access = _access(kafka.get("access"), credentials)
     scale_down = spec.get("scaleDown", {}) or {}
     scale_up = spec.get("scaleUp", {}) or {}
     session = _int(spec.get("sessionTimeoutMs"), DEFAULT_SESSION_TIMEOUT_MS)
@@ -318,4 +334,19 @@ def parse_group(body: Mapping[str, Any], defaults: OperatorDefaults | None = Non
         labels=dict(meta.get("labels", {}) or {}),
         credentials=credentials,
         members_per_pod=members_per_pod,
+        access=access,
+    )
+
+
+def _access(body: Any, credentials: str) -> AccessSpec:
+    if not body:
+        return AccessSpec()
+    if credentials != PROVISIONED:
+        raise SpecError(
+            "kafka.access says what the operator grants the fleet's provisioned user: with "
+            "kafka.credentials External it grants nothing, so remove kafka.access"
+        )
+    return AccessSpec(
+        output_topics=tuple(str(t) for t in body.get("outputTopics", []) or []),
+        internal_topics=bool(body.get("internalTopics", False)),
     )

@@ -161,6 +161,14 @@ class Tenancy:
             pattern.matches(topic) for policy in self.policies_for(namespace) for pattern in policy.topics
         )
 
+    def allows_topic_prefix(self, namespace: str, prefix: str) -> bool:
+        """Every topic whose name starts with `prefix` (a PREFIXED ACL on it grants them all)."""
+        return prefix.startswith(own_prefix(namespace)) or any(
+            prefix.startswith(pattern.name) if pattern.prefixed else pattern.name == ANY_NAME
+            for policy in self.policies_for(namespace)
+            for pattern in policy.topics
+        )
+
     def allows_group(self, namespace: str, group_id: str) -> bool:
         return group_id.startswith(own_prefix(namespace)) or any(
             pattern.matches(group_id)
@@ -172,6 +180,12 @@ class Tenancy:
         """Why the fleet may not have what it names, or None when its namespace may claim all of it."""
         namespace = spec.namespace
         refused = [f"topic {t}" for t in spec.topics if not self.allows_topic(namespace, t)]
+        refused += [
+            f"output topic {t}" for t in spec.access.output_topics if not self.allows_topic(namespace, t)
+        ]
+        internal = spec.access.internal_prefix(spec.group_id)
+        if internal is not None and not self.allows_topic_prefix(namespace, internal):
+            refused.append(f"the internal topics {internal}*")
         if not self.allows_group(namespace, spec.group_id):
             refused.insert(0, f"group id {spec.group_id}")
         if not refused:

@@ -22,8 +22,8 @@ from conformance import security as sec
 from conformance.backends import StaticfleetBackend
 from conformance.scenario import SECURED
 from staticfleet.broker.security.plain import plain_token
-from staticfleet.broker.server import KAFKA_IDLE_POLL_S
 from staticfleet.broker.security.scram import ScramClient, ScramMechanism, salted_password
+from staticfleet.broker.server import KAFKA_IDLE_POLL_S
 
 from .fuzzing import mutate
 

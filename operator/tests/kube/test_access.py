@@ -144,6 +144,29 @@ def test_a_dropped_topic_loses_its_acls_and_a_new_one_gains_them() -> None:
     }
 
 
+def test_access_adds_write_on_output_topics_and_the_streams_internal_topics_as_one_prefix() -> None:
+    spec = group_spec(kafka={"access": {"outputTopics": ["order-counts"], "internalTopics": True}})
+    plan = plan_access(access_seen(), spec)
+    internal = {
+        AclBinding("TOPIC", "shop.orders-", PRINCIPAL, op, pattern="PREFIXED")
+        for op in ("CREATE", "READ", "WRITE", "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS")
+    }
+    assert plan.grant == {
+        AclBinding("TOPIC", "order-counts", PRINCIPAL, "WRITE"),
+        AclBinding("TOPIC", "order-counts", PRINCIPAL, "DESCRIBE"),
+        *internal,
+    }
+    assert not plan.revoke, "what a consumer needs stays"
+    # Dropping kafka.access takes back exactly what it added.
+    taken_back = plan_access(access_seen(acls=fleet_acls(spec, PRINCIPAL)), group_spec())
+    assert taken_back.revoke == plan.grant and not taken_back.grant
+
+
+def test_access_is_refused_with_external_credentials() -> None:
+    with pytest.raises(SpecError, match=r"with kafka.credentials External it grants nothing"):
+        group_spec(kafka={"credentials": "External", "access": {"internalTopics": True}})
+
+
 def test_without_an_authorizer_no_acls_are_planned_and_an_unreachable_cluster_plans_nothing() -> None:
     plan = plan_access(access_seen(acls=None), group_spec())
     assert not plan.grant and not plan.revoke

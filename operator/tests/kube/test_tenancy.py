@@ -127,6 +127,31 @@ def test_a_refusal_names_each_name_refused_and_the_policies_that_select_the_name
     assert Tenancy().refusal(group_spec(topics=["shop.orders"])) is None, "the default group shop.orders"
 
 
+def test_output_topics_are_claimed_as_topics_and_internal_topics_as_the_group_ids_prefix() -> None:
+    streams = {"outputTopics": ["shop.counts"], "internalTopics": True}
+    assert Tenancy().refusal(group_spec(topics=["shop.orders"], kafka={"access": streams})) is None
+    spec = group_spec(topics=["shop.orders"], kafka={"access": {"outputTopics": ["audit"]}})
+    refusal = Tenancy().refusal(spec)
+    assert refusal is not None and "output topic audit" in refusal.message
+    # A group id allowed by a literal name: its internal topics need a prefix (or `*`) that covers them.
+    legacy = group_spec(groupId="legacy", topics=["shop.orders"], kafka={"access": {"internalTopics": True}})
+    literal = Tenancy.of([policy("l", groupIds=[{"name": "legacy"}])], {})
+    refusal = literal.refusal(legacy)
+    assert refusal is not None and "the internal topics legacy-*" in refusal.message
+    for topics in ([{"name": "leg", "patternType": "Prefixed"}], [{"name": "*"}]):
+        covered = Tenancy.of([policy("l", groupIds=[{"name": "legacy"}], topics=topics)], {})
+        assert covered.refusal(legacy) is None, topics
+    narrower = Tenancy.of(
+        [
+            policy(
+                "l", groupIds=[{"name": "legacy"}], topics=[{"name": "legacy-x", "patternType": "Prefixed"}]
+            )
+        ],
+        {},
+    )
+    assert narrower.refusal(legacy) is not None, "a prefix narrower than legacy- does not cover them all"
+
+
 def test_a_policy_without_a_selector_or_with_an_unknown_pattern_type_is_refused() -> None:
     with pytest.raises(PolicyError, match="namespaceSelector is required"):
         parse_policy({"metadata": {"name": "p"}, "spec": {}})
