@@ -84,8 +84,8 @@ class PlainLogin:
     access: FleetAccess
     secret: Manifest
     password: str
-    acls: tuple[tuple[str, str, str, str], ...]
-    """(resource type, name, principal, operation) of each ACL."""
+    acls: tuple[tuple[str, str, str, str, str], ...]
+    """(resource type, name, principal, operation, pattern type) of each ACL, as AclBinding takes them."""
 
 
 def plain_access(resource: Manifest, namespace: str, ca: bytes | None) -> PlainLogin:
@@ -114,7 +114,7 @@ def plain_access(resource: Manifest, namespace: str, ca: bytes | None) -> PlainL
     }
     acls = tuple(
         sorted(
-            (a.resource_type, a.name, a.principal, a.operation)
+            (a.resource_type, a.name, a.principal, a.operation, a.pattern)
             for a in provisioning.fleet_acls(spec, login.principal)
         )
     )
