@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import json
 import secrets
 import subprocess
 import sys
@@ -307,6 +308,31 @@ def test_each_fleet_consumes_with_its_own_user_and_cannot_touch_another_fleets_g
         intruder.remove_members(group, ["orders-0", "orders-1"])
     assert removal.value.name == "GROUP_AUTHORIZATION_FAILED"
     assert {m.instance_id: m.member_id for m in _members(secured, group)} == before
+
+    # kafka.access adds what a Kafka Streams fleet writes and creates, and taking it away revokes it.
+    audit_user = f"User:staticfleet.{namespace}.audit"
+    access = {"outputTopics": [f"{namespace}.counts"], "internalTopics": True}
+    patch = {"spec": {"kafka": {"access": access}}}
+    kubectl.run("patch", "scg/audit", "-n", namespace, "--type=merge", "-p", json.dumps(patch))
+    internal = f"{namespace}.audit-"
+    streams_acls = {
+        f"ALLOW {audit_user} READ on GROUP {namespace}.audit",
+        f"ALLOW {audit_user} READ on TOPIC {topics['audit']}",
+        f"ALLOW {audit_user} DESCRIBE on TOPIC {topics['audit']}",
+        f"ALLOW {audit_user} WRITE on TOPIC {namespace}.counts",
+        f"ALLOW {audit_user} DESCRIBE on TOPIC {namespace}.counts",
+        *(
+            f"ALLOW {audit_user} {op} on TOPIC {internal} (PREFIXED)"
+            for op in ("CREATE", "READ", "WRITE", "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS")
+        ),
+    }
+    audit_name = f"staticfleet.{namespace}.audit"
+    wait_until(
+        lambda: user_and_acls(secured, audit_name)[1] == streams_acls, timeout=60, what="the Streams ACLs"
+    )
+    kubectl.run("patch", "scg/audit", "-n", namespace, "--type=json", "-p",
+                json.dumps([{"op": "remove", "path": "/spec/kafka/access"}]))  # fmt: skip
+    wait_until(lambda: len(user_and_acls(secured, audit_name)[1]) == 3, timeout=60, what="access revoked")
 
     # Deleting the fleet removes its user and its ACLs; the other fleet keeps its own.
     kubectl.run("delete", "scg/orders", "-n", namespace, "--wait=true", "--timeout=90s")
