@@ -37,6 +37,8 @@ PLAIN_STATIC = "plain static"
 PLAIN_DYNAMIC = "plain dynamic"
 FLEET_KINDS = (STATICFLEET, PLAIN_STATIC, PLAIN_DYNAMIC)
 MANAGED_BY = "app.kubernetes.io/managed-by"
+# The label the chart's NetworkPolicy lets through to the coordinator's Kafka port (producers, plain fleets).
+KAFKA_CLIENT_LABEL = "staticfleet.io/kafka-client"
 HEARTBEAT_ENV = "KAFKA_HEARTBEAT_INTERVAL_MS"
 CLIENT_HEARTBEAT_MS = 3_000  # librdkafka's heartbeat.interval.ms default
 # The fleets' session timeout: Kafka's and librdkafka's default, short enough for the plain static fleet's
@@ -54,7 +56,8 @@ def plain_workload(
     resource: Manifest, namespace: str, bootstrap_servers: str, access: FleetAccess | None = None
 ) -> list[Manifest]:
     """The headless Service and StatefulSet the operator builds for `resource` (its own builders), as
-    plain objects: no owner, and without the label the operator watches for. With `access`, the pods log
+    plain objects: no owner, without the label the operator watches for, and with the one that lets a
+    Kafka client through the chart's NetworkPolicy. With `access`, the pods log
     in as that user, from its Secret, as a provisioned fleet's do (the demo makes both: plain_access)."""
     from staticfleet.kube import builders
     from staticfleet.kube.spec import parse_group
@@ -69,7 +72,10 @@ def plain_workload(
         template = found.get("spec", {}).get("template")
         if template is None:
             continue
-        template.get("metadata", {}).get("labels", {}).pop(MANAGED_BY, None)
+        pod_labels = template.setdefault("metadata", {}).setdefault("labels", {})
+        pod_labels.pop(MANAGED_BY, None)
+        # Not the operator's: the chart's NetworkPolicy lets it reach the coordinator as a Kafka client.
+        pod_labels[KAFKA_CLIENT_LABEL] = "true"
         if "heartbeatIntervalMs" not in resource["spec"]:
             # The operator's heartbeat default is its help too: a plain fleet runs the client's own.
             for container in template["spec"]["containers"]:
@@ -309,7 +315,7 @@ def producer(
             "selector": {"matchLabels": labels},
             "template": {
                 # Through the chart's NetworkPolicy (labels narrow who can try; SASL decides who may).
-                "metadata": {"labels": {**labels, "staticfleet.io/kafka-client": "true"}},
+                "metadata": {"labels": {**labels, KAFKA_CLIENT_LABEL: "true"}},
                 "spec": {
                     "terminationGracePeriodSeconds": 10,
                     "containers": [

@@ -241,6 +241,8 @@ def test_the_plain_fleets_are_the_operators_statefulset_operated_by_nobody() -> 
         assert "ownerReferences" not in body["metadata"]
         assert fleet.MANAGED_BY not in body["metadata"]["labels"]
     assert fleet.MANAGED_BY not in plain_static["spec"]["template"]["metadata"]["labels"]
+    # Not the operator's, so through the chart's NetworkPolicy as a Kafka client, as the producer is.
+    assert plain_static["spec"]["template"]["metadata"]["labels"][fleet.KAFKA_CLIENT_LABEL] == "true"
     assert env(plain_static["spec"]["template"])["KAFKA_MEMBERSHIP"] == "static"
     assert env(plain_dynamic["spec"]["template"])["KAFKA_MEMBERSHIP"] == "dynamic"
     assert "KAFKA_GROUP_INSTANCE_ID" in env(plain_static["spec"]["template"])
