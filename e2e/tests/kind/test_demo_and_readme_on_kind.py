@@ -42,6 +42,7 @@ RUN_HERE = {
     ("Use it without Helm", "kubectl apply -f crds/"),
     ("Use it without Helm", "staticfleet coordinator"),
     ("Use it without Helm", "staticfleet operator"),
+    ("Use it without Helm", "KAFKA_BOOTSTRAP_SERVERS=coordinator:9092 python /app/producer.py"),
     ("Use it without Helm", "kubectl apply -f examples/tenancy.yaml"),
     ("Use it without Helm", "kubectl apply -f examples/embedded.yaml"),
     ("Use it without Helm", "kubectl scale scg/orders"),
@@ -241,7 +242,11 @@ def without_helm(cluster: Cluster, image: str) -> Iterator[None]:
         "delete", "scg", "orders", "-n", NAMESPACE, "--ignore-not-found", "--timeout=180s", check=False
     )
     kubectl.run(
-        "delete", "pod,service", "coordinator", "operator", "-n", NAMESPACE, "--ignore-not-found",
+        "delete", "pod", "coordinator", "operator", "producer", "-n", NAMESPACE, "--ignore-not-found",
+        "--wait=true", "--timeout=120s", check=False,
+    )  # fmt: skip
+    kubectl.run(
+        "delete", "service", "coordinator", "-n", NAMESPACE, "--ignore-not-found",
         "--wait=true", "--timeout=120s", check=False,
     )  # fmt: skip
     kubectl.run("delete", "clusterrolebinding", OPERATOR_ACCOUNT, "--ignore-not-found", check=False)
@@ -293,8 +298,9 @@ def test_the_block_without_helm_runs_a_fleet_and_scales_it_with_one_rebalance(
     operator = _pod(
         "operator", _command(WITHOUT_HELM, "staticfleet operator"), image, serviceAccountName=OPERATOR_ACCOUNT
     )
-    kubectl.apply([*_operator_rights(), coordinator, service, operator], NAMESPACE)
-    for pod in ("coordinator", "operator"):
+    producer = _pod("producer", _command(WITHOUT_HELM, "KAFKA_BOOTSTRAP_SERVERS=coordinator:9092"), image)
+    kubectl.apply([*_operator_rights(), coordinator, service, operator, producer], NAMESPACE)
+    for pod in ("coordinator", "operator", "producer"):
         wait_explained(
             kubectl,
             [NAMESPACE],
