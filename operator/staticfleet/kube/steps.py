@@ -124,7 +124,9 @@ class StepIO(AccessIO, Protocol):
 # Pods marked (or unmarked) at once, each with the same moment to leave: this long after the marking
 # begins, enough for the marks to reach every pod. Consumers that leave together leave within one join
 # phase (one rebalance); one that read its mark during a rebalance the others started would join that
-# rebalance first and leave after it (a second rebalance).
+# rebalance first and leave after it (a second rebalance). The StatefulSet shrinks only once the moment
+# has come: a kubelet stops refreshing the downwardAPI files of a pod it is stopping, so a pod stopped
+# before its mark arrived would never see it and stay in the group until the removal (a second rebalance).
 MARKING_THREADS = 16
 DEPARTURE_DELAY_S = 1.0
 
@@ -156,6 +158,8 @@ class MarkDeparting:
 
         with ThreadPoolExecutor(max_workers=min(MARKING_THREADS, len(changes) or 1)) as pool:
             list(pool.map(annotate, changes))
+        if self.mark:  # the pass goes on to shrink the StatefulSet: not before the moment
+            time.sleep(max(0.0, int(leave_at) / 1000 - time.time()))
 
 
 def departure_marks(obs: Observed, scale: ScalePlan) -> MarkDeparting | None:

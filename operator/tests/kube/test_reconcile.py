@@ -301,6 +301,7 @@ def test_each_fleet_is_exported_by_its_group_with_where_it_lives_and_ends_with_i
 def test_scale_down_records_first_shrinks_then_removes_only_after_the_pods_are_gone() -> None:
     kube, admin, ctx = steady(3)
     kube.group["spec"]["replicas"] = 1
+    marked_at = time.time()
     reconcile(ctx, "shop", "orders", {})
     assert kube.calls[0] == "status(scaleDown)"
     # The departing pods are marked (at once) after the record is durable and before the shrink.
@@ -312,9 +313,11 @@ def test_scale_down_records_first_shrinks_then_removes_only_after_the_pods_are_g
         "status",  # the pass's one status write, which records the shrink
     ]
     assert [bool(p["metadata"].get("annotations")) for p in kube.pods] == [False, True, True]
-    # Both are told the same moment to leave, a little after the marking, so that they leave together.
+    # Both are told the same moment to leave, a little after the marking, so that they leave together;
+    # the StatefulSet shrinks only once that moment has come (the pass waited for it).
     (leave_at,) = {p["metadata"]["annotations"]["staticfleet.io/departing"] for p in kube.pods[1:]}
-    assert 0 < int(leave_at) / 1000 - time.time() <= DEPARTURE_DELAY_S
+    assert marked_at < int(leave_at) / 1000 <= marked_at + DEPARTURE_DELAY_S + 0.1
+    assert time.time() >= int(leave_at) / 1000
     assert kube.group["status"]["scaleDown"]["phase"] == "WaitingForPods"
     assert admin.removals == []  # orders-1 and orders-2 still exist
     reconcile(ctx, "shop", "orders", {})
