@@ -2,7 +2,7 @@
 
 The jars come from Maven Central through conformance/kafka/pom.xml, whose `kafka.version` property is the
 one place the oracle's version is pinned. They are resolved once into
-`$STATICFLEET_CACHE/kafka-<version>/lib` (default cache: ~/.cache/staticfleet).
+`$STATICFLEET_CACHE/kafka-<version>/lib` (default cache: ~/.cache/staticfleet; conformance/kafka_jars.py).
 
     python -m conformance.kafka_broker provision     # resolve the jars (idempotent)
     python -m conformance.kafka_broker measure       # time a cold resolve and a warm broker start
@@ -16,7 +16,6 @@ import asyncio
 import atexit
 import contextlib
 import functools
-import hashlib
 import os
 import shutil
 import signal
@@ -24,23 +23,20 @@ import subprocess
 import sys
 import tempfile
 import time
-import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from conformance.certs import CertificateAuthority
 from conformance.driver import wait_until_serving
-from conformance.java_build import cache_root, locked
+from conformance.kafka_jars import ensure_kafka_jars as ensure_kafka_jars  # re-exported: imported from here
+from conformance.kafka_jars import kafka_version as kafka_version
 from conformance.security import SASL_PLAINTEXT, SASL_SSL, SSL, SecurityProfile
 from e2e.localcluster.ports import free_port
 
 HERE = Path(__file__).resolve().parent
-POM = HERE / "kafka" / "pom.xml"
 LOG4J2_CONFIG = HERE / "kafka" / "log4j2.xml"
-_POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 
-RESOLVE_TIMEOUT_S = 900.0
 START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 20.0
 JVM_OPTIONS = (
@@ -53,19 +49,6 @@ JVM_OPTIONS = (
 )
 
 
-@functools.cache
-def kafka_version() -> str:
-    """The pinned Kafka version (the `kafka.version` property of conformance/kafka/pom.xml)."""
-    node = ET.parse(POM).getroot().find("m:properties/m:kafka.version", _POM_NS)
-    if node is None or not (node.text or "").strip():
-        raise RuntimeError(f"{POM} has no kafka.version property")
-    return (node.text or "").strip()
-
-
-def kafka_home() -> Path:
-    return cache_root() / f"kafka-{kafka_version()}"
-
-
 def java_executable() -> str:
     java_home = os.environ.get("JAVA_HOME")
     if java_home and (Path(java_home) / "bin" / "java").exists():
@@ -74,54 +57,6 @@ def java_executable() -> str:
     if found is None:
         raise RuntimeError("java not found: the conformance oracle needs a JDK 17+ on PATH or in JAVA_HOME")
     return found
-
-
-def _pom_digest() -> str:
-    return hashlib.sha256(POM.read_bytes()).hexdigest()
-
-
-def ensure_kafka_jars(*, quiet: bool = True) -> Path:
-    """Resolves the broker's jars once and returns the lib directory.
-
-    A stamp file records the digest of the pom the jars were resolved from; a changed pom resolves again.
-    Concurrent callers (two pytest processes, say) serialise on a lock file.
-    """
-    home = kafka_home()
-    lib = home / "lib"
-    stamp = home / ".resolved"
-    digest = _pom_digest()
-    if stamp.exists() and stamp.read_text().strip() == digest and any(lib.glob("kafka_2.13-*.jar")):
-        return lib
-    with locked(home / ".lock"):
-        if stamp.exists() and stamp.read_text().strip() == digest and any(lib.glob("kafka_2.13-*.jar")):
-            return lib
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise RuntimeError("mvn not found: Maven resolves the Kafka jars from Maven Central")
-        staging = home / "lib.partial"
-        shutil.rmtree(staging, ignore_errors=True)
-        command = [
-            mvn,
-            "-B",
-            *(["-q"] if quiet else []),
-            "-f",
-            str(POM),
-            f"-Dmaven.repo.local={cache_root() / 'm2'}",
-            "dependency:copy-dependencies",
-            f"-DoutputDirectory={staging}",
-        ]
-        result = subprocess.run(
-            command, capture_output=quiet, text=True, timeout=RESOLVE_TIMEOUT_S, check=False
-        )
-        if result.returncode != 0:
-            detail = (result.stdout or "") + (result.stderr or "") if quiet else ""
-            raise RuntimeError(
-                f"resolving Kafka {kafka_version()} failed ({' '.join(command)}):\n{detail[-4000:]}"
-            )
-        shutil.rmtree(lib, ignore_errors=True)
-        staging.rename(lib)
-        stamp.write_text(digest + "\n")
-    return lib
 
 
 @functools.cache

@@ -3,8 +3,11 @@
 #
 #   images.sh project     the project's images: staticfleet:0.1.0 (the Dockerfile),
 #                         staticfleet-consumer-example:0.1.0 (examples/consumer) and
-#                         staticfleet-streams-example:0.1.0 (examples/streams), IMAGE_TAG to change the tag
+#                         staticfleet-streams-example:0.1.0 (examples/streams), IMAGE_TAG to change the tag;
+#                         and the kind tests' Apache Kafka, staticfleet-kafka:<version>
 #   images.sh streams     staticfleet-streams-example:0.1.0 alone
+#   images.sh kafka       staticfleet-kafka:<version> alone: Apache Kafka (e2e/kind/kafka), the version the
+#                         conformance suite pins, from its cached jars
 #   images.sh debian      a Debian bookworm base image from debootstrap (the host's apt mirror)
 #   images.sh python      a Debian-based stand-in for python:3.11-slim (python3.11 in a venv on PATH)
 #   images.sh node        the kind node image: kind's base files, Debian's systemd/runc/CNI plugins,
@@ -297,7 +300,9 @@ ensure_project() {
 	docker build --build-arg "BASE_IMAGE=$base" -t "staticfleet-consumer-example:$tag" "$repo/examples/consumer" \
 		>"$cache/logs/build-consumer.log" 2>&1 || { tail -n 30 "$cache/logs/build-consumer.log" >&2; exit 1; }
 	ensure_streams "$tag"
-	echo "staticfleet:$tag staticfleet-consumer-example:$tag staticfleet-streams-example:$tag"
+	local kafka
+	kafka="$(ensure_kafka)"
+	echo "staticfleet:$tag staticfleet-consumer-example:$tag staticfleet-streams-example:$tag $kafka"
 }
 
 # The example Kafka Streams application, built by Maven inside its Dockerfile on the Debian base. Maven runs
@@ -326,6 +331,37 @@ ensure_streams() {
 	say "staticfleet-streams-example:$tag built in $((SECONDS - started)) s"
 }
 
+# Apache Kafka for the kind tests (e2e/kind/kafka): Debian's JRE 17 and the jars conformance/kafka_jars.py
+# resolves from Maven Central into the cache (the conformance suite's broker runs from the same jars).
+# Built only when the image is missing or its inputs changed: a label on it records their digest. Prints
+# the image's name.
+ensure_kafka() {
+	local version lib tag inputs context started=$SECONDS
+	version="$(cd "$repo" && python3 -m conformance.kafka_jars version)"
+	tag="staticfleet-kafka:$version"
+	lib="$(cd "$repo" && python3 -m conformance.kafka_jars lib)" || { say "resolving the Kafka jars failed"; exit 1; }
+	inputs="$({ cat "$here/kafka/Dockerfile" "$here/kafka/kafka-start" "$here/kafka/log4j2.xml" "$lib/../.resolved"
+		ls "$lib"; } | sha256sum | cut -c1-12)"
+	if [[ "$(docker image inspect -f '{{index .Config.Labels "io.staticfleet.inputs"}}' "$tag" 2>/dev/null)" == "$inputs" ]]; then
+		echo "$tag"
+		return 0
+	fi
+	ensure_debian
+	context="$(mktemp -d -p "$cache")"
+	cp -p "$here/kafka/Dockerfile" "$here/kafka/kafka-start" "$here/kafka/log4j2.xml" "$context/"
+	# Hard links where the cache and the context share a file system (they do: both are in the cache).
+	cp -al "$lib" "$context/lib" 2>/dev/null || cp -r "$lib" "$context/lib"
+	docker build --network=bridge --build-arg "BASE_IMAGE=$DEBIAN_IMAGE" --label "io.staticfleet.inputs=$inputs" \
+		-t "$tag" "$context" >"$cache/logs/build-kafka.log" 2>&1 || {
+		rm -rf "$context"
+		tail -n 30 "$cache/logs/build-kafka.log" >&2
+		exit 1
+	}
+	rm -rf "$context"
+	say "$tag built in $((SECONDS - started)) s"
+	echo "$tag"
+}
+
 # One builder at a time (`make test` prepares these in the background while the local suite runs).
 mkdir -p "$cache/logs"
 case "${1:-}" in node-name | privileged-refused) ;; *)
@@ -337,10 +373,11 @@ esac
 case "${1:-}" in
 project) ensure_project ;;
 streams) ensure_streams "${IMAGE_TAG:-0.1.0}"; echo "staticfleet-streams-example:${IMAGE_TAG:-0.1.0}" ;;
+kafka) ensure_kafka ;;
 debian) ensure_debian; echo "$DEBIAN_IMAGE" ;;
 python) ensure_python; echo "$PYTHON_IMAGE" ;;
 node) ensure_node ;;
 node-name) node_image_name ;;
 privileged-refused) ensure_debian; privileged_refused ;;
-*) echo "usage: images.sh project|streams|debian|python|node|node-name|privileged-refused" >&2; exit 2 ;;
+*) echo "usage: images.sh project|streams|kafka|debian|python|node|node-name|privileged-refused" >&2; exit 2 ;;
 esac

@@ -7,7 +7,10 @@
 # (and cluster.sh deletes only a cluster it created).
 KIND_CLUSTER ?= staticfleet
 export KIND_CLUSTER
-IMAGES := staticfleet:0.1.0 staticfleet-consumer-example:0.1.0 staticfleet-streams-example:0.1.0
+# The Kafka version the conformance suite pins (conformance/kafka/pom.xml), for the kind tests' broker image.
+KAFKA_VERSION := $(shell sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' conformance/kafka/pom.xml)
+IMAGES := staticfleet:0.1.0 staticfleet-consumer-example:0.1.0 staticfleet-streams-example:0.1.0 \
+	staticfleet-kafka:$(KAFKA_VERSION)
 
 docker-check:
 	@docker info >/dev/null 2>&1 || { \
@@ -28,7 +31,7 @@ kind-down:
 	@if docker info >/dev/null 2>&1; then e2e/kind/cluster.sh down; fi
 
 # staticfleet:0.1.0, staticfleet-consumer-example:0.1.0 and staticfleet-streams-example:0.1.0, as the
-# README builds them.
+# README builds them, and staticfleet-kafka:<version> (Apache Kafka for the kind tests, e2e/kind/kafka).
 images: docker-check
 	@e2e/kind/images.sh project >/dev/null
 

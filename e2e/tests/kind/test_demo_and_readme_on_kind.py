@@ -317,5 +317,7 @@ def test_the_block_without_helm_runs_a_fleet_and_scales_it_with_one_rebalance(
 
     _run(shell, _command(WITHOUT_HELM, "kubectl scale scg/orders"))
     after = wait_explained(kubectl, [NAMESPACE], lambda: _ready_with(kubectl, 1), timeout=180, what="1 Ready")
-    assert int(after["status"]["group"]["rebalances"]) == before + 1, "scaling 3 -> 1 is one rebalance"
+    assert int(after["status"]["group"]["rebalances"]) == before + 1, (
+        f"scaling 3 -> 1 is one rebalance: {json.dumps(after['status']['group'])}"
+    )
     assert [m["instanceId"] for m in after["status"]["members"]] == ["orders-0"]
