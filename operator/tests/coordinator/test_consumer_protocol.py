@@ -17,6 +17,7 @@ from staticfleet.coordinator.consumer_protocol import (
     Assignment,
     ProtocolDecodeError,
     Subscription,
+    decode_assignment,
     decode_subscription,
     encode_assignment,
     encode_subscription,
@@ -61,3 +62,26 @@ def test_an_array_count_larger_than_the_bytes_is_a_decode_error() -> None:
 def test_a_negative_version_is_a_decode_error() -> None:
     with pytest.raises(ProtocolDecodeError, match="negative"):
         decode_subscription(struct.pack(">hi", -1, 0))
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        (struct.pack(">hi", 0, -1) + struct.pack(">i", -1), "topics"),  # v0: topics null, user data null
+        (struct.pack(">hi", 1, 0) + struct.pack(">ii", -1, -1), "ownedPartitions"),  # v1: owned null
+        (
+            struct.pack(">hi", 1, 0) + struct.pack(">ii", -1, 1) + b"\x00\x01t" + struct.pack(">i", -1),
+            "partitions",
+        ),
+    ],
+)
+def test_a_null_array_is_a_decode_error_as_kafka_refuses_it(payload: bytes, field: str) -> None:
+    """kio reads a null non-nullable array as None; Kafka's readers refuse it, and a group whose member
+    sent one has subscriptions nobody can read (found by bench/fuzz_frames.py: a timer failed on it)."""
+    with pytest.raises(ProtocolDecodeError, match=f"non-nullable field {field} was serialized as null"):
+        decode_subscription(payload)
+
+
+def test_an_assignment_with_null_partitions_is_a_decode_error() -> None:
+    with pytest.raises(ProtocolDecodeError, match="assignedPartitions"):
+        decode_assignment(struct.pack(">hi", 0, -1) + struct.pack(">i", -1))
