@@ -463,16 +463,10 @@ def tenancy_policy(namespace: str) -> Manifest:
 def grant(state: State, plain: PlainLogin) -> None:
     """The plain fleet's SCRAM user and ACLs, made as the chart's admin: directly on the local pod runner,
     else from inside the coordinator's pod (this machine may not reach its Kafka port)."""
-    wanted = {
-        "user": plain.access.user,
-        "mechanism": plain.access.mechanism,
-        "password": plain.password,
-        "acls": [list(acl) for acl in plain.acls],
-    }
     full = _fullname(state.release)
     if not state.local:
         in_coordinator(
-            state.kube(), full, state.namespace, GRANT_SCRIPT, kafka=True, stdin=json.dumps(wanted)
+            state.kube(), full, state.namespace, GRANT_SCRIPT, kafka=True, stdin=plain.grant_request()
         )
         return
     admin = _secret(state.kube(), state.namespace, f"{full}-kafka-admin") or {}

@@ -8,6 +8,7 @@ Dockerfile puts them in /app).
 from __future__ import annotations
 
 import base64
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -92,6 +93,17 @@ class PlainLogin:
     password: str
     acls: tuple[tuple[str, str, str, str, str], ...]
     """(resource type, name, principal, operation, pattern type) of each ACL, as AclBinding takes them."""
+
+    def grant_request(self) -> str:
+        """What incluster.GRANT_SCRIPT reads on stdin: the user, its mechanism and password, its ACLs."""
+        return json.dumps(
+            {
+                "user": self.access.user,
+                "mechanism": self.access.mechanism,
+                "password": self.password,
+                "acls": [list(acl) for acl in self.acls],
+            }
+        )
 
 
 def plain_access(resource: Manifest, namespace: str, ca: bytes | None) -> PlainLogin:

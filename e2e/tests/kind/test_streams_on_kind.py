@@ -469,13 +469,7 @@ def baseline_login(kubectl: Kubectl, resource: Manifest, namespace: str) -> Flee
     tls = kubectl.get("secret", f"{RELEASE}-coordinator-tls", RELEASE_NAMESPACE)
     login = plain_access(resource, namespace, base64.b64decode(tls["data"]["ca.crt"]))
     kubectl.apply(login.secret, namespace)
-    wanted = {
-        "user": login.access.user,
-        "mechanism": login.access.mechanism,
-        "password": login.password,
-        "acls": [list(acl) for acl in login.acls],
-    }
-    in_coordinator(kubectl, RELEASE, RELEASE_NAMESPACE, GRANT_SCRIPT, kafka=True, stdin=json.dumps(wanted))
+    in_coordinator(kubectl, RELEASE, RELEASE_NAMESPACE, GRANT_SCRIPT, kafka=True, stdin=login.grant_request())
     return login.access
 
 
