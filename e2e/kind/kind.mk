@@ -45,5 +45,5 @@ kind-e2e: export KIND_FRESH ?= 1
 kind-e2e: venv helm kind-up
 	@status=0; E2E_CLUSTER=kind E2E_KUBECONFIG="$$(e2e/kind/cluster.sh kubeconfig)" \
 		E2E_KUBECTL="$$(e2e/cluster/build.sh --print)/kubectl" \
-		$(VENV)/bin/pytest e2e -m 'not localcluster' $(PYTEST_ARGS) || status=$$?; \
+		$(VENV)/bin/pytest e2e -m 'not localcluster' --durations=30 $(PYTEST_ARGS) || status=$$?; \
 	if [ "$${KEEP_CLUSTER:-0}" != 1 ]; then e2e/kind/cluster.sh down; fi; exit $$status

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e.helpers import Cluster, wait_until
+from e2e.helpers import Cluster, pod_report, wait_until
 
 from .harness import (
     OperatorRunner,
@@ -167,7 +167,8 @@ def test_a_consumer_cut_off_while_running_is_named_and_rejoins(
         )
         assert events(kubectl, namespace, NAME, "PodsBackInGroup")
         pod = kubectl.get("pod", CUT_POD, namespace)
-        assert pod["status"]["containerStatuses"][0]["restartCount"] == 0
+        restarts = pod["status"]["containerStatuses"][0]["restartCount"]
+        assert restarts == 0, f"the consumer kept running:\n{pod_report(kubectl, [namespace], log_lines=80)}"
         assert get_fleet(kubectl, namespace, NAME)["status"]["group"]["members"] == 2
     finally:
         kubectl.run("delete", "scg", NAME, "-n", namespace, "--wait=false", check=False)
