@@ -7,7 +7,8 @@ tests marked `localcluster` (they read pod files on this host) are then deselect
 
 E2E_CLUSTER=kind (set by `make kind-e2e`, with E2E_KUBECONFIG naming the kind cluster) selects the
 tests marked `kind` too: the chart installed as the README says, fleets run by a real kubelet from the
-project's images. Elsewhere those are deselected: `make test` runs them in its kind pass.
+project's images. Elsewhere those are deselected: `make test` runs them in its kind pass, with the other
+tests that use a cluster; those that do not (renders, parsers, reports) run in the local pass only.
 """
 
 from __future__ import annotations
@@ -49,6 +50,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         deselect([item for item in items if item.get_closest_marker("kind")])
     if EXTERNAL_KUBECONFIG:
         deselect([item for item in items if item.get_closest_marker("localcluster")])
+    if ON_KIND:
+        # The kind pass runs what needs a cluster; the rest (renders, parsers, reports) ran in the local
+        # pass already and would only run again.
+        deselect([i for i in items if not i.get_closest_marker("kind") and "cluster" not in i.fixturenames])
 
 
 def _external_kubectl() -> Kubectl:
