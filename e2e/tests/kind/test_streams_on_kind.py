@@ -52,6 +52,15 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.helpers import Cluster, Kubectl, Manifest
+from e2e.streams_logs import (
+    History,
+    Rebalance,
+    embedded_history,
+    json_lines,
+    kafka_history,
+    restored_records,
+    running_tasks,
+)
 from examples.demo.fleet import plain_access, plain_workload
 from examples.demo.incluster import GRANT_SCRIPT, in_coordinator
 from staticfleet.kube.access import FleetAccess
@@ -60,17 +69,10 @@ from .streams import (
     EMBEDDED_BOOTSTRAP,
     KAFKA_NAMESPACE,
     TOOLBOX,
-    History,
-    Rebalance,
     Toolbox,
     compare_counts,
     embedded_events,
-    embedded_history,
-    json_lines,
-    kafka_history,
     kafka_log,
-    restored_records,
-    running_tasks,
     toolbox_pod,
 )
 from .support import RELEASE, RELEASE_NAMESPACE, REPO_ROOT, wait_explained

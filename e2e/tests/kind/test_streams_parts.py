@@ -5,14 +5,9 @@ from __future__ import annotations
 
 import json
 
-from .streams import (
-    compare_counts,
-    embedded_history,
-    json_lines,
-    kafka_history,
-    restored_records,
-    running_tasks,
-)
+from e2e.streams_logs import embedded_history, json_lines, kafka_history, restored_records, running_tasks
+
+from .streams import compare_counts
 
 GROUP = "ns.order-counts"
 PREFIX = "INFO [GroupCoordinator id=1 topic=__consumer_offsets partition=0]"
