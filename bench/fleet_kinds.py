@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from examples.demo.fleet import PLAIN_DYNAMIC, PLAIN_STATIC, STATICFLEET
+from staticfleet.admin.instance_ids import member_instance_ids
 from staticfleet.kube.spec import DEFAULT_HEARTBEAT_INTERVAL_MS
 
 EMBEDDED, KAFKA = "embedded", "kafka"
@@ -74,11 +75,13 @@ class FleetKind:
             spec["assignmentStrategy"] = self.assignor
         return spec
 
-    def expected(self, name: str, replicas: int) -> frozenset[str] | int:
-        """A settled fleet's members: its pods' instance ids, or for dynamic members their number."""
+    def expected(self, name: str, replicas: int, per_pod: int = 1) -> frozenset[str] | int:
+        """A settled fleet's members: the instance ids of its pods' `per_pod` members each (a pod's own id
+        for one, `<pod>-1` .. `<pod>-<per_pod>` for several, as Kafka Streams names its threads'), or for
+        dynamic members their number."""
         if self.membership == "dynamic":
-            return replicas
-        return frozenset(f"{name}-{i}" for i in range(replicas))
+            return replicas * per_pod
+        return frozenset(m for i in range(replicas) for m in member_instance_ids(f"{name}-{i}", per_pod))
 
 
 STATICFLEET_COOPERATIVE = "staticfleet cooperative"
@@ -107,6 +110,15 @@ KINDS: dict[str, FleetKind] = {
 }
 OURS = tuple(k.name for k in KINDS.values() if k.operated)
 CLASSIC_BASELINES = tuple(k.name for k in KINDS.values() if not k.operated and k.protocol == CLASSIC)
+
+
+def backend_name(backend: str) -> str:
+    """A coordinator as the published text names it."""
+    if backend == KAFKA:
+        from conformance.kafka_broker import kafka_version
+
+        return f"Apache Kafka {kafka_version()}"
+    return "the embedded coordinator"
 
 
 def kinds_on(backend: str, wanted: tuple[str, ...] | list[str]) -> list[FleetKind]:

@@ -1,6 +1,7 @@
 """Fleet operations side by side: staticfleet, plain static membership and plain dynamic membership.
 
     .venv/bin/python bench/fleet_ops.py [--replicas 20] [--runs 3] [--backend embedded|kafka|both]
+    .venv/bin/python bench/fleet_ops.py --app streams [--replicas 6] [--runs 1] [--backend ...]
 
 Everything is real and local: the e2e control plane (kube-apiserver, etcd, kube-controller-manager) with
 the local pod runner, `staticfleet operator` as a local process, and pods running
@@ -22,6 +23,11 @@ rolling restart: and every pod replaced and ready). Rebalances are counted by th
 operation plus a settle period: the generation on the embedded coordinator, the broker's "Preparing to
 rebalance" log lines on Apache Kafka. The machine is shared: only the figures of one run, side by side,
 compare; the medians and ranges across runs show the noise.
+
+With `--app streams` the fleets run the Kafka Streams example instead (examples/streams, two stream threads
+a pod), as staticfleet, plain static and plain dynamic, and each operation's cost is the records restored
+into their stores: bench/fleet_streams.py says how. Its results go to their own section of
+docs/benchmarks.md and of the README.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -50,6 +56,7 @@ from typing import Any, Protocol
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "operator"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import fleet_streams
 from bench.consumption import ConsumerRun, Stopped, consuming_spans, parse_log, stopped
 from bench.fleet_kinds import (
     CONSUMER,
@@ -58,6 +65,7 @@ from bench.fleet_kinds import (
     KAFKA_CONSUMER_HEARTBEAT_MS,
     KINDS,
     FleetKind,
+    backend_name,
     kinds_on,
 )
 from bench.fleet_report import (
@@ -81,6 +89,7 @@ from e2e.localcluster import binaries, procs
 from e2e.localcluster.controlplane import LocalCluster
 from e2e.localcluster.podrunner import DEFAULT_NODE_NAME, RUNNER_MARKER, runner_command
 from e2e.localcluster.ports import free_port
+from e2e.streams_logs import History, embedded_history, json_lines, kafka_history
 from e2e.tests.operator.harness import (
     CRD_DIR,
     REPO_ROOT,
@@ -100,6 +109,7 @@ from examples.demo.fleet import (
 from staticfleet.admin.coordinator_api import fetch_group_json
 
 NAME = "fleet"
+CONSUMER_APP = "consumer"
 SETTLE_S = 5.0
 POLL_S = 0.2
 README = ROOT / "README.md"
@@ -118,6 +128,7 @@ class Backend(Protocol):
     def view(self, group: str) -> GroupView | None: ...
     def rebalance_mark(self, group: str) -> int: ...
     def last_rebalance_at(self, group: str) -> float | None: ...
+    def history(self, group: str) -> History: ...
     def create_topic(self, topic: str, partitions: int) -> None: ...
     def restart(self) -> None: ...
     def stop(self) -> None: ...
@@ -185,6 +196,12 @@ class Embedded:
     def last_rebalance_at(self, group: str) -> float | None:
         """When the group's last rebalance completed (epoch seconds), as the coordinator recorded it."""
         return last_rebalance_at(self._group(group))
+
+    def history(self, group: str) -> History:
+        """The group's completed join phases, from the coordinator's event log (docs/events.md)."""
+        path = self.workdir / "data" / "events" / "events.jsonl"
+        text = path.read_text(errors="replace") if path.exists() else ""
+        return embedded_history(json_lines(text), group)
 
     def create_topic(self, topic: str, partitions: int) -> None:
         _create_topic(self.bootstrap, topic, partitions)
@@ -306,6 +323,13 @@ class Kafka:
         except OSError:
             return None
 
+    def history(self, group: str) -> History:
+        """The group's completed rebalances, from the broker's log lines."""
+        try:
+            return kafka_history(self.broker.log_file.read_text(errors="replace"), group)
+        except OSError:
+            return History([], None)
+
     def _reset_admin(self) -> None:
         self._modern = None
         if self._admin is not None:
@@ -361,6 +385,8 @@ class Fleet:
     replicas: int
     heartbeat_ms: int | None = None
     partitions: int = 0
+    per_pod: int = 1  # members a pod runs (Kafka Streams: one per stream thread)
+    ready: Callable[[int], bool] | None = None  # whether every pod is ready at a size, where that counts
 
     @property
     def group(self) -> str:
@@ -375,8 +401,13 @@ class Fleet:
         return KINDS[self.kind]
 
     def expected(self, view: GroupView | None, replicas: int) -> bool:
-        """Stable with exactly `replicas` members, each assigned: static fleets by instance id."""
-        return group_settled(view, self.spec.expected(NAME, replicas))
+        """Stable with the members of exactly `replicas` pods, each assigned: static fleets by instance id."""
+        return group_settled(view, self.spec.expected(NAME, replicas, self.per_pod))
+
+    def settled(self, view: GroupView | None, replicas: int) -> bool:
+        """`expected`, and every pod ready where the fleet's readiness counts (a Kafka Streams instance is
+        ready once RUNNING: its stores restored)."""
+        return self.expected(view, replicas) and (self.ready is None or self.ready(replicas))
 
 
 def stopped_consumption(run_dir: Path, fleet: Fleet, begin: float, end: float) -> Stopped:
@@ -435,6 +466,11 @@ class Kube:
             and status.get("readyReplicas", 0) == fleet.replicas
         )
 
+    def ready(self, fleet: Fleet, replicas: int) -> bool:
+        """Exactly `replicas` pods, every one ready."""
+        _, status = self.statefulset(fleet)
+        return bool(status.get("replicas", 0) == replicas and status.get("readyReplicas", 0) == replicas)
+
     def statefulset_generation(self, fleet: Fleet) -> int:
         return self.statefulset(fleet)[0]
 
@@ -480,11 +516,12 @@ def measure(
     replicas: int,
     timeout_s: float,
     begin_all: Callable[[], None] | None = None,
-    consumption: Callable[[Fleet, float, float], Stopped] | None = None,
+    cost: Callable[[Fleet, float, float], Mapping[str, Any]] | None = None,
 ) -> list[Sample]:
     """Runs `act` on each fleet (it returns the fleet's done-check), polls every group until done, then
-    counts the rebalances over the operation and a settle period, and with `consumption` the
-    partition-seconds without a consumer over the same window."""
+    counts the rebalances over the operation and a settle period, and with `cost` what the operation cost
+    the application over the same window (the Sample fields it returns: the partition-seconds without a
+    consumer, or the records a Kafka Streams fleet restored)."""
     marks = {f.kind: backend.rebalance_mark(f.group) for f in fleets}
     watches: list[Watch] = []
     if begin_all is not None:  # one action for every fleet (a coordinator restart)
@@ -514,7 +551,7 @@ def measure(
     ended_wall = time.time()
     for watch in watches:
         finished = watch.finished if watch.finished is not None else time.monotonic()
-        cost = None if consumption is None else consumption(watch.fleet, watch.began_wall, ended_wall)
+        costs = {} if cost is None else cost(watch.fleet, watch.began_wall, ended_wall)
         samples.append(
             Sample(
                 backend=backend.name,
@@ -528,8 +565,7 @@ def measure(
                 timed_out=watch.finished is None,
                 heartbeat_ms=watch.fleet.heartbeat_ms,
                 began_at=watch.began_at,
-                stopped_partition_seconds=None if cost is None else cost.partition_seconds,
-                partitions_stopped=None if cost is None else cost.partitions,
+                **costs,
             )
         )
     return samples
@@ -541,7 +577,7 @@ def wait_settled(backend: Backend, fleets: Sequence[Fleet], timeout_s: float, *,
     for fleet in fleets:
         try:
             wait_until(
-                lambda f=fleet: f.expected(observe(backend, f), f.replicas),  # type: ignore[misc]
+                lambda f=fleet: f.settled(observe(backend, f), f.replicas),  # type: ignore[misc]
                 timeout=timeout_s,
                 what=f"{fleet.group} to be Stable with {fleet.replicas} members",
                 interval=0.5,
@@ -559,9 +595,12 @@ def with_env(template: dict[str, Any], env: list[dict[str, str]]) -> dict[str, A
     return {**template, "spec": {**template["spec"], "containers": [first, *containers[1:]]}}
 
 
-def create_fleets(kubectl: Kubectl, backend: Backend, args: argparse.Namespace, tag: str) -> list[Fleet]:
+def create_fleets(
+    kubectl: Kubectl, kube: Kube, backend: Backend, args: argparse.Namespace, tag: str
+) -> list[Fleet]:
     fleets = []
     extra = parse_fleet_specs(args.fleet_spec)
+    streams = args.app == fleet_streams.APP
     for index, kind in enumerate(kinds_on(backend.name, args.kinds)):
         namespace = f"{tag}-{index}-{kind.name.replace(' ', '-')}"
         kubectl.run("create", "namespace", namespace)
@@ -572,11 +611,19 @@ def create_fleets(kubectl: Kubectl, backend: Backend, args: argparse.Namespace, 
         kafka = {"bootstrapServers": backend.bootstrap}
         if backend.api is not None:
             kafka["coordinatorApi"] = backend.api
+        if streams:
+            output = fleet_streams.output_topic(fleet.topic)
+            backend.create_topic(output, args.partitions)
+            fleet_streams.fill_topic(backend.bootstrap, fleet.topic, args.records)
+            fleet.per_pod = fleet_streams.members_per_pod()
+            fleet.ready = lambda replicas, f=fleet: kube.ready(f, replicas)
+            app = fleet_streams.fleet_fields(kind, fleet_streams.command(), output)
+        else:
+            app = {"template": with_env(consumer_template(), kind.env()), **kind.spec()}
         spec = {
             "sessionTimeoutMs": args.session_timeout_ms,
-            "template": with_env(consumer_template(), kind.env()),
             "kafka": kafka,
-            **kind.spec(),
+            **app,
             **extra.get(kind.name, {}),
         }
         resource = fleet_manifest(NAME, args.replicas, backend.bootstrap, fleet.topic, **spec)
@@ -618,21 +665,26 @@ def run_operations(
     fleets: Sequence[Fleet],
     args: argparse.Namespace,
     run: int,
-    consumption: Callable[[Fleet, float, float], Stopped],
+    cost: Callable[[Fleet, float, float], Mapping[str, Any]],
 ) -> list[Sample]:
     n = args.replicas
     down, up = n // 2, n // 2 + n // 4
     slow = args.session_timeout_ms / 1000 + 120
+    # What a rolling restart may take per pod: a JVM closing and starting is slower than a consumer.
+    per_pod_s = fleet_streams.POD_RESTART_S if args.app == fleet_streams.APP else 20
     samples: list[Sample] = []
 
     def report(found: list[Sample]) -> None:
         for s in found:
             flag = " (timed out)" if s.timed_out else ""
+            spent = (
+                f"{s.stopped_partition_seconds} partition-s stopped ({s.partitions_stopped} partitions)"
+                if s.records_restored is None
+                else f"{s.records_restored} records restored, {s.follow_ups} follow-ups"
+            )
             print(
                 f"  {backend.name} run {run} {s.operation:<20} {s.kind:<33} {s.seconds:6.1f} s"
-                f"  {s.rebalances} rebalances  not Stable {s.unstable_seconds:.1f} s"
-                f"  {s.stopped_partition_seconds} partition-s stopped ({s.partitions_stopped} partitions)"
-                f"{flag}",
+                f"  {s.rebalances} rebalances  not Stable {s.unstable_seconds:.1f} s  {spent}{flag}",
                 flush=True,
             )
         samples.extend(found)
@@ -650,14 +702,14 @@ def run_operations(
 
     if ROLLING_RESTART in args.operations:
         report(measure(backend, fleets, restart, operation=ROLLING_RESTART, run=run, replicas=n,
-                       timeout_s=slow + 20 * n, consumption=consumption))  # fmt: skip
+                       timeout_s=slow + per_pod_s * n, cost=cost))  # fmt: skip
         wait_settled(backend, fleets, slow, strict=False)
 
     def scaler(replicas: int) -> Callable[[Fleet], Callable[[GroupView | None], bool]]:
         def act(fleet: Fleet) -> Callable[[GroupView | None], bool]:
             kube.scale(fleet, replicas)
             fleet.replicas = replicas
-            return lambda view: fleet.expected(view, replicas)
+            return lambda view: fleet.settled(view, replicas)
 
         return act
 
@@ -678,7 +730,7 @@ def run_operations(
             for fleet in fleets:
                 wait_for_phase(backend, fleet, fraction, rng)
                 report(measure(backend, [fleet], scaler(replicas), operation=operation, run=run, replicas=n,
-                               timeout_s=slow, consumption=consumption))  # fmt: skip
+                               timeout_s=slow, cost=cost))  # fmt: skip
                 wait_settled(backend, [fleet], slow, strict=False)
         # back to N, not measured
         for fleet in fleets:
@@ -692,13 +744,13 @@ def run_operations(
         measure(
             backend,
             fleets,
-            lambda fleet: lambda view: fleet.expected(view, n),
+            lambda fleet: lambda view: fleet.settled(view, n),
             operation=COORDINATOR_RESTART,
             run=run,
             replicas=n,
             timeout_s=slow,
             begin_all=backend.restart,
-            consumption=consumption,
+            cost=cost,
         )
     )
     wait_settled(backend, fleets, slow, strict=False)
@@ -717,21 +769,38 @@ def bench_backend(
     operator.workdir.mkdir(parents=True, exist_ok=True)
     operator.start()
     kube = Kube(cluster.kubeconfig_path)
+    streams = args.app == fleet_streams.APP
     samples: list[Sample] = []
     fleets: list[Fleet] = []
     try:
-        fleets = create_fleets(kubectl, backend, args, f"{backend_name}-{args.replicas}")
-        wait_settled(backend, fleets, 300)
+        fleets = create_fleets(kubectl, kube, backend, args, f"{backend_name}-{args.replicas}")
+        wait_settled(backend, fleets, fleet_streams.START_S if streams else 300)
         for fleet in fleets:
             broker_side = fleet.spec.protocol == CONSUMER
             fleet.heartbeat_ms = args.consumer_heartbeat_ms if broker_side else kube.heartbeat_ms(fleet)
+            if streams:  # every store complete before the first operation
+                wait_until(
+                    lambda f=fleet: fleet_streams.caught_up(backend.bootstrap, f.group, f.topic),  # type: ignore[misc]
+                    timeout=fleet_streams.START_S,
+                    what=f"{fleet.group} to process its input",
+                    interval=2,
+                )
         time.sleep(SETTLE_S)
 
-        def consumption(fleet: Fleet, begin: float, end: float) -> Stopped:
-            return stopped_consumption(cluster.run_dir, fleet, begin, end)
+        def cost(fleet: Fleet, begin: float, end: float) -> Mapping[str, Any]:
+            if streams:
+                return {
+                    "records_restored": fleet_streams.restored_since(cluster.run_dir, fleet.namespace, begin),
+                    "follow_ups": fleet_streams.follow_ups(backend.history(fleet.group), begin, end),
+                }
+            found = stopped_consumption(cluster.run_dir, fleet, begin, end)
+            return {
+                "stopped_partition_seconds": found.partition_seconds,
+                "partitions_stopped": found.partitions,
+            }
 
         for run in range(1, args.runs + 1):
-            samples += run_operations(backend, kube, fleets, args, run, consumption)
+            samples += run_operations(backend, kube, fleets, args, run, cost)
     finally:
         for fleet in fleets:
             kubectl.run("delete", "scg", "--all", "-n", fleet.namespace, "--wait=false", check=False)
@@ -763,7 +832,7 @@ def publish_readme(summaries: Sequence[Summary], backend: str, replicas: int, ru
         f"{begin}\n"
         + table(comparison_headers(kinds_of(summaries, backend)), comparison_rows(summaries, backend))
         + "\n\nEach cell: rebalances / seconds to Stable / partition-seconds without a consumer. "
-        f"N={replicas} consumers, median of {runs} runs on {_backend_name(backend)}, measured side by side "
+        f"N={replicas} consumers, median of {runs} runs on {backend_name(backend)}, measured side by side "
         f"by `bench/fleet_ops.py` on {info['date']} ({info['cpus']} CPUs, Python {info['python']}); every "
         "run, both coordinators (Kafka's consumer protocol too), the ranges and how to read them are in "
         "[docs/benchmarks.md](docs/benchmarks.md#fleet-operations-side-by-side).\n"
@@ -773,15 +842,39 @@ def publish_readme(summaries: Sequence[Summary], backend: str, replicas: int, ru
     README.write_text(text[:start] + body + text[stop:])
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The options, with the defaults of the application chosen where they were left out."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--replicas", type=int, default=20, help="N, the fleets' size (default 20)")
+    parser.add_argument(
+        "--app",
+        choices=(CONSUMER_APP, fleet_streams.APP),
+        default=CONSUMER_APP,
+        help="what the fleets run: the example consumer (default), or the Kafka Streams example with the "
+        "records it restores (bench/fleet_streams.py)",
+    )
+    parser.add_argument(
+        "--replicas", type=int, help=f"N, the fleets' size (default 20; {fleet_streams.REPLICAS} for streams)"
+    )
     parser.add_argument("--runs", type=int, default=3, help="repetitions of every operation (default 3)")
     parser.add_argument("--backend", choices=(EMBEDDED, KAFKA, "both"), default="both")
-    parser.add_argument("--partitions", type=int, default=40, help="partitions of each fleet's topic")
-    parser.add_argument("--session-timeout-ms", type=int, default=30_000)
+    parser.add_argument(
+        "--partitions",
+        type=int,
+        help="partitions of each fleet's topic (default 40; for streams one per stream thread at N)",
+    )
+    parser.add_argument(
+        "--session-timeout-ms",
+        type=int,
+        help=f"default 30000; for streams {fleet_streams.SESSION_TIMEOUT_MS}, Kafka's default",
+    )
+    parser.add_argument(
+        "--records",
+        type=int,
+        default=fleet_streams.RECORDS,
+        help=f"streams: records in each fleet's input topic, a key each (default {fleet_streams.RECORDS})",
+    )
     parser.add_argument(
         "--consumer-heartbeat-ms",
         type=int,
@@ -792,8 +885,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--kinds",
         type=lambda v: v.split(","),
-        default=list(KINDS),
-        help=f"comma-separated fleet kinds (default: every one a coordinator runs): {', '.join(KINDS)}",
+        help=f"comma-separated fleet kinds (default: every one a coordinator runs): {', '.join(KINDS)}; "
+        f"for streams, of (and by default): {', '.join(fleet_streams.KINDS)}",
     )
     parser.add_argument(
         "--operations",
@@ -820,13 +913,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--replay", type=Path, help="publish the samples a --json run wrote instead of measuring again"
     )
     args = parser.parse_args(argv)
+    streams = args.app == fleet_streams.APP
+    # Kafka Streams brings its own assignor and runs the classic protocol here: only the kinds that differ
+    # in who operates the fleet and its membership apply.
+    kinds = fleet_streams.KINDS if streams else tuple(KINDS)
+    if args.replicas is None:
+        args.replicas = fleet_streams.REPLICAS if streams else 20
+    if args.partitions is None:
+        args.partitions = args.replicas * fleet_streams.members_per_pod() if streams else 40
+    if args.session_timeout_ms is None:
+        args.session_timeout_ms = fleet_streams.SESSION_TIMEOUT_MS if streams else 30_000
+    if args.kinds is None:
+        args.kinds = list(kinds)
     for given, known, option in (
-        (args.kinds, tuple(KINDS), "--kinds"),
+        (args.kinds, kinds, "--kinds"),
         (args.operations, OPERATIONS, "--operations"),
     ):
         unknown = [v for v in given if v not in known]
         if unknown:
             parser.error(f"{option}: {', '.join(map(repr, unknown))} not among {', '.join(map(repr, known))}")
+    if streams and args.fleet_spec:
+        parser.error("--fleet-spec: the Kafka Streams fleets run examples/streams.yaml's spec as it is")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    streams = args.app == fleet_streams.APP
+    if streams and args.replay is None:
+        fleet_streams.command()  # built (or found) before anything starts
     backends = (EMBEDDED, KAFKA) if args.backend == "both" else (args.backend,)
     samples: list[Sample] = []
     if args.replay is not None:
@@ -842,9 +957,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             for backend in backends:
                 samples += bench_backend(backend, cluster, kubectl, tmp / backend, args)
     summaries = summarize(samples)
+    if streams:
+        return report_streams(args, argv, samples, backends)
     print(table(DETAIL_HEADERS, detail_rows(summaries)))
     for backend in backends:
-        print(f"\nOn {_backend_name(backend)}, medians (rebalances / s to Stable / partition-s stopped):\n")
+        print(f"\nOn {backend_name(backend)}, medians (rebalances / s to Stable / partition-s stopped):\n")
         print(table(comparison_headers(kinds_of(summaries, backend)), comparison_rows(summaries, backend)))
     absent = _absent_kinds(args.kinds, backends)
     if absent:
@@ -855,19 +972,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     command = " ".join([".venv/bin/python bench/fleet_ops.py", *_measuring_options(argv)])
     body = _doc_body(args, summaries, backends) + "\n\n" + table(DETAIL_HEADERS, detail_rows(summaries))
-    publish(
-        "fleet_ops",
-        "Fleet operations side by side",
-        command,
-        body,
-        {
-            "args": {
-                k: v for k, v in vars(args).items() if k not in ("no_publish", "json", "replay", "workdir")
-            },
-            "samples": [asdict(s) for s in samples],  # the demo reads them too (where a baseline does better)
-        },
-    )
+    # the demo reads the samples too (where a baseline does better)
+    publish("fleet_ops", "Fleet operations side by side", command, body, _published(args, samples))
     publish_readme(summaries, backends[0], args.replicas, args.runs)
+    return 0
+
+
+def _published(args: argparse.Namespace, samples: Sequence[Sample]) -> dict[str, Any]:
+    return {
+        "args": {k: v for k, v in vars(args).items() if k not in ("no_publish", "json", "replay", "workdir")},
+        "samples": [asdict(s) for s in samples],
+    }
+
+
+def report_streams(
+    args: argparse.Namespace, argv: Sequence[str] | None, samples: Sequence[Sample], backends: Sequence[str]
+) -> int:
+    """Prints the Kafka Streams fleets' tables and publishes them in their own sections."""
+    summaries = summarize(samples)
+    body = fleet_streams.doc_body(
+        summaries,
+        backends,
+        replicas=args.replicas,
+        runs=args.runs,
+        partitions=args.partitions,
+        records=args.records,
+        session_timeout_ms=args.session_timeout_ms,
+    )
+    print(body)
+    if args.json is not None:
+        args.json.write_text(json.dumps([asdict(s) for s in samples], indent=1) + "\n")
+    if args.no_publish:
+        return 0
+    command = " ".join([".venv/bin/python bench/fleet_ops.py", *_measuring_options(argv)])
+    publish(fleet_streams.BLOCK, fleet_streams.TITLE, command, body, _published(args, samples))
+    fleet_streams.publish_readme(fleet_streams.readme_body(summaries, backends[0], args.replicas, args.runs))
     return 0
 
 
@@ -892,14 +1031,6 @@ def _absent_kinds(kinds: Sequence[str], backends: Sequence[str]) -> str:
     )
 
 
-def _backend_name(backend: str) -> str:
-    if backend == KAFKA:
-        from conformance.kafka_broker import kafka_version
-
-        return f"Apache Kafka {kafka_version()}"
-    return "the embedded coordinator"
-
-
 def _heartbeats(summaries: Sequence[Summary]) -> str:
     """Which heartbeat interval each kind of fleet ran with on each coordinator, as the samples say."""
     found: dict[str, dict[str, set[int | None]]] = {}
@@ -918,7 +1049,7 @@ def _heartbeats(summaries: Sequence[Summary]) -> str:
     parts = []
     for backend, kinds in found.items():
         fleets = ", ".join(f"{kind} {shown(values)}" for kind, values in kinds.items())
-        parts.append(f"on {_backend_name(backend)}: {fleets}")
+        parts.append(f"on {backend_name(backend)}: {fleets}")
     return "; ".join(parts)
 
 
@@ -1007,7 +1138,7 @@ def _doc_body(args: argparse.Namespace, summaries: Sequence[Summary], backends: 
         if rows:
             lines += [
                 "",
-                f"On {_backend_name(backend)}, medians (rebalances / s to Stable / partition-s stopped):",
+                f"On {backend_name(backend)}, medians (rebalances / s to Stable / partition-s stopped):",
                 "",
                 table(comparison_headers(kinds_of(summaries, backend)), rows),
             ]

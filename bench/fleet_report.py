@@ -1,11 +1,13 @@
 """bench/fleet_ops.py's samples and what is published from them (pure): medians and ranges per
 coordinator, operation and kind of fleet, the tables, and where a baseline does better than staticfleet.
+What an operation cost the application beside rebalances and time is a `Cost`: partition-seconds without
+a consumer for the example consumer, records restored for a Kafka Streams fleet.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from bench.fleet_kinds import KINDS
@@ -37,6 +39,10 @@ class Sample:
     # partitions that was (bench/consumption.py); None: not measured.
     stopped_partition_seconds: float | None = None
     partitions_stopped: int | None = None
+    # A Kafka Streams fleet's: records restored into its stores over the operation and its settle period,
+    # and how many of the rebalances Kafka Streams asked for itself (follow-ups); None: not measured.
+    records_restored: int | None = None
+    follow_ups: int | None = None
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,8 @@ class Summary:
     timed_out: int
     heartbeats: frozenset[int | None] = frozenset()
     stopped: tuple[float, ...] = ()  # partition-seconds without a consumer, of the runs that measured it
+    restored: tuple[int, ...] = ()  # records restored, of the runs that measured it
+    follow_ups: tuple[int, ...] = ()
 
     @property
     def median_s(self) -> float:
@@ -65,6 +73,10 @@ class Summary:
     @property
     def median_stopped(self) -> float | None:
         return statistics.median(self.stopped) if self.stopped else None
+
+    @property
+    def median_restored(self) -> float | None:
+        return statistics.median(self.restored) if self.restored else None
 
 
 def summarize(samples: Sequence[Sample]) -> list[Summary]:
@@ -92,6 +104,8 @@ def summarize(samples: Sequence[Sample]) -> list[Summary]:
                 sum(s.timed_out for s in chosen),
                 frozenset(s.heartbeat_ms for s in chosen),
                 tuple(s.stopped_partition_seconds for s in chosen if s.stopped_partition_seconds is not None),
+                tuple(s.records_restored for s in chosen if s.records_restored is not None),
+                tuple(s.follow_ups for s in chosen if s.follow_ups is not None),
             )
         )
     return out
@@ -118,53 +132,86 @@ def label(operation: str, replicas: int) -> str:
     }[operation]
 
 
-DETAIL_HEADERS = [
-    "coordinator",
-    "operation",
-    "fleet",
-    "rebalances",
-    "s to Stable",
-    "s not Stable",
+@dataclass(frozen=True)
+class Cost:
+    """What an operation cost the application beside rebalances and time: its column in the detailed
+    table, its median and range there, its median in a summary, how a baseline's lower cost reads, and the
+    difference below which it is noise."""
+
+    header: str
+    shown: Callable[[Summary], str]
+    median: Callable[[Summary], float | None]
+    less: str  # formatted with the difference
+    margin: float
+
+
+STOPPED = Cost(
     "partition-s stopped",
-    "timed out",
-]
+    lambda s: spread(s.stopped),
+    lambda s: s.median_stopped,
+    "{:.0f} partition-s less stopped",
+    PARTITION_SECONDS_MARGIN,
+)
+RESTORED = Cost(
+    "records restored",
+    lambda s: counts(s.restored) if s.restored else "-",
+    lambda s: s.median_restored,
+    "{:g} fewer records restored",
+    0.0,
+)
 
 
-def detail_rows(summaries: Sequence[Summary]) -> list[list[object]]:
+def detail_headers(cost: Cost = STOPPED) -> list[str]:
+    return ["coordinator", "operation", "fleet", "rebalances", "s to Stable", "s not Stable", cost.header,
+            "timed out"]  # fmt: skip
+
+
+DETAIL_HEADERS = detail_headers()
+
+
+def rebalances_shown(s: Summary) -> str:
+    """The rebalances, and of them the follow-ups Kafka Streams asked for itself where it did."""
+    if not any(s.follow_ups):
+        return counts(s.rebalances)
+    shown = counts(s.follow_ups)
+    return f"{counts(s.rebalances)} ({shown} follow-up{'' if shown == '1' else 's'})"
+
+
+def detail_rows(summaries: Sequence[Summary], cost: Cost = STOPPED) -> list[list[object]]:
     return [
         [
             s.backend,
             label(s.operation, s.replicas),
             s.kind,
-            counts(s.rebalances),
+            rebalances_shown(s),
             spread(s.seconds),
             spread(s.unstable_seconds),
-            spread(s.stopped),
+            cost.shown(s),
             s.timed_out or "",
         ]
         for s in summaries
     ]
 
 
-def cell(s: Summary) -> str:
-    """rebalances / s to Stable / partition-seconds stopped, medians."""
-    stopped = s.median_stopped
-    return f"{counts(s.rebalances)} / {s.median_s:.1f} s / " + ("-" if stopped is None else f"{stopped:.0f}")
+def cell(s: Summary, cost: Cost = STOPPED) -> str:
+    """rebalances / s to Stable / the cost (partition-seconds stopped unless told), medians."""
+    value = cost.median(s)
+    return f"{counts(s.rebalances)} / {s.median_s:.1f} s / " + ("-" if value is None else f"{value:.0f}")
 
 
 def baseline_wins(
-    by_kind: Mapping[str, Summary], ours: Sequence[str], baselines: Sequence[str]
+    by_kind: Mapping[str, Summary], ours: Sequence[str], baselines: Sequence[str], cost: Cost = STOPPED
 ) -> list[tuple[str, list[str]]]:
     """Each baseline that does better than the best of our kinds in one operation, with how: fewer
-    rebalances, sooner Stable, fewer partition-seconds without a consumer (beyond the noise margins).
-    Each measure is held against the best of our kinds on that measure."""
+    rebalances, sooner Stable, a lower cost (partition-seconds without a consumer unless told), beyond
+    the noise margins. Each measure is held against the best of our kinds on that measure."""
     mine = [by_kind[k] for k in ours if k in by_kind]
     if not mine:
         return []
     best_rebalances = min(s.median_rebalances for s in mine)
     best_seconds = min(s.median_s for s in mine)
-    stops = [s.median_stopped for s in mine if s.median_stopped is not None]
-    best_stopped = min(stops) if stops else None
+    costs = [c for c in map(cost.median, mine) if c is not None]
+    best_cost = min(costs) if costs else None
     found = []
     for kind in baselines:
         theirs = by_kind.get(kind)
@@ -175,13 +222,9 @@ def baseline_wins(
             how.append(f"{best_rebalances - theirs.median_rebalances:g} fewer rebalances")
         if theirs.median_s < best_seconds - SECONDS_MARGIN:
             how.append(f"Stable {best_seconds - theirs.median_s:.1f} s sooner")
-        their_stop = theirs.median_stopped
-        if (
-            best_stopped is not None
-            and their_stop is not None
-            and their_stop < best_stopped - PARTITION_SECONDS_MARGIN
-        ):
-            how.append(f"{best_stopped - their_stop:.0f} partition-s less stopped")
+        their_cost = cost.median(theirs)
+        if best_cost is not None and their_cost is not None and their_cost < best_cost - cost.margin:
+            how.append(cost.less.format(best_cost - their_cost))
         if how:
             found.append((kind, how))
     return found
@@ -200,9 +243,9 @@ def comparison_headers(kinds: Sequence[str]) -> list[str]:
     return ["fleet operation", *kinds, "where a baseline does better"]
 
 
-def comparison_rows(summaries: Sequence[Summary], backend: str) -> list[list[object]]:
-    """One row per operation: each kind's rebalances / s to Stable / partition-seconds stopped (medians),
-    then every baseline that does better than staticfleet's best kind, and how."""
+def comparison_rows(summaries: Sequence[Summary], backend: str, cost: Cost = STOPPED) -> list[list[object]]:
+    """One row per operation: each kind's rebalances / s to Stable / cost (medians: partition-seconds
+    stopped unless told), then every baseline that does better than staticfleet's best kind, and how."""
     kinds = kinds_of(summaries, backend)
     by = {(s.operation, s.kind): s for s in summaries if s.backend == backend}
     ours = [k for k in kinds if KINDS[k].operated]
@@ -213,8 +256,8 @@ def comparison_rows(summaries: Sequence[Summary], backend: str) -> list[list[obj
         if len(found) != len(kinds):
             continue
         first = next(iter(found.values()))
-        cells: list[object] = [label(operation, first.replicas), *(cell(found[k]) for k in kinds)]
-        cells.append(wins_text(baseline_wins(found, ours, others)))
+        cells: list[object] = [label(operation, first.replicas), *(cell(found[k], cost) for k in kinds)]
+        cells.append(wins_text(baseline_wins(found, ours, others, cost)))
         rows.append(cells)
     return rows
 

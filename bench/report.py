@@ -38,6 +38,18 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     return "\n".join(out)
 
 
+def replace_block(path: Path, name: str, body: str) -> bool:
+    """Puts `body` between the markers `<!-- bench:<name> -->` and `<!-- /bench:<name> -->` of `path`, in
+    place of what stood there; False, and nothing written, where the file has no such markers."""
+    text = path.read_text()
+    begin, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
+    if begin not in text or end not in text:
+        return False
+    start, stop = text.index(begin) + len(begin), text.index(end)
+    path.write_text(text[:start] + "\n" + body + "\n" + text[stop:])
+    return True
+
+
 def publish(
     name: str, title: str, command: str, body: str, data: dict[str, Any], *, doc: Path | None = None
 ) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.report import machine, publish, table  # noqa: E402
+from bench.report import machine, publish, replace_block, table  # noqa: E402
 
 MODULE = "e2e/tests/kind/test_streams_on_kind.py"
 RESULTS_ENV = "STATICFLEET_STREAMS_RESULTS"  # the module's record_outcomes
@@ -125,10 +125,8 @@ def readme_table(rows: list[dict[str, Any]], date: str) -> str:
 
 
 def publish_readme(body: str) -> None:
-    text = README.read_text()
-    begin, end = "<!-- bench:streams_fleet -->", "<!-- /bench:streams_fleet -->"
-    start, stop = text.index(begin) + len(begin), text.index(end)
-    README.write_text(text[:start] + "\n" + body + "\n" + text[stop:])
+    if not replace_block(README, "streams_fleet", body):
+        raise SystemExit(f"{README} has no bench:streams_fleet markers")
 
 
 def main(argv: list[str] | None = None) -> None:
