@@ -1006,7 +1006,16 @@ def report_streams(
         return 0
     command = " ".join([".venv/bin/python bench/fleet_ops.py", *_measuring_options(argv)])
     publish(fleet_streams.BLOCK, fleet_streams.TITLE, command, body, _published(args, samples))
-    fleet_streams.publish_readme(fleet_streams.readme_body(summaries, backends[0], args.replicas, args.runs))
+    fleet_streams.publish_readme(
+        fleet_streams.readme_body(
+            summaries,
+            backends[0],
+            replicas=args.replicas,
+            runs=args.runs,
+            records=args.records,
+            partitions=args.partitions,
+        )
+    )
     return 0
 
 

@@ -216,6 +216,14 @@ def test_the_comparison_shows_records_restored_and_names_a_baseline_that_restore
             "plain dynamic: 2000 fewer records restored",
         ],
     ]
+    # Beyond half of one task's store only (here 1000 records of 24000 over 12 partitions): below that, the
+    # partitions' sizes decide, not the membership.
+    margin = fleet_streams.restored_cost(24_000, 12)
+    assert margin.margin == 1000
+    assert comparison_rows(summaries, EMBEDDED, margin)[1][-1] == "plain dynamic: 2000 fewer records restored"
+    close = summarize([*SAMPLES[:2], sample(PLAIN_DYNAMIC, 58.0, 1, 5100)])
+    assert comparison_rows(close, EMBEDDED, margin)[0][-1] == "none"
+    assert comparison_rows(close, EMBEDDED, RESTORED)[0][-1] == "plain dynamic: 900 fewer records restored"
     assert detail_headers(RESTORED)[-2] == "records restored"
     rows = detail_rows(summaries, RESTORED)
     assert rows[2] == [
@@ -257,7 +265,9 @@ def test_the_published_section_and_readme_block_are_the_streams_own(
         f"{consumer_block}\n<!-- bench:fleet_ops_streams -->\nold\n<!-- /bench:fleet_ops_streams -->\n"
     )
     monkeypatch.setattr(fleet_streams, "README", readme)
-    fleet_streams.publish_readme(fleet_streams.readme_body(summaries, EMBEDDED, 6, 1))
+    fleet_streams.publish_readme(
+        fleet_streams.readme_body(summaries, EMBEDDED, replicas=6, runs=1, records=24_000, partitions=12)
+    )
     text = readme.read_text()
     assert text.startswith(consumer_block) and "old" not in text
     assert "| scale 6 → 3 | 1 / 12.0 s / 6000 |" in text
