@@ -53,7 +53,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if ON_KIND:
         # The kind pass runs what needs a cluster; the rest (renders, parsers, reports) ran in the local
         # pass already and would only run again.
-        deselect([i for i in items if not i.get_closest_marker("kind") and "cluster" not in i.fixturenames])
+        deselect(
+            [
+                i
+                for i in items
+                if not i.get_closest_marker("kind") and "cluster" not in getattr(i, "fixturenames", ())
+            ]
+        )
 
 
 def _external_kubectl() -> Kubectl:
