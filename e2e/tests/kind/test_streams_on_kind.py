@@ -85,9 +85,9 @@ CONTAINER = "streams"
 PER_POD = 2
 PARTITIONS = 8  # one task per stream thread of the fleet at 4 pods
 PRODUCER = "orders-producer"  # examples/producer.yaml, in the release's namespace
-# Kafka's client default: long enough for a pod replaced in a rollout on a busy two-core node (a JVM
-# starting, its stores opening) to be back before its members expire; the dynamic fleet's scale-down waits
-# it out.
+# Twice Kafka's client default (45 s): a pod replaced in a rollout on a busy two-core node (its container
+# stopped, a JVM starting, its stores opening) is back well before its members expire; the dynamic fleet's
+# scale-down waits it out.
 SESSION_TIMEOUT_MS = 90_000
 QUIET_S = 6.0  # a group Stable this long after its last rebalance has settled (follow-ups come at once)
 EMBEDDED, KAFKA = "embedded", "kafka"
