@@ -60,9 +60,9 @@ test:
 	[ $$status -eq 0 ] || exit $$status; \
 	$(MAKE) --no-print-directory docker-check && $(MAKE) --no-print-directory kind-e2e
 
-# Most tests wait on the network, sessions and timeouts rather than compute: they run on TEST_WORKERS
-# pytest-xdist workers (each starts its own local cluster and brokers; the conformance scenarios stay
-# together on one, as they run as one concurrent batch). TEST_WORKERS=0 runs them in this process.
+# The tests run on TEST_WORKERS pytest-xdist workers (each starts its own local cluster and brokers; the
+# conformance scenarios stay together on one, as they run as one concurrent batch). Four keep both cores
+# busy throughout (docs/local-cluster.md#measured). TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= 4
 test-local: lint typecheck kafka-jars cluster-binaries helm promtool browser
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=40 $(PYTEST_ARGS)
