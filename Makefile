@@ -62,7 +62,7 @@ test:
 
 # The tests run on TEST_WORKERS pytest-xdist workers (each starts its own local cluster and brokers; the
 # conformance scenarios stay together on one, as they run as one concurrent batch). Four keep both cores
-# busy throughout (docs/local-cluster.md#measured). TEST_WORKERS=0 runs them in this process.
+# busy throughout (measured in docs/local-cluster.md). TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= 4
 test-local: lint typecheck kafka-jars cluster-binaries helm promtool browser
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=40 $(PYTEST_ARGS)
