@@ -277,7 +277,8 @@ def doc_body(
         if shown:
             lines += [
                 "",
-                f"On {backend_name(backend)}, medians (rebalances / s to Stable / records restored):",
+                f"On {backend_name(backend)}, {'medians' if runs > 1 else 'one run'} (rebalances / s to "
+                "Stable / records restored):",
                 "",
                 shown,
             ]

@@ -258,7 +258,7 @@ def test_the_published_section_and_readme_block_are_the_streams_own(
         summaries, [EMBEDDED], replicas=6, runs=1, partitions=12, records=24_000, session_timeout_ms=45_000
     )
     assert "N=6 pods" in body and "24000 records" in body and "sessionTimeoutMs 45000" in body
-    assert "On the embedded coordinator, medians (rebalances / s to Stable / records restored):" in body
+    assert "On the embedded coordinator, one run (rebalances / s to Stable / records restored):" in body
     readme = tmp_path / "README.md"
     consumer_block = "<!-- bench:fleet_ops -->\nconsumer table\n<!-- /bench:fleet_ops -->"
     readme.write_text(
