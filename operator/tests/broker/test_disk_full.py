@@ -76,6 +76,7 @@ def test_a_full_disk_refuses_commits_keeps_the_group_stable_and_loses_nothing(
     coordinator.start()
     fleet = Fleet(coordinator, "confluent")
     filler: Path | None = None
+    client: KafkaConsumer | None = None
     try:
         values = fleet.produce(60)
         for instance in ("c0", "c1", "c2"):
@@ -148,6 +149,8 @@ def test_a_full_disk_refuses_commits_keeps_the_group_stable_and_loses_nothing(
         assert committed(coordinator.bootstrap, "probe") == {0: 10_000}
         assert committed(coordinator.bootstrap, "probe-new") == {}, "the refused commit stayed refused"
     finally:
+        if client is not None:
+            client.close()  # a client left open would keep retrying the coordinator after the test
         if filler is not None:
             filler.unlink()
         for consumer in fleet.consumers.values():

@@ -224,8 +224,10 @@ def test_admin_client_removes_a_departed_static_member_by_instance_id_in_one_reb
     before = fleet.settled_with("c-0", "c-1")
     fleet.consumers.pop("c-1").kill()  # gone for good, without LeaveGroup
     admin = KafkaAdminClient(bootstrap_servers=coordinator.bootstrap)
-    result = admin.remove_group_members(fleet.group, [MemberToRemove(group_instance_id="c-1")])
-    admin.close()
+    try:
+        result = admin.remove_group_members(fleet.group, [MemberToRemove(group_instance_id="c-1")])
+    finally:
+        admin.close()
     assert result is not None
     after = fleet.stable_with("c-0", timeout=30)
     assert after["generation"] == before["generation"] + 1, f"one rebalance:\n{fleet.history()}"
