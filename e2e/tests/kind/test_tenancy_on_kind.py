@@ -10,7 +10,6 @@ with the fleet's Secret as the login: what any client holding that Secret could 
 
 from __future__ import annotations
 
-import base64
 import json
 import secrets
 import time
@@ -21,6 +20,7 @@ import pytest
 
 from e2e.helpers import Cluster, Kubectl, Manifest
 from e2e.tests.operator.harness import condition, timing
+from e2e.tests.operator.test_tenancy import denied, secret_or_none
 from examples.demo.driver import stable_with
 from examples.demo.incluster import KAFKA_PRELUDE, in_coordinator
 
@@ -111,10 +111,7 @@ class Tenants:
         return found
 
     def credentials(self) -> dict[str, str] | None:
-        found = self.kubectl.get_or_none("secret", f"{SPY}-kafka-user", self.b)
-        if found is None:
-            return None
-        return {k: base64.b64decode(v).decode() for k, v in found["data"].items()}
+        return secret_or_none(self.kubectl, self.b, f"{SPY}-kafka-user")
 
     def read_as(self, credentials: dict[str, str]) -> int | str:
         login = json.dumps({"username": credentials["username"], "password": credentials["password"]})
@@ -132,11 +129,6 @@ class Tenants:
             self.kubectl, [self.b, RELEASE_NAMESPACE], probe, timeout=timeout, what=what
         )
         return found
-
-
-def denied(body: Manifest) -> bool:
-    degraded = condition(body, "Degraded")
-    return degraded.get("status") == "True" and degraded.get("reason") == "TenancyDenied"
 
 
 @pytest.fixture
