@@ -223,15 +223,33 @@ def operations(
         if at is not None:
             found.append({"kind": "delete", "startedMs": at, "detail": "the resource is being deleted"})
     found.sort(key=lambda o: o["startedMs"])
-    # The last scale's completion is on the resource: the operation ended when the fleet was Ready again.
-    started = time_ms(last_scale.get("startedAt"))
-    completed = time_ms(last_scale.get("completedAt"))
-    if started is not None and completed is not None:
-        for op in reversed(found):
-            if op["kind"] in ("create", "scale up", "scale down") and abs(op["startedMs"] - started) < 2_000:
-                op["completedMs"] = completed
-                break
+    _anchor_last_scale(found, last_scale)
+    found.sort(key=lambda o: o["startedMs"])
     return found
+
+
+def _anchor_last_scale(found: list[dict[str, Any]], last_scale: Mapping[str, Any]) -> None:
+    """The latest scale is on the resource too: it started when the operator's pass saw the new size,
+    before it touched the StatefulSet, and ended when the fleet was Ready again. Its Scaled Event is
+    posted at the end of that pass, which on a busy machine can be after the rebalance the scale caused,
+    so the operation starts at the resource's time, not the Event's."""
+    started = time_ms(last_scale.get("startedAt"))
+    if started is None:
+        return
+    sizes = (last_scale.get("fromReplicas"), last_scale.get("toReplicas"))
+    for op in reversed(found):
+        if op["kind"] not in ("create", "scale up", "scale down"):
+            continue
+        if sizes != (None, None) and (op["from"], op["to"]) != sizes:
+            continue
+        # the Event follows the start (the start is kept to the second, the Event is not)
+        if op["startedMs"] < started - 2_000:
+            return
+        op["startedMs"] = min(op["startedMs"], started)
+        completed = time_ms(last_scale.get("completedAt"))
+        if completed is not None:
+            op["completedMs"] = completed
+        return
 
 
 def attribute(ops: list[dict[str, Any]], rebalances: Sequence[Rebalance]) -> None:

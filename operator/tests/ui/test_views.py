@@ -96,6 +96,45 @@ def test_operations_come_from_scaled_events_revisions_and_deletion_in_time_order
     ]
 
 
+def test_a_scale_whose_event_is_posted_after_its_rebalance_still_owns_it() -> None:
+    # The operator saw the new size at +60 s; its Scaled Event was posted at +63 s, after the dashboard
+    # had already observed the new assignment at +61.5 s.
+    body = fleet(
+        lastScale={
+            "fromReplicas": 2,
+            "toReplicas": 1,
+            "startedAt": iso(T0 + 60_000),
+            "completedAt": iso(T0 + 64_000),
+        }
+    )
+    inputs = FleetInputs(
+        body=body,
+        now_ms=T0 + 70_000,
+        events=[
+            event("Scaled", "scaling up from 0 to 2", T0 + 1_000),
+            event("Scaled", "scaling down from 2 to 1", T0 + 63_000),
+        ],
+        observed=(
+            Rebalance(None, T0 + 2_000, "observed", None, 2, 0, "observed"),
+            Rebalance(None, T0 + 61_500, "observed", None, 1, 3, "observed"),
+        ),
+    )
+    create, scale_down = fleet_detail(inputs)["operations"]
+    assert (create["rebalances"], scale_down["rebalances"]) == (1, 1)
+    assert (scale_down["startedMs"], scale_down["completedMs"], scale_down["partitionsMoved"]) == (
+        T0 + 60_000,
+        T0 + 64_000,
+        3,
+    )
+
+
+def test_an_older_scale_of_the_same_sizes_is_not_taken_for_the_last_one() -> None:
+    body = fleet(lastScale={"fromReplicas": 2, "toReplicas": 1, "startedAt": iso(T0 + 60_000)})
+    events = [event("Scaled", "scaling down from 2 to 1", T0 + 10_000)]  # the new one's Event is not out
+    (older,) = operations(body, events, [])
+    assert older["startedMs"] == T0 + 10_000 and "completedMs" not in older
+
+
 def test_each_rebalance_is_charged_to_the_operation_before_it() -> None:
     body = fleet(lastScale={"startedAt": iso(T0 + 60_000), "completedAt": iso(T0 + 64_000)})
     history = (
