@@ -1057,7 +1057,7 @@ def _heartbeats(summaries: Sequence[Summary]) -> str:
 
     parts = []
     for backend, kinds in found.items():
-        fleets = ", ".join(f"{kind} {shown(values)}" for kind, values in kinds.items())
+        fleets = ", ".join(f"{kind}: {shown(values)}" for kind, values in kinds.items())
         parts.append(f"on {backend_name(backend)}: {fleets}")
     return "; ".join(parts)
 
