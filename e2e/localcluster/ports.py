@@ -8,8 +8,10 @@ again while it is among the recent ones.
 from __future__ import annotations
 
 import collections
+import contextlib
 import socket
 import threading
+from collections.abc import Iterator
 
 # Far more than the ports of the servers one process has running at once.
 _RECENT_LIMIT = 4096
@@ -33,3 +35,14 @@ def free_port(host: str = "127.0.0.1") -> int:
             _recent.append(port)
             _recent_set.add(port)
             return port
+
+
+@contextlib.contextmanager
+def closed_port(host: str = "127.0.0.1") -> Iterator[int]:
+    """A port on `host` where nothing listens for as long as the block runs: bound and never listening, so
+    a connection is refused at once. A port that is merely free could meanwhile be taken by another
+    process's server, or be the kernel's pick as a client's own port (a connection to it then reaches
+    itself); a bound one can be neither."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        yield int(sock.getsockname()[1])

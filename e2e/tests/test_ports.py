@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import errno
 import socket
 from types import TracebackType
 
@@ -60,3 +61,15 @@ def test_the_ports_are_free_on_loopback_and_all_different() -> None:
     for port in drawn[:20]:
         with socket.socket() as listener:
             listener.bind(("127.0.0.1", port))
+
+
+def test_a_closed_port_refuses_connections_and_cannot_be_taken_while_held() -> None:
+    with ports.closed_port() as port:
+        for _ in range(3):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as client:
+                assert client.connect_ex(("127.0.0.1", port)) == errno.ECONNREFUSED
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as other:
+            other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            with pytest.raises(OSError) as taken:
+                other.bind(("127.0.0.1", port))
+            assert taken.value.errno == errno.EADDRINUSE

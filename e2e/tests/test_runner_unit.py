@@ -19,7 +19,7 @@ from e2e.localcluster import procs
 from e2e.localcluster.kubeapi import WatchExpired
 from e2e.localcluster.podrunner import PodRunner, RunnerConfig
 from e2e.localcluster.podspec import Manifest, Probe
-from e2e.localcluster.ports import free_port
+from e2e.localcluster.ports import closed_port
 from e2e.localcluster.probes import ProbeTracker, run_probe
 from e2e.tests.workloads import process_alive
 
@@ -203,7 +203,8 @@ def test_run_probe_actions(tmp_path: Path) -> None:
         assert check(Probe("http", port=port, path="/moved"))
         assert not check(Probe("http", port=port, path="/broken"))
         assert check(Probe("tcp", port=port))
-        assert not check(Probe("tcp", port=free_port()))
+        with closed_port() as nothing_listens:
+            assert not check(Probe("tcp", port=nothing_listens))
         (tmp_path / "flag").write_text("")
         assert check(Probe("exec", command=("test", "-f", "flag")))
         assert not check(Probe("exec", command=("test", "-f", "absent")))

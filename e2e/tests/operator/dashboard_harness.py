@@ -7,6 +7,7 @@ import contextlib
 import os
 import shutil
 import signal
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -51,6 +52,20 @@ class Dashboard:
                 return False
 
         wait_until(up, timeout=30, what="the dashboard to serve")
+
+    def why_no_snapshot(self, path: str) -> str:
+        """What to print when a page waited in vain for its first snapshot: how the JSON API answers for
+        the same page, and the dashboard's lines of the operator's log."""
+        started = time.monotonic()
+        try:
+            with urllib.request.urlopen(f"{self.url}{path}", timeout=60) as response:
+                answer = f"HTTP {response.status}: {response.read(600).decode(errors='replace')}"
+        except (OSError, urllib.error.URLError) as exc:
+            answer = f"{type(exc).__name__}: {exc}"
+        took = time.monotonic() - started
+        log = self.runner.log_path.read_text(errors="replace") if self.runner.log_path.exists() else ""
+        lines = [line for line in log.splitlines() if "dashboard" in line or "staticfleet.ui" in line]
+        return f"GET {path} took {took:.1f} s, {answer}\n" + "\n".join(lines[-30:])
 
     def restart_operator(self) -> None:
         self.runner.stop()

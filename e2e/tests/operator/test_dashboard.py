@@ -19,7 +19,7 @@ import pytest
 
 from e2e.browser import NARROW, WIDE, chromium, page_overflows, rows, texts, wait_in_page
 from e2e.helpers import Cluster, wait_until
-from e2e.localcluster.ports import free_port
+from e2e.localcluster.ports import closed_port
 
 from .dashboard_harness import (
     Dashboard,
@@ -77,12 +77,12 @@ def dashboard(
         # Consumers that do not read the departure mark: the timeline shows the operator's removal.
         template = consumer_template(leaves_when_departing=False)
         kubectl.apply(fleet_manifest(FLEET, REPLICAS, coordinator, topic, template=template), namespace_m)
-        nowhere = f"127.0.0.1:{free_port()}"
-        offline = fleet_manifest(OFFLINE, 1, nowhere, topic, deletionPolicy="Retain")
-        offline["spec"]["kafka"]["coordinatorApi"] = f"http://127.0.0.1:{free_port()}"
-        kubectl.apply(offline, namespace_m)
-        wait_fleet(kubectl, namespace_m, FLEET, ready_with(REPLICAS), timeout=120, what="Ready with 3")
-        yield running
+        with closed_port() as kafka_port, closed_port() as api_port:
+            offline = fleet_manifest(OFFLINE, 1, f"127.0.0.1:{kafka_port}", topic, deletionPolicy="Retain")
+            offline["spec"]["kafka"]["coordinatorApi"] = f"http://127.0.0.1:{api_port}"
+            kubectl.apply(offline, namespace_m)
+            wait_fleet(kubectl, namespace_m, FLEET, ready_with(REPLICAS), timeout=120, what="Ready with 3")
+            yield running
     finally:
         if running.runner.process is None or running.runner.process.poll() is not None:
             running.runner.start()
@@ -291,7 +291,11 @@ def test_a_fleet_whose_coordinator_is_down_is_shown_down_and_the_page_stays_up(
     dashboard: Dashboard, namespace_m: str, browser: Any
 ) -> None:
     assert dashboard.status(f"/fleets/{namespace_m}/{OFFLINE}") == 200
-    open_page(browser, fleet_url(dashboard, namespace_m, OFFLINE))
+    try:
+        open_page(browser, fleet_url(dashboard, namespace_m, OFFLINE))
+    except TimeoutError as exc:
+        why = dashboard.why_no_snapshot(f"/api/fleets/{namespace_m}/{OFFLINE}")
+        raise AssertionError(f"{exc}\n{why}") from exc
     alert = wait_in_page(
         browser,
         lambda d: [t for t in texts(d, '#alerts li[data-kind="coordinator-down"]') if t],
