@@ -20,12 +20,15 @@ def is_local(master: str) -> bool:
     return master == "local" or master.startswith("local[")
 
 
-def local_jvm_options(driver_memory: str | None) -> list[str]:
+def local_jvm_options(driver_memory: str | None, small_input: bool = False) -> list[str]:
     """JVM options of a local-mode driver, which is the whole of a local analysis. It is one batch job:
     the throughput collector does the same work with fewer pauses than the default G1, and a heap
     taken whole from the start is never resized, which would cost full collections while the cache
-    grows."""
+    grows. Over a `small_input` the run is mostly Spark planning each of its jobs once: compiling that
+    code again at the top tier (C2) costs more CPU than it saves, so C1 alone compiles it."""
     options = ["-XX:+UseParallelGC"]
+    if small_input:
+        options.append("-XX:TieredStopAtLevel=1")
     if driver_memory:
         options.append(f"-Xms{driver_memory}")
     return options
@@ -51,6 +54,7 @@ def build_session(
     warehouse_dir: str | None = None,
     settings: dict[str, str] | None = None,
     writes_class_archive: bool = False,
+    small_input: bool = False,
 ) -> SparkSession:
     """A session on `master`; with None, the one `spark-submit` was given, else local[*]. Under
     `spark-submit`, the settings it was given stand over the ones chosen here. Outside
@@ -90,7 +94,7 @@ def build_session(
         "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
     }
     if is_local(master):
-        options = local_jvm_options(driver_memory)
+        options = local_jvm_options(driver_memory, small_input)
         if submitted is None:  # this process starts the JVM
             from staticfleet.analytics import class_archive
 

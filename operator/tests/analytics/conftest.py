@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql.types import StructType
 
+from staticfleet.analytics.pipeline import AnalysisResult
 from staticfleet.analytics.session import build_session
 
 HERE = Path(__file__).resolve().parent
@@ -61,10 +63,46 @@ def simulated_dir(analytics_tmp: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def simulated_report(spark: SparkSession, simulated_dir: Path, analytics_tmp: Path) -> Path:
-    """`staticfleet analyze` over the simulated log (it reuses the test session rather than start one)."""
+def simulated_analysis(
+    spark: SparkSession, simulated_dir: Path, analytics_tmp: Path
+) -> tuple[Path, list[StructType]]:
+    """`staticfleet analyze` over the simulated log (it reuses the test session rather than start one),
+    and the schemas the pipeline read its written tables back with, recorded as it ran."""
+    from staticfleet.analytics import pipeline
     from staticfleet.cli import main
 
+    given: list[StructType] = []
+    as_written = pipeline._as_written
+
+    def recorded(schema: StructType) -> StructType:
+        given.append(as_written(schema))
+        return given[-1]
+
     out = analytics_tmp / "simulated-report"
-    assert main(["analyze", str(simulated_dir), "--out", str(out), "--master", "local[2]"]) == 0
-    return out
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pipeline, "_as_written", recorded)
+        assert main(["analyze", str(simulated_dir), "--out", str(out), "--master", "local[2]"]) == 0
+    return out, given
+
+
+@pytest.fixture(scope="session")
+def simulated_report(simulated_analysis: tuple[Path, list[StructType]]) -> Path:
+    return simulated_analysis[0]
+
+
+@pytest.fixture(scope="session")
+def handwritten_log(analytics_tmp: Path) -> Path:
+    """The small hand-written log (tests/analytics/handwritten.py), written once."""
+    from tests.analytics import handwritten
+
+    directory = analytics_tmp / "handwritten-log"
+    handwritten.write(directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def handwritten_result(spark: SparkSession, handwritten_log: Path, analytics_tmp: Path) -> AnalysisResult:
+    """The pipeline over the hand-written log, run once for every test that reads what it wrote."""
+    from staticfleet.analytics.pipeline import analyze
+
+    return analyze(spark, [str(handwritten_log)], analytics_tmp / "handwritten-report")

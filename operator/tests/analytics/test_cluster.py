@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 import staticfleet.cli
 from staticfleet.analytics.pipeline import SUMMARY_FILE, TABLES
 
-from .spark_cluster import LOOPBACK, SPARK_HOME, standalone_cluster
+from .spark_cluster import LOOPBACK, SHORT_LIVED_JVM, SPARK_HOME, standalone_cluster
 
 # Differ from run to run by nature: when it ran and how long each step took.
 UNSTABLE_SUMMARY_KEYS = ("generated_at", "timings_s")
@@ -62,6 +62,7 @@ def test_a_standalone_cluster_writes_what_local_mode_writes(
         # No Python on the executors: the analysis is Spark SQL only, and a Python worker would fail.
         "PYSPARK_PYTHON": str(tmp_path / "no-python-here"),
         "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "JAVA_TOOL_OPTIONS": SHORT_LIVED_JVM,
     }
     env.pop("PYSPARK_GATEWAY_PORT", None)
     spark_dir = tmp_path / "spark"

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from staticfleet.analytics import lines
 from staticfleet.analytics.inputs import InputError, resolve
-from staticfleet.analytics.pipeline import analyze
+from staticfleet.analytics.pipeline import AnalysisResult, analyze
 from staticfleet.cli import main
 from tests.analytics import handwritten
 
@@ -190,15 +190,17 @@ def _tables(spark: SparkSession, out: Path) -> dict[str, list[tuple[Any, ...]]]:
 
 
 def test_files_whose_keys_clash_are_keyed_with_another_salt(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark: SparkSession,
+    handwritten_log: Path,
+    handwritten_result: AnalysisResult,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    handwritten.write(tmp_path / "log")
-    analyze(spark, [str(tmp_path / "log")], tmp_path / "plain")
     _clashing_under_salt_zero(monkeypatch)
-    read = lines.read(spark, resolve([str(tmp_path / "log")]))
+    read = lines.read(spark, resolve([str(handwritten_log)]))
     assert read.salt == 1 and len(read.files) == 3
-    analyze(spark, [str(tmp_path / "log")], tmp_path / "salted")
-    assert _tables(spark, tmp_path / "salted") == _tables(spark, tmp_path / "plain")
+    analyze(spark, [str(handwritten_log)], tmp_path / "salted")
+    assert _tables(spark, tmp_path / "salted") == _tables(spark, Path(handwritten_result.out_dir))
 
 
 def test_an_events_table_whose_file_keys_clash_is_read_again_with_another_salt(

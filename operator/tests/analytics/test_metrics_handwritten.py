@@ -31,15 +31,13 @@ REBALANCE_FIELDS = (
 
 
 @pytest.fixture(scope="module")
-def log_dir(analytics_tmp: Path) -> Path:
-    directory = analytics_tmp / "handwritten-log"
-    handwritten.write(directory)
-    return directory
+def log_dir(handwritten_log: Path) -> Path:
+    return handwritten_log
 
 
 @pytest.fixture(scope="module")
-def result(spark: SparkSession, log_dir: Path, analytics_tmp: Path) -> AnalysisResult:
-    return analyze(spark, [str(log_dir)], analytics_tmp / "handwritten-report")
+def result(handwritten_result: AnalysisResult) -> AnalysisResult:
+    return handwritten_result
 
 
 @pytest.fixture(scope="module")

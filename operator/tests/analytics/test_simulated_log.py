@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql.types import StructType
 
 from tests.analytics import reference
 from tests.analytics.helpers import keyed, table
@@ -135,23 +136,13 @@ def test_lookups_by_name_give_the_same_tables_as_hashes(
 
 
 def test_tables_are_read_back_with_the_schema_in_their_files(
-    spark: SparkSession, simulated_dir: Path, analytics_tmp: Path, monkeypatch: pytest.MonkeyPatch
+    spark: SparkSession, simulated_analysis: tuple[Path, list[StructType]]
 ) -> None:
     """Each written table is read back with the schema it was written with, not one found in a file:
     that schema must be the one Spark finds in the file."""
-    from pyspark.sql.types import StructType
-
     from staticfleet.analytics import pipeline
 
-    given: list[StructType] = []
-    as_written = pipeline._as_written
-
-    def recorded(schema: StructType) -> StructType:
-        given.append(as_written(schema))
-        return given[-1]
-
-    monkeypatch.setattr(pipeline, "_as_written", recorded)
-    result = pipeline.analyze(spark, [str(simulated_dir)], analytics_tmp / "simulated-report-schemas")
+    out, given = simulated_analysis
     assert len(given) >= len(pipeline.TABLES)
-    for name, path in result.tables.items():
-        assert spark.read.parquet(path).schema in given, name
+    for name in pipeline.TABLES:
+        assert spark.read.parquet(str(out / name)).schema in given, name
