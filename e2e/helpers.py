@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import queue
+import re
 import subprocess
+import tempfile
+import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 from e2e.localcluster.controlplane import LocalCluster
 from e2e.localcluster.podspec import claim_dir, pod_dir
@@ -61,6 +66,67 @@ class Kubectl:
         documents = [manifests] if isinstance(manifests, dict) else list(manifests)
         body = {"apiVersion": "v1", "kind": "List", "items": documents}
         self.run("apply", "-n", namespace, "-f", "-", stdin=json.dumps(body))
+
+
+_FORWARDING = re.compile(r"Forwarding from 127\.0\.0\.1:(\d+) ->")
+
+
+@contextmanager
+def port_forward(
+    kubectl: Kubectl, namespace: str, target: str, port: int, timeout: float = 30
+) -> Iterator[int]:
+    """`kubectl port-forward` from a port of the kernel's choosing on 127.0.0.1 to `port` of `target`
+    (pod/NAME or svc/NAME), for as long as the context lasts; yields the local port. One forward serves
+    many requests, where each `kubectl exec` starts processes in the pod and on this machine."""
+    argv = [
+        str(kubectl.binary), f"--kubeconfig={kubectl.kubeconfig}", "port-forward", "-n", namespace,
+        "--address", "127.0.0.1", target, f":{port}",
+    ]  # fmt: skip
+    # stderr to a file, not a pipe: nothing has to read it while the forward runs.
+    with tempfile.TemporaryFile("w+") as errors:
+        process = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, text=True
+        )
+        try:
+            yield _forwarded_port(process, errors, timeout, f"kubectl port-forward {target} :{port}")
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+
+
+def _forwarded_port(process: subprocess.Popen[str], errors: IO[str], timeout: float, what: str) -> int:
+    """The local port `kubectl port-forward` says it listens on; its stdout read on to the end after that,
+    as it writes a line per connection and a full pipe would stop it."""
+    lines: queue.Queue[str | None] = queue.Queue()
+    announced = threading.Event()
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if not announced.is_set():
+                lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            line = None
+        found = _FORWARDING.search(line or "")
+        if found:
+            announced.set()
+            return int(found.group(1))
+        if line is None:
+            process.kill()
+            process.wait(timeout=10)
+            errors.seek(0)
+            raise KubectlError(f"{what} did not start: {errors.read().strip() or 'no answer'}")
 
 
 def wait_until(probe: Callable[[], T | None], *, timeout: float, what: str, interval: float = 0.2) -> T:

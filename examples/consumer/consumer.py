@@ -44,6 +44,7 @@ import signal
 import sys
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -210,13 +211,14 @@ def is_fenced(error: KafkaError) -> bool:
 
 class Readiness:
     """READY_FILE for the whole process: there once every consumer of the pod is in the group, gone as
-    soon as one of them leaves it."""
+    soon as one of them leaves it. `ready` says the same, for the HTTP endpoint."""
 
     def __init__(self, ready_file: Path, members: list[str]) -> None:
         self.ready_file = ready_file
         self.members = frozenset(members)
         self.joined: set[str] = set()
         self.guard = threading.Lock()
+        self.ready = False
         ready_file.unlink(missing_ok=True)
 
     def assigned(self, instance: str) -> None:
@@ -225,11 +227,38 @@ class Readiness:
             if self.joined == self.members:
                 self.ready_file.parent.mkdir(parents=True, exist_ok=True)
                 self.ready_file.touch()
+                self.ready = True
 
     def left(self, instance: str) -> None:
         with self.guard:
             self.joined.discard(instance)
+            self.ready = False
             self.ready_file.unlink(missing_ok=True)
+
+
+def serve_readiness(readiness: Readiness, port: int, host: str = "") -> ThreadingHTTPServer:
+    """GET /ready on `port` (every address of the pod, where the kubelet probes it): 200 while the pod is
+    ready, else 503, for an httpGet readiness probe, which the kubelet makes itself where an exec probe
+    starts a process in the container at every period."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path != "/ready":
+                self.send_error(404)
+                return
+            status, body = (200, b"ready\n") if readiness.ready else (503, b"not ready\n")
+            self.send_response(status)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:  # stdout is for the JSON lines
+            pass
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    threading.Thread(target=server.serve_forever, name="readiness", daemon=True).start()
+    return server
 
 
 def run_member(
@@ -380,6 +409,8 @@ def main() -> int:
     base = config.get("group.instance.id") or config["client.id"]
     names = member_names(base, members_per_pod())
     readiness = Readiness(Path(os.environ.get("READY_FILE", "./ready")), names)
+    if os.environ.get("READY_PORT"):
+        serve_readiness(readiness, int(os.environ["READY_PORT"]))
     # LEAVE_WHEN_DEPARTING=false: behave as a consumer that does not read the mark (the operator then
     # removes its members once its pod has stopped).
     leaves = os.environ.get("LEAVE_WHEN_DEPARTING", "true").strip().lower() != "false"

@@ -14,6 +14,7 @@ then.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e.helm import CHART, Helm, HelmError, ensure_helm, set_flags
-from e2e.helpers import Kubectl, KubectlError, Manifest, pod_report, wait_until
+from e2e.helpers import Kubectl, KubectlError, Manifest, pod_report, port_forward, wait_until
 from e2e.localcluster import binaries, procs
 from e2e.localcluster.cli import read_state as read_cluster_state
 from e2e.localcluster.ports import free_port
@@ -71,6 +72,7 @@ STATE_FILE = "state.json"
 # The four operations, in order; what each cost every fleet is measured (summary.py).
 OPERATIONS = ("create 0 -> 3", "rolling restart of 3", "scale 3 -> 1", "scale 1 -> 4")
 OPERATION_TIMEOUT_S = 300.0
+COORDINATOR_HTTP_PORT = 8080  # the chart's coordinator.ports.http, which the demo leaves as it is
 
 
 class DemoError(RuntimeError):
@@ -114,6 +116,9 @@ class State:
     api_token_file: str | None = None  # the coordinator API's token, likewise
     report: str | None = None
     started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    # The coordinator's API as this run reaches it where its pods are not reachable from here (a
+    # port-forward for as long as `up` runs); never saved.
+    forwarded_api: str | None = None
 
     @property
     def group_id(self) -> str:
@@ -126,9 +131,14 @@ class State:
         return Kubectl(self.kubectl, Path(self.kubeconfig))
 
 
+def saved(state: State) -> dict[str, Any]:
+    """The state as saved: what outlives this process."""
+    return {k: v for k, v in asdict(state).items() if k != "forwarded_api"}
+
+
 def save_state(state_dir: Path, state: State) -> None:
     state_dir.mkdir(parents=True, exist_ok=True)
-    (state_dir / STATE_FILE).write_text(json.dumps(asdict(state), indent=2) + "\n")
+    (state_dir / STATE_FILE).write_text(json.dumps(saved(state), indent=2) + "\n")
 
 
 def load_state(state_dir: Path) -> State | None:
@@ -146,6 +156,7 @@ class Progress:
         self.total = total
         self.done = 0
         self.started = time.monotonic()
+        self.seconds: dict[str, float] = {}  # each step's duration, by title
 
     @contextmanager
     def step(self, title: str) -> Iterator[Callable[[str], None]]:
@@ -155,13 +166,19 @@ class Progress:
         outcome = ["done"]
         began = time.monotonic()
         yield lambda text: outcome.__setitem__(0, text)
-        print(f"      {outcome[0]} ({time.monotonic() - began:.1f} s)", flush=True)
+        self.seconds[title] = round(time.monotonic() - began, 1)
+        print(f"      {outcome[0]} ({self.seconds[title]:.1f} s)", flush=True)
 
 
 # -- up ----------------------------------------------------------------------------------------------------
 
 
 def up(settings: Settings) -> int:
+    with contextlib.ExitStack() as cleanup:
+        return _up(settings, cleanup)
+
+
+def _up(settings: Settings, cleanup: contextlib.ExitStack) -> int:
     running = load_state(settings.state_dir)
     if running is not None and _alive(running):
         print(f"The demo is already running (since {running.started_at}); `make demo-down` stops it.\n")
@@ -191,6 +208,7 @@ def up(settings: Settings) -> int:
     ) as note:
         install(state, settings)
         save_state(settings.state_dir, state)
+        forward_coordinator_api(state, cleanup)
         note(f"operator and embedded coordinator ready; consumers bootstrap from {state.bootstrap_servers}")
 
     with progress.step(
@@ -308,7 +326,11 @@ def up(settings: Settings) -> int:
     )
     if settings.results is not None:
         settings.results.write_text(
-            json.dumps({"rows": [asdict(r) for r in rows], "state": asdict(state)}, indent=2) + "\n"
+            json.dumps(
+                {"rows": [asdict(r) for r in rows], "state": saved(state), "steps_s": progress.seconds},
+                indent=2,
+            )
+            + "\n"
         )
     if settings.teardown:
         down(settings)
@@ -542,13 +564,37 @@ def _statefulset_generations(kubectl: Kubectl, namespace: str) -> dict[str, int]
     }
 
 
+def forward_coordinator_api(state: State, cleanup: contextlib.ExitStack) -> None:
+    """Where this machine does not reach the coordinator's pod (a real kubelet's network), its HTTP API
+    through one `kubectl port-forward` until `cleanup` closes: the demo asks it for its groups several
+    times a second, and a `kubectl exec` for each would start processes in the pod every time. The
+    certificate names 127.0.0.1, so HTTPS is verified as it is in the cluster. Without the forward, each
+    question is asked in the pod."""
+    if state.coordinator_api or state.local:
+        return
+    try:
+        port = cleanup.enter_context(
+            port_forward(
+                state.kube(),
+                state.namespace,
+                f"pod/{_fullname(state.release)}-coordinator-0",
+                COORDINATOR_HTTP_PORT,
+            )
+        )
+    except KubectlError as error:
+        print(f"      (no port-forward to the coordinator's API: {error}; asking in its pod instead)")
+        return
+    state.forwarded_api = f"{'https' if state.secured else 'http'}://127.0.0.1:{port}"
+
+
 def coordinator_group(state: State, group_id: str) -> Manifest | None:
     """The embedded coordinator's view of a group (its HTTP API, with its token): directly on the local
-    pod runner, else from inside the coordinator's pod."""
+    pod runner, through the port-forward elsewhere, else from inside the coordinator's pod."""
+    api = state.coordinator_api or state.forwarded_api
     try:
-        if state.coordinator_api:
+        if api:
             token = Path(state.api_token_file).read_text().strip() if state.api_token_file else None
-            return fetch_group_json(state.coordinator_api, group_id, token=token, cafile=state.ca_file)
+            return fetch_group_json(api, group_id, token=token, cafile=state.ca_file)
         found: Manifest | None = in_coordinator(
             state.kube(), _fullname(state.release), state.namespace, GROUP_SCRIPT, group_id
         )

@@ -214,13 +214,27 @@ def script(name: str, *, local: bool) -> str:
     return str(REPO_ROOT / "examples" / stem / name) if local else str(IMAGE_APP_DIR / name)
 
 
-def _ready_probe() -> Manifest:
+# The example consumer's readiness over HTTP (READY_PORT), where pods have a network of their own.
+READY_PORT = 8080
+
+
+def _ready_probe(http_port: int | None = None) -> Manifest:
+    """Every second: an httpGet on `http_port`, which the kubelet makes itself, or else an exec probe of the
+    ready file, which starts a process in the container each time (on the local pod runner, whose pods
+    share this machine's ports)."""
+    if http_port is not None:
+        return {"httpGet": {"path": "/ready", "port": http_port}, "periodSeconds": 1}
     return {"exec": {"command": ["test", "-f", "/scratch/ready"]}, "periodSeconds": 1}
 
 
-def consumer_pod_template(command: list[str], *, image: str, grace_seconds: int = 10) -> Manifest:
+def consumer_pod_template(
+    command: list[str], *, image: str, grace_seconds: int = 10, ready_port: int | None = None
+) -> Manifest:
     """The example consumer's pod: partition state under /state (the `state` claim), Ready once the
-    consumer writes /scratch/ready."""
+    consumer writes /scratch/ready, or answers /ready on `ready_port`."""
+    env = [{"name": "STATE_DIR", "value": "/state"}, {"name": "READY_FILE", "value": "/scratch/ready"}]
+    if ready_port is not None:
+        env.append({"name": "READY_PORT", "value": str(ready_port)})
     return {
         "spec": {
             "terminationGracePeriodSeconds": grace_seconds,
@@ -229,15 +243,12 @@ def consumer_pod_template(command: list[str], *, image: str, grace_seconds: int 
                     "name": "consumer",
                     "image": image,
                     "command": command,
-                    "env": [
-                        {"name": "STATE_DIR", "value": "/state"},
-                        {"name": "READY_FILE", "value": "/scratch/ready"},
-                    ],
+                    "env": env,
                     "volumeMounts": [
                         {"name": "state", "mountPath": "/state"},
                         {"name": "scratch", "mountPath": "/scratch"},
                     ],
-                    "readinessProbe": _ready_probe(),
+                    "readinessProbe": _ready_probe(ready_port),
                 }
             ],
             "volumes": [{"name": "scratch", "emptyDir": {}}],
@@ -256,7 +267,9 @@ def consumer_fleet(
     """A StaticConsumerGroup of the example consumer, keeping its per-partition state on a claim; `kind`
     chooses the consumer's membership and the fleet's name (FLEET_KINDS). The plain kinds run as
     plain_workload(this resource)."""
-    template = consumer_pod_template(["python", script("consumer.py", local=local)], image=image)
+    template = consumer_pod_template(
+        ["python", script("consumer.py", local=local)], image=image, ready_port=None if local else READY_PORT
+    )
     return {
         "apiVersion": "staticfleet.io/v1alpha1",
         "kind": "StaticConsumerGroup",

@@ -88,6 +88,9 @@ def test_the_demo_installs_the_chart_and_each_operation_costs_at_most_one_rebala
         for label, outcomes in rows.items():
             for kind, cost in outcomes.items():
                 timing(f"demo: {label}, {kind}", cost["seconds_to_stable"])
+        assert len(outcome["steps_s"]) == 8, outcome["steps_s"]  # every step of the demo, timed
+        for title, seconds in outcome["steps_s"].items():
+            timing(f"demo step: {title}", seconds)
 
         # Secured: the fleet logs in as the user the operator made, the plain fleets as those the demo made.
         assert state["secured"] is True

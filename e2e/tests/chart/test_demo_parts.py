@@ -290,3 +290,15 @@ def test_the_fleet_runs_scripts_that_exist_here_and_in_the_image() -> None:
         consumers = fleet.consumer_fleet(3, image="i", local=False, kind=kind)
         command = consumers["spec"]["template"]["spec"]["containers"][0]["command"]
         assert command == ["python", "/app/consumer.py"]
+
+
+def test_fleets_on_a_real_kubelet_are_probed_over_http_and_on_the_pod_runner_by_their_file() -> None:
+    for kind in FLEET_KINDS:
+        remote = fleet.consumer_fleet(3, image="i", local=False, kind=kind)["spec"]["template"]
+        (container,) = remote["spec"]["containers"]
+        assert container["readinessProbe"]["httpGet"] == {"path": "/ready", "port": fleet.READY_PORT}
+        assert {"name": "READY_PORT", "value": str(fleet.READY_PORT)} in container["env"]
+        local = fleet.consumer_fleet(3, image="i", local=True, kind=kind)["spec"]["template"]
+        (container,) = local["spec"]["containers"]
+        assert container["readinessProbe"]["exec"] == {"command": ["test", "-f", "/scratch/ready"]}
+        assert "READY_PORT" not in {e["name"] for e in container["env"]}

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import yaml
 
 from e2e.helpers import Kubectl, Manifest, pod_report, wait_until
+from e2e.tests.operator.harness import timing
 from examples.demo.fleet import tenancy_policy
 from examples.demo.incluster import (
     CREATE_TOPIC_SCRIPT,
@@ -225,8 +226,11 @@ def assert_demo_outcomes(results: Path, stdout: str, kubectl: Kubectl, namespace
     import json
 
     try:
-        rows = {row["label"]: row["outcomes"] for row in json.loads(results.read_text())["rows"]}
+        outcome = json.loads(results.read_text())
+        rows = {row["label"]: row["outcomes"] for row in outcome["rows"]}
         assert list(rows) == ["create 0 -> 3", "rolling restart of 3", "scale 3 -> 1", "scale 1 -> 4"]
+        for title, seconds in outcome["steps_s"].items():
+            timing(f"kind demo step: {title}", seconds)
         ours = {label: outcomes["staticfleet"] for label, outcomes in rows.items()}
         assert ours["create 0 -> 3"]["rebalances"] == 1
         restart = ours["rolling restart of 3"]
