@@ -162,6 +162,19 @@ class Cluster:
         return claim_dir(self.run_dir(), namespace, claim)
 
 
+def pod_runner_log(
+    kubectl: Kubectl, namespace: str, pod: str, status: Manifest, log_lines: int = 80
+) -> str | None:
+    """The last lines of a container's output as the local pod runner keeps it, every run of the container
+    marked, in its run directory beside the kubeconfig; None elsewhere. The runner serves no kubelet API,
+    so `kubectl logs` cannot reach its pods."""
+    path = pod_dir(Path(kubectl.kubeconfig).parent, namespace, pod) / f"{status['name']}.log"
+    if not path.is_file():
+        return None
+    runs = 1 + int(status.get("restartCount") or 0)
+    return "\n".join(path.read_text(errors="replace").splitlines()[-log_lines * min(runs, 2) :])
+
+
 def pod_report(
     kubectl: Kubectl, namespaces: Iterable[str], log_lines: int = 40, every_event: bool = False
 ) -> str:
@@ -186,12 +199,22 @@ def pod_report(
                     f"    container {status['name']}: ready={status.get('ready')} "
                     f"restarts={status.get('restartCount')} state={state} lastState={last}"
                 )
-                for previous in (False, True) if status.get("restartCount") else (False,):
+                restarted = bool(status.get("restartCount"))
+                for previous in (False, True) if restarted else (False,):
                     args = ["logs", "-n", namespace, name, "-c", status["name"], f"--tail={log_lines}"]
                     done = kubectl.run(*args, *(["--previous"] if previous else []), check=False)
                     label = "previous log" if previous else "log"
                     body = (done.stdout or done.stderr).rstrip()
+                    kept = (
+                        None
+                        if done.returncode == 0
+                        else pod_runner_log(kubectl, namespace, name, status, log_lines)
+                    )
+                    if kept is not None:
+                        label, body = "log (the pod runner's file: every run of the container)", kept
                     lines.append(f"    {label}:\n" + "\n".join(f"      {line}" for line in body.splitlines()))
+                    if kept is not None:
+                        break
         columns = "OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message"
         if every_event:
             timed = f"FIRST:.firstTimestamp,LAST:.lastTimestamp,COUNT:.count,{columns}"
