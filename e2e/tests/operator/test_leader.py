@@ -112,3 +112,13 @@ def test_a_leader_stopped_cleanly_gives_up_the_lease_to_the_other_replica(
     assert second != first
     kubectl.apply(fleet_manifest(NAME, 1, coordinator, topic), namespace)
     wait_fleet(kubectl, namespace, NAME, ready_with(1), timeout=120, what="Ready under the new leader")
+
+    # The first replica back, now a follower: SIGTERM ends it at once and cleanly (as the first process
+    # of a pod's container, one that handled no SIGTERM would ignore it until the kubelet's grace period
+    # ran out), and the leader keeps the Lease.
+    operator.start()
+    wait_until(lambda: operator.logs().count("waiting to lead") == 2, timeout=60, what="the first to follow")
+    operator.stop()
+    assert operator.process is not None and operator.process.returncode == 0, operator.logs()[-2000:]
+    assert "stopped while waiting to lead" in operator.logs()
+    assert holder(cluster, namespace) == second

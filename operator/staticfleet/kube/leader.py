@@ -6,7 +6,9 @@ the operator. A holder that cannot renew within `renew_deadline_s` exits at once
 already have taken over, and two acting operators is the one thing to avoid); its Deployment restarts
 it as a follower. A holder that dies is replaced once its Lease expires (`lease_s`); one that stops
 cleanly (SIGTERM: a rollout, a drained node) first gives the Lease up, so a follower takes over on its
-next try instead of after the expiry, as client-go's ReleaseOnCancel does.
+next try instead of after the expiry, as client-go's ReleaseOnCancel does. A follower stopped with SIGTERM
+ends at once: as the first process of its container it would otherwise ignore the signal, and the kubelet
+would wait out the pod's grace period before killing it.
 
 (kopf's own peering would do too, but it pauses every operator of equal priority and needs its own
 CRDs; a Lease needs nothing the cluster does not already have.)
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -85,6 +88,19 @@ def release(election: Election, attempts: int = 3) -> bool:
     return False
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM ends this process with exit status 0 until kopf, once it runs, puts its own clean stop in
+    its place. A process that handles no SIGTERM is killed by it, except the first process of a container
+    (a pod's), which ignores it. Only the main thread may set handlers; elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 def run_as_leader(election: Election, run: Callable[[], int]) -> int:
     """Blocks until this process holds the Lease, then returns run()'s result while renewing it, and
     gives the Lease up once run() has returned. The kubernetes client's default configuration must be
@@ -117,11 +133,17 @@ def run_as_leader(election: Election, run: Callable[[], int]) -> int:
                 _lost(election)
             time.sleep(election.retry_s)
 
+    _stop_on_sigterm()
     log.info("waiting to lead (Lease %s/%s, as %s)", election.namespace, election.name, election.identity)
     threading.Thread(target=elect, name="leader-election", daemon=True).start()
-    leading.wait()
+    try:
+        leading.wait()  # a signal's handler runs, and may raise, in this wait
+    except SystemExit:
+        log.info("stopped while waiting to lead (SIGTERM)")
+        raise
     log.info("leading (Lease %s/%s)", election.namespace, election.name)
-    result = run()
-    released.set()  # no renewal after this: the Lease is given up, or left to expire
-    release(election)
-    return result
+    try:
+        return run()
+    finally:
+        released.set()  # no renewal after this: the Lease is given up, or left to expire
+        release(election)
