@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,15 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+def session_timeouts(rows: list[dict[str, Any]]) -> str:
+    """Each fleet's session timeout, as the module recorded it with its outcomes."""
+    seen: dict[str, int] = {}
+    for row in rows:
+        if row.get("session_timeout_ms") is not None:
+            seen.setdefault(row["fleet"], int(row["session_timeout_ms"]))
+    return ", ".join(f"{fleet} {ms / 1000:g} s" for fleet, ms in seen.items()) or "not recorded"
+
+
 def report(rows: list[dict[str, Any]]) -> str:
     """The table, one row per coordinator, fleet and operation, in the order the module ran them."""
     body = table(
@@ -61,19 +71,21 @@ def report(rows: list[dict[str, Any]]) -> str:
             for r in rows
         ],
     )  # fmt: skip
-    return (
-        "4 pods x 2 stream threads (8 static members) counting per key into a RocksDB store on each pod's\n"
-        "volume, at least once, while the example producer writes; session timeout 90 s. A follow-up is a\n"
-        "rebalance Kafka Streams asks for itself after an assignment that moves a task (cooperative\n"
-        "rebalancing revokes it first). The plain dynamic fleet is the same StatefulSet in dynamic\n"
-        "membership, scaled at the same moment: Kafka Streams sends no LeaveGroup on close, so its departed\n"
-        "members go when their session times out; records restored count the departed pods' tasks rebuilt\n"
-        "on the pods left, from the changelog. After every operation the last count of each key equals the\n"
-        "records of that key in the input. The dynamic fleet runs the scale-down only. Either fleet\n"
-        "rebuilds the departed pods' stores on the pods left, so records restored on a scale-down depend on\n"
-        "what those stores held when they moved, not on the membership: in some runs the dynamic fleet\n"
-        "restored fewer.\n\n" + body
+    about = (
+        "4 pods x 2 stream threads (8 static members) counting per key into a RocksDB store on each pod's "
+        "volume, at least once, while the example producer writes; session timeout: "
+        f"{session_timeouts(rows)} (the fleet's outlasts a pod's restart; the dynamic fleet's is Kafka's "
+        "default, as its users run it). A follow-up is a rebalance Kafka Streams asks for itself after an "
+        "assignment that moves a task (cooperative rebalancing revokes it first). The plain dynamic fleet is "
+        "the same StatefulSet in dynamic membership, scaled at the same moment: Kafka Streams sends no "
+        "LeaveGroup on close, so its departed members go when their session times out; records restored "
+        "count the departed pods' tasks rebuilt on the pods left, from the changelog. After every operation "
+        "the last count of each key equals the records of that key in the input. The dynamic fleet runs the "
+        "scale-down only, and is deleted after it. Either fleet rebuilds the departed pods' stores on the "
+        "pods left, so records restored on a scale-down depend on what those stores held when they moved, "
+        "not on the membership: in some runs the dynamic fleet restored fewer."
     )
+    return textwrap.fill(about, width=100) + "\n\n" + body
 
 
 def readme_table(rows: list[dict[str, Any]], date: str) -> str:

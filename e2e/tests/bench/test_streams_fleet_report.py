@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.streams_fleet import readme_table, report
+from bench.streams_fleet import readme_table, report, session_timeouts
 
 
 def outcome(coordinator: str, fleet: str, operation: str, **figures: Any) -> dict[str, Any]:
@@ -43,3 +43,14 @@ def test_the_readme_puts_the_dynamic_fleet_beside_staticfleet_and_names_where_it
     ]
     assert "the dynamic fleet restored fewer records on: embedded)" in text
     assert "restored fewer" not in readme_table(ROWS[3:], "2026-11-29")
+
+
+def test_each_fleets_session_timeout_comes_from_its_rows() -> None:
+    rows = [
+        {**ROWS[1], "session_timeout_ms": 90_000},
+        {**ROWS[2], "session_timeout_ms": 45_000},
+        {**ROWS[3], "session_timeout_ms": 90_000},
+    ]
+    assert session_timeouts(rows) == "staticfleet 90 s, plain dynamic 45 s"
+    assert "session timeout: staticfleet 90 s, plain dynamic 45 s" in " ".join(report(rows).split())
+    assert session_timeouts(ROWS) == "not recorded"
