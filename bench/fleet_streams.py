@@ -5,7 +5,9 @@ Every pod runs examples/streams (kafka-streams 4.3.1, two stream threads, so two
 process of the local pod runner, with examples/streams.yaml's pod template: its sticky task assignor, its
 commit interval, a RocksDB store in the state directory on the pod's PersistentVolumeClaim (from the
 volumeClaimTemplates; the pod runner keeps a claim's directory by name, so a pod's state survives its
-restart as on a persistent volume), ready while the instance is RUNNING. Three fleets of it side by side:
+restart as on a persistent volume), ready while the instance is RUNNING (its ready file, which an exec
+probe tests: the pod runner's pods share this machine's ports, where the template's READY_PORT would be
+every pod's). Three fleets of it side by side:
 
 - staticfleet: a StaticConsumerGroup with `membersPerPod: 2`, so that the operator removes, pre-registers
   and expects both members of a pod, `<pod>-1` and `<pod>-2` (Kafka Streams' names for its threads');
@@ -54,7 +56,7 @@ from bench.fleet_report import (
 )
 from bench.report import ROOT, machine, replace_block, table
 from e2e.streams_logs import History, json_lines, restored_records
-from examples.demo.fleet import PLAIN_DYNAMIC, PLAIN_STATIC, STATICFLEET
+from examples.demo.fleet import PLAIN_DYNAMIC, PLAIN_STATIC, STATICFLEET, ready_probe
 from staticfleet.kube.spec import DEFAULT_HEARTBEAT_INTERVAL_MS
 
 APP = "streams"
@@ -112,13 +114,21 @@ def _set_env(container: dict[str, Any], values: dict[str, str]) -> None:
 
 def pod_template(run: Sequence[str], output_topic: str, membership: str) -> dict[str, Any]:
     """examples/streams.yaml's pod template, run by `run` (the local pod runner runs no image), writing
-    `output_topic`, in `membership` ("static" or "dynamic"); its readiness probe every second, as the
-    consumer fleets' (a pod's readiness is part of the time an operation takes)."""
+    `output_topic`, in `membership` ("static" or "dynamic"); its readiness probed every second, as the
+    consumer fleets' (a pod's readiness is part of the time an operation takes), by an exec probe of its
+    ready file on a scratch volume instead of the template's GET /ready on READY_PORT: the pod runner's
+    pods share this machine's ports, and one fixed port would be every pod's."""
     template: dict[str, Any] = copy.deepcopy(example()["spec"]["template"])
-    container = template["spec"]["containers"][0]
+    pod = template["spec"]
+    container = pod["containers"][0]
     container["command"] = list(run)
-    _set_env(container, {"OUTPUT_TOPIC": output_topic, "KAFKA_MEMBERSHIP": membership})
-    container["readinessProbe"]["periodSeconds"] = 1
+    container.pop("ports", None)
+    container["env"] = [e for e in container["env"] if e["name"] != "READY_PORT"]
+    local = {"OUTPUT_TOPIC": output_topic, "KAFKA_MEMBERSHIP": membership, "READY_FILE": "/scratch/ready"}
+    _set_env(container, local)
+    container["volumeMounts"].append({"name": "scratch", "mountPath": "/scratch"})
+    pod["volumes"] = [*pod.get("volumes", []), {"name": "scratch", "emptyDir": {}}]
+    container["readinessProbe"] = ready_probe()
     return template
 
 

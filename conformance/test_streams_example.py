@@ -4,11 +4,13 @@ producer wrote per key, and comes back from SIGTERM with its state, at the same 
 
 Each stream thread is a static member `<KAFKA_GROUP_INSTANCE_ID>-<thread index>`; SIGTERM sends no
 LeaveGroup, so both members stay in the group while the process is down. A second test gives it the
-SASL_SSL settings the operator injects (SCRAM user, CA file) on the secured backends.
+SASL_SSL settings the operator injects (SCRAM user, CA file) on the secured backends. Every run serves its
+readiness on READY_PORT too, as an httpGet readiness probe asks it.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import time
 import uuid
@@ -25,6 +27,7 @@ from conformance.java_build import ensure_jar
 from conformance.java_process import JavaProcess, wait_until
 from conformance.runner import ConformanceRun
 from conformance.scenario import SECURED
+from e2e.localcluster.ports import free_port
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "streams"
 PARTITIONS = 4
@@ -85,6 +88,18 @@ def latest_counts(backend: Backend, topic: str) -> dict[str, int]:
         consumer.close()
 
 
+def ready_status(port: int, path: str = "/ready") -> int | None:
+    """The HTTP status of GET `path` on the application's READY_PORT; None: nothing listens there."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request("GET", path)
+        return connection.getresponse().status
+    except ConnectionRefusedError:
+        return None
+    finally:
+        connection.close()
+
+
 class App:
     """The example application with one instance id, state directory and readiness file across restarts."""
 
@@ -92,6 +107,7 @@ class App:
         self.jar = jar
         self.group = f"streams-{uuid.uuid4().hex[:8]}"
         self.ready_file = workdir / "ready"
+        self.ready_port = free_port()
         self.env = {
             "KAFKA_BOOTSTRAP_SERVERS": backend.bootstrap,
             "KAFKA_GROUP_ID": self.group,
@@ -103,6 +119,7 @@ class App:
             "OUTPUT_TOPIC": output,
             "STATE_DIR": str(workdir / "state"),
             "READY_FILE": str(self.ready_file),
+            "READY_PORT": str(self.ready_port),
             "PROGRESS_INTERVAL_MS": "1000",
             "STREAMS_COMMIT_INTERVAL_MS": "500",
         }
@@ -178,6 +195,8 @@ def test_the_streams_example_counts_per_key_and_restarts_with_its_state(
     second = app.start()
     again = app.running(second)
     assert again["threads"] == held["threads"], f"the same tasks\n{first.describe()}\n{second.describe()}"
+    # RUNNING from here on (one rebalance, asserted below): what an httpGet readiness probe finds.
+    assert ready_status(app.ready_port) == 200, second.describe()
     wait_until(
         lambda: latest_counts(backend, output) == dict(written), WAIT_S, f"counts\n{second.describe()}"
     )
@@ -303,16 +322,53 @@ CONTRACT = {"KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1", "KAFKA_GROUP_ID": "g", "KA
             {**CONTRACT, "KAFKA_GROUP_INSTANCE_ID": "p-0", "KAFKA_SECURITY_PROTOCOL": "SASL_SSL"},
             "KAFKA_SECURITY_PROTOCOL is SASL_SSL but KAFKA_SASL_MECHANISM is not set",
         ),
+        (
+            {**CONTRACT, "KAFKA_GROUP_INSTANCE_ID": "p-0", "READY_PORT": "8080x"},
+            "READY_PORT must be a port number from 1 to 65535, not '8080x'",
+        ),
+        (
+            {**CONTRACT, "KAFKA_GROUP_INSTANCE_ID": "p-0", "READY_PORT": "65536"},
+            "READY_PORT must be a port number from 1 to 65535, not '65536'",
+        ),
     ],
 )
 def test_the_streams_example_names_a_setting_it_cannot_use_and_exits_2(
     app_jar: Path, env: dict[str, str], message: str
 ) -> None:
-    cleared = {name: "" for name in (*CONTRACT, "KAFKA_GROUP_INSTANCE_ID")}  # whatever the tests' env has
+    cleared = {name: "" for name in (*CONTRACT, "KAFKA_GROUP_INSTANCE_ID", "READY_PORT")}  # the tests' env
     run = JavaProcess(app_jar, env={**cleared, **env}, name="streams")
     run.drain(timeout=60)
     assert run.process.returncode == 2, run.describe()
     assert [e["message"] for e in run.of("config_error")] == [message], run.describe()
+
+
+def test_the_streams_example_answers_503_on_ready_port_until_it_is_running(
+    app_jar: Path, tmp_path: Path
+) -> None:
+    """No broker answers (CONTRACT's bootstrap), so the instance cannot be RUNNING: GET /ready says 503
+    from the start, and any other path 404. (200 once RUNNING: the restart test above.)"""
+    port = free_port()
+    env = {
+        **CONTRACT,
+        "KAFKA_GROUP_INSTANCE_ID": "p-0",
+        "STATE_DIR": str(tmp_path / "state"),
+        "READY_FILE": str(tmp_path / "ready"),
+        "READY_PORT": str(port),
+    }
+    run = JavaProcess(app_jar, env=env, name="streams")
+    try:
+
+        def answered() -> int | None:
+            if not run.running:
+                run.drain()
+                raise AppExited(f"the application exited with {run.process.returncode}\n{run.describe()}")
+            return ready_status(port)
+
+        assert wait_until(answered, 60, f"an answer on READY_PORT\n{run.describe()}") == 503
+        assert ready_status(port, "/") == ready_status(port, "/ready/x") == 404
+        assert ready_status(port) == 503 and not (tmp_path / "ready").exists(), run.describe()
+    finally:
+        run.stop()
 
 
 def test_exactly_once_v2_stops_at_start_on_the_embedded_coordinator_with_the_reason(

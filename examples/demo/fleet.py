@@ -218,7 +218,7 @@ def script(name: str, *, local: bool) -> str:
 READY_PORT = 8080
 
 
-def _ready_probe(http_port: int | None = None) -> Manifest:
+def ready_probe(http_port: int | None = None) -> Manifest:
     """Every second: an httpGet on `http_port`, which the kubelet makes itself, or else an exec probe of the
     ready file, which starts a process in the container each time (on the local pod runner, whose pods
     share this machine's ports)."""
@@ -248,7 +248,7 @@ def consumer_pod_template(
                         {"name": "state", "mountPath": "/state"},
                         {"name": "scratch", "mountPath": "/scratch"},
                     ],
-                    "readinessProbe": _ready_probe(ready_port),
+                    "readinessProbe": ready_probe(ready_port),
                 }
             ],
             "volumes": [{"name": "scratch", "emptyDir": {}}],
@@ -350,7 +350,7 @@ def producer(
                             "command": ["python", script("producer.py", local=local)],
                             "env": env,
                             "volumeMounts": mounts,
-                            "readinessProbe": _ready_probe(),
+                            "readinessProbe": ready_probe(),
                         }
                     ],
                     "volumes": volumes,

@@ -72,10 +72,28 @@ def test_every_kind_runs_the_examples_pod_with_the_same_assignor_heartbeat_and_s
         assert {"name": "state", "mountPath": "/state"} in container["volumeMounts"]
         assert [t["metadata"]["name"] for t in spec["volumeClaimTemplates"]] == ["state"]
         assert spec["persistentVolumeClaimRetentionPolicy"]["whenScaled"] == "Retain"
-        assert container["readinessProbe"]["periodSeconds"] == 1
+        # pods of the pod runner share this machine's ports: each is probed by its own ready file instead
+        assert container["readinessProbe"] == {
+            "exec": {"command": ["test", "-f", "/scratch/ready"]},
+            "periodSeconds": 1,
+        }
+        assert env["READY_FILE"] == "/scratch/ready" and "READY_PORT" not in env
+        assert {"name": "scratch", "mountPath": "/scratch"} in container["volumeMounts"]
+        assert {"name": "scratch", "emptyDir": {}} in spec["template"]["spec"]["volumes"]
+        assert "ports" not in container
     # examples/streams.yaml itself is left as it is
     example = fleet_streams.example()["spec"]["template"]["spec"]["containers"][0]
     assert "command" not in example and example["readinessProbe"]["periodSeconds"] == 2
+    assert "READY_PORT" in env_of(example) and "exec" not in example["readinessProbe"]
+
+
+def test_the_example_is_probed_over_http_on_the_port_its_application_serves() -> None:
+    """An httpGet probe (the kubelet's own request) on the named port, which READY_PORT opens."""
+    (container,) = fleet_streams.example()["spec"]["template"]["spec"]["containers"]
+    (port,) = container["ports"]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/ready", "port": port["name"]}
+    assert env_of(container)["READY_PORT"] == str(port["containerPort"])
+    assert "READY_FILE" not in env_of(container)  # the image's own (/tmp/ready) serves no probe here
 
 
 def test_a_pod_runs_the_jar_on_the_jvm_the_conformance_suite_gives_it() -> None:

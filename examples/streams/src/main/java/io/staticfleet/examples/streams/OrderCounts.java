@@ -43,7 +43,8 @@ import org.apache.kafka.streams.state.KeyValueStore;
  * only internal topic is the store's changelog. Each stream thread is one member of the group
  * ({@code KAFKA_GROUP_ID}) with the static id {@code KAFKA_GROUP_INSTANCE_ID + "-" + thread index}.
  *
- * <p>Lifecycle: READY_FILE exists while the instance is RUNNING (an exec readiness probe tests it). SIGTERM
+ * <p>Lifecycle: READY_FILE exists while the instance is RUNNING (an exec readiness probe tests it), and so
+ * long {@code GET /ready} on READY_PORT, when set, answers 200 (an httpGet readiness probe asks it). SIGTERM
  * closes the instance without LeaveGroup (static members stay in the group for their session timeout, so a
  * restart within it costs no rebalance) and exits. A stream thread's fatal error shuts the instance down and
  * exits non-zero so that Kubernetes restarts the pod; FENCED_INSTANCE_ID (another process took a thread's
@@ -85,6 +86,27 @@ public final class OrderCounts {
         }
         Watch watch = new Watch(settings.instanceId, settings.readyFile);
         watch.clearReady();
+        // Serving from the start: a probe that finds the port closed counts as a failure too, but a 503
+        // says the process is up and not yet RUNNING.
+        ReadyEndpoint endpoint = null;
+        if (settings.readyPort != 0) {
+            try {
+                endpoint = ReadyEndpoint.start(settings.readyPort, watch::ready);
+            } catch (IOException e) {
+                Events.log("config_error", "message", "READY_PORT " + settings.readyPort + " cannot be served: " + e);
+                return CONFIG_EXIT_CODE;
+            }
+        }
+        try {
+            return runStreams(settings, watch);
+        } finally {
+            if (endpoint != null) {
+                endpoint.close();
+            }
+        }
+    }
+
+    private static int runStreams(Settings settings, Watch watch) {
         Properties props = settings.streams;
         try {
             ensureOutputTopic(props, settings.topics, settings.outputTopic);

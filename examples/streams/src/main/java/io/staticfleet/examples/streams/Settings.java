@@ -42,12 +42,14 @@ final class Settings {
     final String instanceId;
     final Path stateDir;
     final Path readyFile;
+    /** The port of the HTTP readiness endpoint; 0: none (READY_PORT not set). */
+    final int readyPort;
     final long progressIntervalMs;
     final long closeTimeoutMs;
 
     private Settings(
         Properties streams, List<String> topics, String outputTopic, String instanceId, Path stateDir,
-        Path readyFile, long progressIntervalMs, long closeTimeoutMs
+        Path readyFile, int readyPort, long progressIntervalMs, long closeTimeoutMs
     ) {
         this.streams = streams;
         this.topics = topics;
@@ -55,6 +57,7 @@ final class Settings {
         this.instanceId = instanceId;
         this.stateDir = stateDir;
         this.readyFile = readyFile;
+        this.readyPort = readyPort;
         this.progressIntervalMs = progressIntervalMs;
         this.closeTimeoutMs = closeTimeoutMs;
     }
@@ -111,6 +114,7 @@ final class Settings {
             instanceId,
             stateDir,
             Path.of(env.getOrDefault("READY_FILE", "./ready")).toAbsolutePath(),
+            port(env, "READY_PORT"),
             milliseconds(env, "PROGRESS_INTERVAL_MS", 10_000),
             milliseconds(env, "CLOSE_TIMEOUT_MS", 30_000)
         );
@@ -198,6 +202,23 @@ final class Settings {
             return parsed;
         } catch (NumberFormatException e) {
             throw new Invalid(name + " must be a number of milliseconds, not '" + value + "'");
+        }
+    }
+
+    /** A TCP port, 1 to 65535; 0 when the variable is not set. */
+    private static int port(Map<String, String> env, String name) {
+        String value = env.get(name);
+        if (value == null || value.isBlank()) {
+            return 0;
+        }
+        try {
+            int parsed = Integer.parseInt(value.strip());
+            if (parsed < 1 || parsed > 65_535) {
+                throw new NumberFormatException("out of range");
+            }
+            return parsed;
+        } catch (NumberFormatException e) {
+            throw new Invalid(name + " must be a port number from 1 to 65535, not '" + value + "'");
         }
     }
 

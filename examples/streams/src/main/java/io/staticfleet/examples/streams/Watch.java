@@ -23,8 +23,8 @@ import org.apache.kafka.streams.processor.StateRestoreListener;
 /**
  * What users of Kafka Streams watch, as JSON lines: state transitions (every entry into REBALANCING counted),
  * records restored per store (the cost of a rebalance for a stateful app), records processed, and the tasks
- * each stream thread's member holds once the instance is RUNNING. It also keeps the readiness file: present
- * while the instance is RUNNING.
+ * each stream thread's member holds once the instance is RUNNING. It also keeps the readiness: the readiness
+ * file present, and {@link #ready()} true, while the instance is RUNNING.
  */
 final class Watch implements KafkaStreams.StateListener, StateRestoreListener {
     private static final Pattern THREAD_INDEX = Pattern.compile("-StreamThread-(\\d+)$");
@@ -37,6 +37,7 @@ final class Watch implements KafkaStreams.StateListener, StateRestoreListener {
     private final Map<String, LongAdder> restored = new ConcurrentHashMap<>();
     private volatile KafkaStreams streams;
     private volatile KafkaStreams.State state = KafkaStreams.State.CREATED;
+    private volatile boolean ready;
 
     Watch(String instanceId, Path readyFile) {
         this.instanceId = instanceId;
@@ -53,6 +54,11 @@ final class Watch implements KafkaStreams.StateListener, StateRestoreListener {
 
     KafkaStreams.State state() {
         return state;
+    }
+
+    /** Whether the instance is RUNNING, as the readiness file says; what the HTTP endpoint answers. */
+    boolean ready() {
+        return ready;
     }
 
     @Override
@@ -115,6 +121,7 @@ final class Watch implements KafkaStreams.StateListener, StateRestoreListener {
     }
 
     private void markReady(boolean ready) {
+        this.ready = ready;
         try {
             if (ready) {
                 Files.createDirectories(readyFile.toAbsolutePath().getParent());
