@@ -37,7 +37,6 @@ final class Watch implements KafkaStreams.StateListener, StateRestoreListener {
     private final Map<String, LongAdder> restored = new ConcurrentHashMap<>();
     private volatile KafkaStreams streams;
     private volatile KafkaStreams.State state = KafkaStreams.State.CREATED;
-    private volatile boolean ready;
 
     Watch(String instanceId, Path readyFile) {
         this.instanceId = instanceId;
@@ -58,7 +57,7 @@ final class Watch implements KafkaStreams.StateListener, StateRestoreListener {
 
     /** Whether the instance is RUNNING, as the readiness file says; what the HTTP endpoint answers. */
     boolean ready() {
-        return ready;
+        return state == KafkaStreams.State.RUNNING;
     }
 
     @Override
@@ -121,7 +120,6 @@ final class Watch implements KafkaStreams.StateListener, StateRestoreListener {
     }
 
     private void markReady(boolean ready) {
-        this.ready = ready;
         try {
             if (ready) {
                 Files.createDirectories(readyFile.toAbsolutePath().getParent());
