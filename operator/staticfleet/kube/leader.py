@@ -140,7 +140,10 @@ def run_as_leader(election: Election, run: Callable[[], int]) -> int:
         leading.wait()  # a signal's handler runs, and may raise, in this wait
     except SystemExit:
         log.info("stopped while waiting to lead (SIGTERM)")
-        raise
+        # Not through the interpreter's shutdown: the election's daemon thread may be in the middle of a
+        # request or a log line, and finalizing around it can abort the process (status -6, not 0).
+        logging.shutdown()
+        os._exit(0)
     log.info("leading (Lease %s/%s)", election.namespace, election.name)
     try:
         return run()

@@ -64,8 +64,11 @@ def test_a_wrong_scram_password_is_answered_no_sooner_than_the_delay_then_closed
             client = ScramClient(ScramMechanism.SCRAM_SHA_512, "alice", "not-her-password")
             first = await conn.request(d.sasl_authenticate(2, client.first()))
             assert first.error_code == ErrorCode.none
-            final = conn.send(d.sasl_authenticate(2, client.final(bytes(first.auth_bytes))))
+            # The clock starts before the send: between a send and the next clock reading the client's thread
+            # can lose its turn long enough for the server to receive the frame and begin its hold.
+            proof = d.sasl_authenticate(2, client.final(bytes(first.auth_bytes)))
             sent = time.monotonic()
+            final = conn.send(proof)
             answer = await final.result()
             waited = time.monotonic() - sent
             return waited, answer.error_code, await conn.closed_within(5)
@@ -82,8 +85,8 @@ def test_an_unknown_mechanism_is_answered_no_sooner_than_the_delay(broker: Secur
     async def main() -> tuple[float, int]:
         conn = await d.Connection.open("127.0.0.1", _port(broker))
         try:
+            sent = time.monotonic()  # before the send, as above
             pending = conn.send(d.sasl_handshake(1, "GSSAPI"))
-            sent = time.monotonic()
             answer = await pending.result()
             return time.monotonic() - sent, answer.error_code
         finally:
