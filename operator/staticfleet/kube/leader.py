@@ -20,11 +20,12 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +42,27 @@ class Election:
     retry_s: int = 2
 
 
+def _exit_now(status: int) -> NoReturn:
+    """Ends the process with `status`, its logs flushed, without the interpreter's shutdown: the election's
+    daemon thread may be in the middle of a request or a log line, and finalizing around it can abort the
+    process (status -6, not the one meant)."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(status)
+
+
+def _exit_status(stopped: SystemExit) -> int:
+    """The status the interpreter would end with for `stopped` (a message goes to stderr, as it would)."""
+    if stopped.code is None or isinstance(stopped.code, int):
+        return stopped.code or 0
+    print(stopped.code, file=sys.stderr)
+    return 1
+
+
 def _lost(election: Election) -> None:
     log.error("lost the Lease %s/%s: exiting, so that one operator acts", election.namespace, election.name)
-    logging.shutdown()
-    os._exit(LOST_LEASE_EXIT)
+    _exit_now(LOST_LEASE_EXIT)
 
 
 def _releasable_lock(election: Election, released: threading.Event) -> Any:
@@ -88,23 +106,28 @@ def release(election: Election, attempts: int = 3) -> bool:
     return False
 
 
-def _stop_on_sigterm() -> None:
-    """SIGTERM ends this process with exit status 0 until kopf, once it runs, puts its own clean stop in
-    its place. A process that handles no SIGTERM is killed by it, except the first process of a container
-    (a pod's), which ignores it. Only the main thread may set handlers; elsewhere nothing changes."""
+def _stop_on_sigterm(leading: threading.Event) -> None:
+    """SIGTERM ends a replica waiting to lead at once, with status 0, wherever its main thread is; once it
+    leads, SIGTERM raises SystemExit so that the Lease is given up on the way out (until kopf puts its own
+    clean stop in place). A process that handles no SIGTERM is killed by it, except the first process of
+    a container (a pod's), which ignores it. Only the main thread may set handlers; elsewhere nothing
+    changes."""
     if threading.current_thread() is not threading.main_thread():
         return
 
     def stop(signum: int, frame: object) -> None:
-        raise SystemExit(0)
+        if leading.is_set():
+            raise SystemExit(0)
+        log.info("stopped while waiting to lead (SIGTERM)")
+        _exit_now(0)
 
     signal.signal(signal.SIGTERM, stop)
 
 
-def run_as_leader(election: Election, run: Callable[[], int]) -> int:
-    """Blocks until this process holds the Lease, then returns run()'s result while renewing it, and
-    gives the Lease up once run() has returned. The kubernetes client's default configuration must be
-    loaded (the Lease is read with it)."""
+def run_as_leader(election: Election, run: Callable[[], int]) -> NoReturn:
+    """Blocks until this process holds the Lease, then runs run() while renewing it, gives the Lease up
+    once run() has returned, and ends the process with run()'s status. The kubernetes client's default
+    configuration must be loaded (the Lease is read with it)."""
     from kubernetes.leaderelection import electionconfig, leaderelection
 
     leading = threading.Event()
@@ -133,20 +156,16 @@ def run_as_leader(election: Election, run: Callable[[], int]) -> int:
                 _lost(election)
             time.sleep(election.retry_s)
 
-    _stop_on_sigterm()
+    _stop_on_sigterm(leading)
     log.info("waiting to lead (Lease %s/%s, as %s)", election.namespace, election.name, election.identity)
     threading.Thread(target=elect, name="leader-election", daemon=True).start()
-    try:
-        leading.wait()  # a signal's handler runs, and may raise, in this wait
-    except SystemExit:
-        log.info("stopped while waiting to lead (SIGTERM)")
-        # Not through the interpreter's shutdown: the election's daemon thread may be in the middle of a
-        # request or a log line, and finalizing around it can abort the process (status -6, not 0).
-        logging.shutdown()
-        os._exit(0)
+    leading.wait()
     log.info("leading (Lease %s/%s)", election.namespace, election.name)
     try:
-        return run()
+        status = run()
+    except SystemExit as stopped:  # SIGTERM before kopf took it over, or run() ending the process itself
+        status = _exit_status(stopped)
     finally:
         released.set()  # no renewal after this: the Lease is given up, or left to expire
         release(election)
+    _exit_now(status)
