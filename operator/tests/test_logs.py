@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from e2e.localcluster.ports import closed_port
 from staticfleet import logs
 
 
@@ -125,25 +126,21 @@ def test_at_debug_kafka_python_is_logged_as_it_is(captured: io.StringIO) -> None
 
 def test_a_real_kafka_python_client_facing_a_closed_port_logs_no_error_line(captured: io.StringIO) -> None:
     """kafka-python's own retries against a coordinator that is not there (as during its restart)."""
-    import socket
-
     from kafka import KafkaAdminClient
     from kafka.errors import KafkaError
 
     _to(captured, logs.configure("INFO", "text", quiet_kafka=True))
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    with closed_port() as port:  # a port nothing listens on, nor can while the client tries it
 
-    def connect() -> None:
-        with contextlib.suppress(KafkaError):
-            KafkaAdminClient(
-                bootstrap_servers=f"127.0.0.1:{port}", request_timeout_ms=3000, reconnect_backoff_ms=100
-            ).close()
+        def connect() -> None:
+            with contextlib.suppress(KafkaError):
+                KafkaAdminClient(
+                    bootstrap_servers=f"127.0.0.1:{port}", request_timeout_ms=3000, reconnect_backoff_ms=100
+                ).close()
 
-    worker = threading.Thread(target=connect, daemon=True)
-    worker.start()
-    worker.join(timeout=10)  # a dozen retries by then; the client gives up by itself later
+        worker = threading.Thread(target=connect, daemon=True)
+        worker.start()
+        worker.join(timeout=10)  # a dozen retries by then; the client gives up by itself later
     lines = captured.getvalue().splitlines()
     assert lines and all(" ERROR " not in line for line in lines), lines
     assert sum(" WARNING " in line for line in lines) == 1, lines

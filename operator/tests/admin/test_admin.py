@@ -4,7 +4,6 @@ answers (except for staticfleet's pre-registration config, which only staticflee
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from conformance.backends import Backend
+from e2e.localcluster.ports import closed_port
 from staticfleet.admin import (
     ConfigRejected,
     CoordinatorUnreachable,
@@ -211,15 +211,13 @@ def described_once_committed(admin: GroupAdmin, group: str) -> GroupDescription:
 
 
 def test_an_unreachable_cluster_says_so() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    unreachable = f"coordinator at 127.0.0.1:{port} unreachable"
-    with (
-        GroupAdmin(KafkaConnection(f"127.0.0.1:{port}"), timeout_s=1.0) as admin,
-        pytest.raises(CoordinatorUnreachable, match=unreachable),
-    ):
-        admin.describe_group("any")
+    with closed_port() as port:
+        unreachable = f"coordinator at 127.0.0.1:{port} unreachable"
+        with (
+            GroupAdmin(KafkaConnection(f"127.0.0.1:{port}"), timeout_s=1.0) as admin,
+            pytest.raises(CoordinatorUnreachable, match=unreachable),
+        ):
+            admin.describe_group("any")
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
