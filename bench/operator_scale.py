@@ -429,11 +429,12 @@ def growth(results: Sequence[SizeResult]) -> str:
     return (
         f"From {results[0].fleets} to {results[-1].fleets} fleets the acting operator's memory grows by "
         f"{memory:.0f} KiB per fleet and the median reaction to a scale by {p50:.0f} ms per fleet. Its "
-        f"API requests at rest, per minute in all, are {totals}: each fleet's pass (its reads, the "
-        "children applied again and a status written, the equal counts of the busiest requests below) "
-        "comes every 2 s only while the operator has the CPU for it; past that the passes, and with them "
-        "the requests per fleet, spread out as fleets are added, and a scale command waits its turn "
-        "behind the other fleets' passes."
+        f"API requests at rest, per minute in all, are {totals}: each fleet's pass at rest reads its "
+        "resource, StatefulSet and pods (the equal counts of the busiest requests below) and writes "
+        "nothing that has not changed (the children are applied again once a minute); it comes every 2 s "
+        "only while the operator has the CPU for it, and past that the passes, and with them the requests "
+        "per fleet, spread out as fleets are added, and a scale command waits its turn behind the other "
+        "fleets' passes."
     )
 
 

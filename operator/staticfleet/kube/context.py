@@ -14,6 +14,7 @@ from typing import Any, Protocol, cast
 
 from staticfleet.admin import GroupAdmin, KafkaConnection
 from staticfleet.kube.access import OperatorKafka
+from staticfleet.kube.applied import AppliedChildren
 from staticfleet.kube.fleetstatus import EventSpec
 from staticfleet.kube.join_hold import HoldWatcher, watch_in_thread
 from staticfleet.kube.kubeapi import KubeApi
@@ -121,6 +122,8 @@ class OperatorContext:
     admins: AdminCache = field(init=False)
     conflicts: dict[tuple[str, str], str] = field(default_factory=dict)
     """The apply conflict last reported per resource (namespace, name): each is reported once."""
+    applied: AppliedChildren = field(default_factory=AppliedChildren)
+    """The children last applied per resource: a pass at rest applies nothing (applied.py)."""
 
     def __post_init__(self) -> None:
         self.admins = AdminCache(lambda c: GroupAdmin(c, timeout_s=self.admin_timeout_s))
@@ -153,6 +156,7 @@ class OperatorContext:
         self.secret_files.forget(namespace, name)
         self.locks.forget(namespace, name)
         self.conflicts.pop((namespace, name), None)
+        self.applied.forget((namespace, name))
 
     def close(self) -> None:
         self.admins.close()

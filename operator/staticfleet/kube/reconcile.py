@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from staticfleet.admin import GroupAdmin
+from staticfleet.kube.applied import AppliedChildren
 from staticfleet.kube.claims import Claim
 from staticfleet.kube.context import OperatorContext
 from staticfleet.kube.deletion import members_finished, plan_deletion, user_finished
 from staticfleet.kube.fleetstatus import EventSpec, FleetStatus
-from staticfleet.kube.kubeapi import ApplyConflict, KubeApi, KubeError
+from staticfleet.kube.kubeapi import ApplyConflict, KubeApi, KubeError, prune
 from staticfleet.kube.metrics import OperatorMetrics
 from staticfleet.kube.observation import Conflicting, Invalid, Observed, Untouched
 from staticfleet.kube.observe import fleet_pods, observe, observe_deletion, observe_group, observe_lag
@@ -75,6 +76,10 @@ class PassIO:
         return self.ctx.metrics
 
     @property
+    def applied(self) -> AppliedChildren:
+        return self.ctx.applied
+
+    @property
     def written(self) -> FleetStatus:
         return FleetStatus.of(self.status)
 
@@ -121,7 +126,11 @@ def write_status(
     A newer version whose status is still `expected` (what this pass last read or wrote: the spec, a
     label or kopf's finalizer changed) takes the write again at that version: the status records what
     this pass did, and must not be lost. A status that changed under us (another operator wrote it)
-    raises the conflict (KubeError 409), and the pass starts again from a fresh read."""
+    raises the conflict (KubeError 409), and the pass starts again from a fresh read.
+
+    A status equal to `expected` is not written at all: a fleet at rest costs no write per pass."""
+    if prune(status) == dict(expected):
+        return dict(expected), resource_version
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     for attempt in range(1, CONFLICT_ATTEMPTS + 1):
         try:

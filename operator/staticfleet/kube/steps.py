@@ -25,6 +25,7 @@ from staticfleet.admin import AclBinding, AdminError, ConfigRejected, RemovalRep
 from staticfleet.coordinator import EXPECTED_INSTANCE_IDS as PRE_REGISTRATION_CONFIG
 from staticfleet.kube import builders, faults
 from staticfleet.kube.access import SCRAM_ITERATIONS, RetiredUser, plan_access
+from staticfleet.kube.applied import AppliedChildren
 from staticfleet.kube.fleetstatus import EventSpec, FleetStatus
 from staticfleet.kube.kubeapi import ApplyConflict, KubeError
 from staticfleet.kube.observation import Invalid, Observed
@@ -106,6 +107,11 @@ class StepIO(AccessIO, Protocol):
     def metrics(self) -> OperatorMetrics: ...
     @property
     def observed(self) -> Observed: ...
+    @property
+    def applied(self) -> AppliedChildren:
+        """What this operator last applied of each fleet's children (applied.py)."""
+        ...
+
     @property
     def written(self) -> FleetStatus:
         """The status as the API server holds it now."""
@@ -374,17 +380,23 @@ class ApplyChildren:
     """This pass scales up (or creates the fleet)."""
 
     def run(self, io: StepIO) -> None:
-        spec = io.observed.spec
+        spec, observed = io.observed.spec, io.observed.statefulset
         assert spec.bootstrap_servers is not None
-        statefulset = builders.statefulset(
-            spec, spec.bootstrap_servers, self.replicas, io.observed.fleet_access
-        )
+        access = io.observed.fleet_access
+        statefulset = builders.statefulset(spec, spec.bootstrap_servers, self.replicas, access)
+        service, budget = builders.headless_service(spec), builders.pod_disruption_budget(spec)
+        fleet, children = (spec.namespace, spec.name), (statefulset, service, budget)
+        record = io.outcome.scale_down
+        shrinking = record is not None and record.phase is ScalePhase.SHRINKING
+        if observed is not None and not shrinking and not io.applied.needed(fleet, children, observed):
+            io.outcome.statefulset = observed  # at rest: as applied, and unchanged since
+            return
         try:
-            if io.observed.statefulset is not None:  # a scale takes effect before the rest is applied
+            if observed is not None:  # a scale takes effect before the rest is applied
                 applied = io.api.apply(statefulset)
-            io.api.apply(builders.headless_service(spec))
-            io.api.apply(builders.pod_disruption_budget(spec))
-            if io.observed.statefulset is None:  # new: it names the Service, which comes first
+            io.api.apply(service)
+            io.api.apply(budget)
+            if observed is None:  # new: it names the Service, which comes first
                 applied = io.api.apply(statefulset)
         except ApplyConflict as exc:
             io.outcome.conflict = exc
@@ -396,11 +408,11 @@ class ApplyChildren:
                 io.outcome.rejected = f"the StatefulSet was rejected: {exc}"
                 return
             raise
+        io.applied.record(fleet, children, applied)
         io.outcome.statefulset = applied
         if self.grows:
             faults.crash_after(faults.STATEFULSET_GROWN)
-        record = io.outcome.scale_down
-        if record is not None and record.phase is ScalePhase.SHRINKING:
+        if record is not None and shrinking:
             io.outcome.scale_down = record.shrunk(int(applied["metadata"].get("generation", 0)))
 
 

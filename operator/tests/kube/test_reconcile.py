@@ -25,6 +25,7 @@ from staticfleet.admin.model import (
     PartitionOffsets,
     RemovalReport,
 )
+from staticfleet.kube.applied import REAPPLY_S, AppliedChildren
 from staticfleet.kube.claims import Claim
 from staticfleet.kube.context import OperatorContext
 from staticfleet.kube.fleetstatus import EventSpec
@@ -326,17 +327,46 @@ def test_scale_down_records_first_shrinks_then_removes_only_after_the_pods_are_g
     kube.calls.clear()
     reconcile(ctx, "shop", "orders", {})
     assert admin.removals == [["orders-1", "orders-2"]]
-    # The acknowledged removal is recorded first thing, before the children are applied again.
-    assert kube.calls[:2] == ["status(scaleDown)", "apply StatefulSet(1)"]
+    # The acknowledged removal is recorded first thing; the children, unchanged since their last apply,
+    # are not applied again.
+    assert kube.calls == ["status(scaleDown)", "status"]
     assert "scaleDown" not in kube.group["status"]
     assert reasons(kube).count("MembersRemoved") == 1
     assert [m["instanceId"] for m in kube.group["status"]["members"]] == ["orders-0"]
 
 
-def test_a_pass_writes_its_status_once_and_again_only_where_a_later_step_needs_a_record_durable() -> None:
+def test_a_pass_at_rest_applies_nothing_until_the_statefulset_changes_or_a_minute_has_passed() -> None:
     kube, _, ctx = steady(3)
+    clock = [0.0]
+    ctx.applied = AppliedChildren(clock=lambda: clock[0])
+    reconcile(ctx, "shop", "orders", {})  # this process has applied nothing yet
+    assert kube.calls == ["apply StatefulSet(3)", "apply Service", "apply PodDisruptionBudget"]
+    kube.calls.clear()
     reconcile(ctx, "shop", "orders", {})
-    assert [c for c in kube.calls if c.startswith("status")] == ["status"]
+    assert kube.calls == []
+    kube.objects["StatefulSet"]["metadata"]["resourceVersion"] = "42"  # kubectl scale statefulset, say
+    reconcile(ctx, "shop", "orders", {})
+    assert kube.calls == ["apply StatefulSet(3)", "apply Service", "apply PodDisruptionBudget"]
+    kube.calls.clear()
+    clock[0] = REAPPLY_S - 0.1
+    reconcile(ctx, "shop", "orders", {})
+    assert kube.calls == []
+    clock[0] = REAPPLY_S  # a deleted Service or PDB comes back within a minute
+    reconcile(ctx, "shop", "orders", {})
+    assert kube.calls == ["apply StatefulSet(3)", "apply Service", "apply PodDisruptionBudget"]
+    kube.calls.clear()
+    kube.group["spec"]["topics"] = ["orders", "returns"]  # what the resource asks changed
+    reconcile(ctx, "shop", "orders", {})
+    assert kube.calls[:3] == ["apply StatefulSet(3)", "apply Service", "apply PodDisruptionBudget"]
+
+
+def test_a_pass_writes_its_status_once_and_again_only_where_a_later_step_needs_a_record_durable() -> None:
+    kube, admin, ctx = steady(3)
+    reconcile(ctx, "shop", "orders", {})
+    assert [c for c in kube.calls if c.startswith("status")] == []  # at rest: nothing new to write
+    admin.offsets = (PartitionOffsets("orders", 0, 10, 14),)
+    reconcile(ctx, "shop", "orders", {})
+    assert [c for c in kube.calls if c.startswith("status")] == ["status"]  # the lag changed
     kube.group["spec"]["replicas"] = 1
     kube.calls.clear()
     reconcile(ctx, "shop", "orders", {})
@@ -562,7 +592,8 @@ def test_a_refused_target_is_a_condition_and_an_event_and_nothing_is_built_or_se
     degraded = conditions(kube)["Degraded"]
     assert degraded["reason"] == "ReplicasAboveLimit" and "10000000" in degraded["message"]
     assert reasons(kube) == ["ReplicasAboveLimit"]  # once, not every pass
-    assert kube.calls == ["status", "status"] and admin.removals == [] and admin.configs == {}
+    # The second pass finds the status as it would write it, and writes nothing.
+    assert kube.calls == ["status"] and admin.removals == [] and admin.configs == {}
     assert kube.objects["StatefulSet"]["spec"]["replicas"] == 3
 
 

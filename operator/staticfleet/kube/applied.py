@@ -1,0 +1,62 @@
+"""What the operator last applied of each fleet's children, so that a pass at rest applies nothing.
+
+Every pass builds the StatefulSet, the headless Service and the PDB again; applying them again is a no-op on
+the server, but three requests a pass, every pass of every fleet. They are applied again only when they
+differ from what this process last applied, when the StatefulSet changed since (its resourceVersion: a
+`kubectl scale statefulset`, an edit, another operator's apply, its controller's status), and at least once
+every REAPPLY_S, which puts a deleted or edited Service or PDB back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+Manifest = Mapping[str, Any]
+
+REAPPLY_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    children: tuple[Manifest, ...]
+    statefulset_version: str
+    """The StatefulSet's resourceVersion as our apply left it."""
+    at: float
+
+
+def resource_version(obj: Manifest | None) -> str | None:
+    return str(obj["metadata"].get("resourceVersion") or "") if obj is not None else None
+
+
+def needs_apply(
+    last: Applied | None, children: tuple[Manifest, ...], statefulset: Manifest | None, now: float
+) -> bool:
+    """Whether the children must be applied this pass. Pure."""
+    return (
+        last is None
+        or last.children != children
+        or resource_version(statefulset) != last.statefulset_version
+        or now - last.at >= REAPPLY_S
+    )
+
+
+class AppliedChildren:
+    """Per fleet (namespace, name). A fleet's passes never overlap (the operator's per-object locks)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._last: dict[tuple[str, str], Applied] = {}
+
+    def needed(
+        self, fleet: tuple[str, str], children: tuple[Manifest, ...], statefulset: Manifest | None
+    ) -> bool:
+        return needs_apply(self._last.get(fleet), children, statefulset, self._clock())
+
+    def record(self, fleet: tuple[str, str], children: tuple[Manifest, ...], statefulset: Manifest) -> None:
+        self._last[fleet] = Applied(children, resource_version(statefulset) or "", self._clock())
+
+    def forget(self, fleet: tuple[str, str]) -> None:
+        self._last.pop(fleet, None)
