@@ -341,9 +341,14 @@ def run_member(
         assignor=config.get("partition.assignment.strategy"),
     )
     exit_code = 0
+    marked_at: float | None = None  # the moment of the mark last read, logged once per mark
     try:
         while not stop.is_set() and not fatal:
             leave_at = departure(departure_file)
+            if leave_at != marked_at:
+                marked_at = leave_at
+                if leave_at is not None:  # when each pod reads its mark: how long the moment must be
+                    log("marked", instance=instance, leave_at=leave_at)
             wait = POLL_S
             if leave_at is not None and subscribed:
                 wait = leave_at - time.time()

@@ -121,10 +121,16 @@ def test_a_rolling_update_restarts_every_pod_once_without_a_rebalance(
     assert len(events(kubectl, namespace, NAME, "RebalanceObserved")) == observed_before
 
 
+def consumer_events(cluster: Cluster, namespace: str, pod: str, event: str) -> list[dict[str, Any]]:
+    """The pod's consumer's log lines of one kind, over all its runs."""
+    lines = (cluster.pod_dir(namespace, pod) / "consumer.log").read_text().splitlines()
+    records = (json.loads(line) for line in lines if line.startswith("{"))
+    return [r for r in records if r.get("event") == event]
+
+
 def last_stop(cluster: Cluster, namespace: str, pod: str) -> float:
     """When the pod's consumer last logged that it had stopped (it closes, then exits)."""
-    lines = (cluster.pod_dir(namespace, pod) / "consumer.log").read_text().splitlines()
-    stops = [json.loads(line)["ts"] for line in lines if line.startswith("{") and '"stopped"' in line]
+    stops = [e["ts"] for e in consumer_events(cluster, namespace, pod, "stopped")]
     assert stops, f"{pod} never logged that it stopped"
     return float(stops[-1])
 
@@ -175,6 +181,14 @@ def test_departing_consumers_leave_the_group_themselves_before_their_pods_stop_i
         ("orders-1", "orders-2"), sorted(left, key=lambda e: e["instance_id"]), strict=True
     ):
         assert event["ts"] / 1000 <= last_stop(cluster, namespace, pod)
+        # It read its mark (the moment to leave, the same for both) before that moment, and left then.
+        (marked,) = consumer_events(cluster, namespace, pod, "marked")
+        (departing,) = consumer_events(cluster, namespace, pod, "departing")
+        assert marked["ts"] <= marked["leave_at"] <= departing["ts"]
+    moments = {
+        consumer_events(cluster, namespace, pod, "marked")[0]["leave_at"] for pod in ("orders-1", "orders-2")
+    }
+    assert len(moments) == 1
     joined_after = [e for e in log if e["type"] == "member_joined" and e["ts"] > left[0]["ts"]]
     assert joined_after == []
     # The operator's removal, once the pods had stopped, found them gone.
