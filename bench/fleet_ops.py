@@ -724,6 +724,11 @@ def run_operations(
         # cycle, so that the runs cover it evenly and their median is its middle.
         fraction = (run - 0.5) / args.runs
         rng = random.Random(run)
+        if SCALE_DOWN not in args.operations:  # the scale-up starts from the scaled-down fleet: not measured
+            for fleet in fleets:
+                kube.scale(fleet, down)
+                fleet.replicas = down
+            wait_settled(backend, fleets, slow, strict=False)
         for operation, replicas in ((SCALE_DOWN, down), (SCALE_UP, up)):
             if operation not in args.operations:
                 continue
