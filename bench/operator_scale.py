@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import threading
@@ -119,6 +120,17 @@ def percentile(values: Sequence[float], fraction: float) -> float:
 def slope(xs: Sequence[float], ys: Sequence[float]) -> float:
     """Growth per unit of x between the first and the last point."""
     return (ys[-1] - ys[0]) / (xs[-1] - xs[0]) if len(xs) > 1 and xs[-1] != xs[0] else 0.0
+
+
+def cpu_seconds(pid: int) -> float:
+    """The process's CPU time so far, user and system, all its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_share_per_fleet(cpu_s: float, window_s: float, fleets: int) -> float:
+    """CPU time per fleet, as a share of one core: what each fleet at rest costs the operator."""
+    return cpu_s / window_s / fleets if window_s > 0 and fleets else 0.0
 
 
 def rss_mib(pid: int) -> float:
@@ -215,6 +227,10 @@ class SizeResult:
     reactions_up_s: list[float] = field(default_factory=list)
     reactions_down_s: list[float] = field(default_factory=list)
     settle_s: float = 0.0
+    load_average: float | None = None
+    """The machine's 1-minute load average at the end of the at-rest window."""
+    cpu_per_fleet: float | None = None
+    """The acting operator's CPU time at rest per fleet, as a share of one core."""
 
     @property
     def reactions(self) -> list[float]:
@@ -284,9 +300,13 @@ def measure_size(
     settle_s: float,
 ) -> SizeResult:
     audit = cluster.logs_dir / "audit.log"
+    pids = [o.process.pid for o in operators if o.process is not None]
+    cpu_before = {pid: cpu_seconds(pid) for pid in pids}
     begin = time.time()
     time.sleep(args.rest_s)
     end = time.time()
+    cpu_used = {pid: cpu_seconds(pid) - cpu_before[pid] for pid in pids}
+    load_average = os.getloadavg()[0]
     records = read_audit(audit.read_text(errors="replace"), OPERATOR_USER)
     leader = leader_of(kubectl, operators)
     follower = next(o for o in operators if o is not leader)
@@ -299,6 +319,8 @@ def measure_size(
         leader_rss_mib=round(rss_mib(leader.process.pid), 1),
         follower_rss_mib=round(rss_mib(follower.process.pid), 1),
         settle_s=round(settle_s, 1),
+        load_average=round(load_average, 1),
+        cpu_per_fleet=round(cpu_share_per_fleet(cpu_used[leader.process.pid], end - begin, len(names)), 5),
     )
     for name in sample_names(names, args.samples):
         result.reactions_up_s.append(react(kubectl, watch, name, 2))
@@ -308,7 +330,8 @@ def measure_size(
     print(
         f"  {len(names)} fleets: {result.requests_per_fleet_minute} API requests per fleet per minute at "
         f"rest; RSS {result.leader_rss_mib} MiB acting, {result.follower_rss_mib} MiB waiting; reaction "
-        f"p50 {statistics.median(result.reactions):.2f} s, p99 {percentile(result.reactions, 0.99):.2f} s",
+        f"p50 {statistics.median(result.reactions):.2f} s, p99 {percentile(result.reactions, 0.99):.2f} s; "
+        f"CPU {result.cpu_per_fleet} of a core per fleet at rest",
         flush=True,
     )
     return result
@@ -402,6 +425,7 @@ HEADERS = [
     "reaction to a scale: p50 / p99 (s)",
     "API requests per fleet per minute, at rest",
     "operator RSS: acting / waiting (MiB)",
+    "acting operator's CPU per fleet at rest (% of a core)",
     "settled in (s)",
 ]
 
@@ -413,6 +437,7 @@ def rows(results: Sequence[SizeResult]) -> list[list[object]]:
             f"{statistics.median(r.reactions):.2f} / {percentile(r.reactions, 0.99):.2f}",
             f"{r.requests_per_fleet_minute:.1f}",
             f"{r.leader_rss_mib:.0f} / {r.follower_rss_mib:.0f}",
+            f"{r.cpu_per_fleet * 100:.2f}" if r.cpu_per_fleet is not None else "",
             f"{r.settle_s:.0f}",
         ]
         for r in results
@@ -426,15 +451,41 @@ def growth(results: Sequence[SizeResult]) -> str:
     memory = slope(sizes, [r.leader_rss_mib for r in results]) * 1024
     p50 = slope(sizes, [statistics.median(r.reactions) for r in results]) * 1000
     totals = ", ".join(f"{r.requests_per_fleet_minute * r.fleets:.0f}" for r in results)
+    cadence = (
+        "and the passes kept their cadence at every size (the requests per fleet stayed within "
+        f"{KEPT_CADENCE:.0%} of the smallest size's)"
+        if kept_cadence(results)
+        else "which it keeps only while the operator has the CPU for it: past that the passes, and with them "
+        "the requests per fleet, spread out as fleets are added, and a scale command waits its turn behind "
+        "the other fleets' passes"
+    )
     return (
         f"From {results[0].fleets} to {results[-1].fleets} fleets the acting operator's memory grows by "
         f"{memory:.0f} KiB per fleet and the median reaction to a scale by {p50:.0f} ms per fleet. Its "
         f"API requests at rest, per minute in all, are {totals}: each fleet's pass at rest reads its "
         "resource, StatefulSet and pods (the equal counts of the busiest requests below) and writes "
-        "nothing that has not changed (the children are applied again once a minute); it comes every 2 s "
-        "only while the operator has the CPU for it, and past that the passes, and with them the requests "
-        "per fleet, spread out as fleets are added, and a scale command waits its turn behind the other "
-        "fleets' passes."
+        "nothing that has not changed (the children are applied again once a minute); a pass comes every "
+        f"2 s, {cadence}."
+    )
+
+
+KEPT_CADENCE = 0.15
+
+
+def kept_cadence(results: Sequence[SizeResult]) -> bool:
+    """The largest size's passes came about as often per fleet as the smallest size's."""
+    first, last = results[0].requests_per_fleet_minute, results[-1].requests_per_fleet_minute
+    return last >= first * (1 - KEPT_CADENCE)
+
+
+def load_sentence(results: Sequence[SizeResult]) -> str:
+    loads = [r.load_average for r in results if r.load_average is not None]
+    if not loads:
+        return "The machine is shared: the operator's share of the CPU moves with its load."
+    return (
+        f"The machine's load average at the end of the at-rest windows was {min(loads):.1f} to "
+        f"{max(loads):.1f} on its {os.cpu_count()} cores: the operator's share of the CPU, and so where it "
+        "would run out of it, moves with that load."
     )
 
 
@@ -494,9 +545,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{results[0].rest_s if results else args.rest_s:.0f} s (the operators log in as their own "
             "user); a reaction runs from `kubectl scale scg/<name>` until a watch sees the StatefulSet at "
             f"the new size, {args.samples} fleets scaled 1 → 2 and back at each size (p99 of that many "
-            "samples is close to their maximum). The machine is shared and busy (a load average around "
-            "20 on its 2 cores): the operator's share of the CPU, and so where it runs out of it, move "
-            "with that load.",
+            "samples is close to their maximum). " + load_sentence(results),
             "",
             table(HEADERS, rows(results)),
             "",

@@ -4,13 +4,19 @@ percentiles, growth, and which fleets are sampled."""
 from __future__ import annotations
 
 import json
+import os
+import time
 
 import pytest
 
 from bench.operator_scale import (
     AuditRecord,
+    SizeResult,
     busiest,
     command_line,
+    cpu_seconds,
+    cpu_share_per_fleet,
+    growth,
     per_fleet_minute,
     percentile,
     read_audit,
@@ -73,6 +79,27 @@ def test_percentiles_take_the_nearest_rank() -> None:
 def test_growth_is_the_slope_from_the_first_to_the_last_size() -> None:
     assert slope([10, 50, 100], [100, 140, 190]) == pytest.approx(1.0)
     assert slope([10], [5]) == 0.0
+
+
+def size(fleets: int, per_fleet: float) -> SizeResult:
+    return SizeResult(fleets, per_fleet, 60.0, [], 100.0 + fleets / 10, 90.0, [0.5], [0.5 + fleets / 1000])
+
+
+def test_the_text_says_whether_the_passes_kept_their_cadence_as_fleets_were_added() -> None:
+    kept = growth([size(10, 102.0), size(100, 91.8)])
+    assert "kept their cadence at every size" in kept and "1020, 9180" in kept
+    lost = growth([size(10, 169.2), size(100, 25.4)])
+    assert "kept their cadence" not in lost and "waits its turn" in lost
+
+
+def test_cpu_time_is_read_from_proc_and_shared_out_per_fleet() -> None:
+    before = cpu_seconds(os.getpid())
+    deadline = time.process_time() + 0.2
+    while time.process_time() < deadline:
+        pass
+    assert cpu_seconds(os.getpid()) - before >= 0.15
+    assert cpu_share_per_fleet(6.0, 60.0, 10) == pytest.approx(0.01)
+    assert cpu_share_per_fleet(6.0, 0.0, 10) == 0.0
 
 
 def test_samples_spread_over_every_fleet() -> None:

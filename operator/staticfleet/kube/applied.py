@@ -10,11 +10,10 @@ every REAPPLY_S, which puts a deleted or edited Service or PDB back.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-Manifest = Mapping[str, Any]
+from staticfleet.kube.spec import Manifest
 
 REAPPLY_S = 60.0
 
