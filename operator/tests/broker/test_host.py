@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -51,6 +52,14 @@ def test_an_answer_held_for_the_fsync_is_dropped_quietly_once_its_connection_is_
         loop.set_exception_handler(lambda _loop, context: unexpected.append(context))
         host = CoordinatorHost(tmp_path, CoordinatorConfig(), clock=ManualClock())
         await host.start()
+        # The fsync (in its worker thread) ends only when the test says so: a quick disk would otherwise
+        # make the record durable before the answers are even held.
+        fsync_may_end = threading.Event()
+
+        def hold_the_fsync(seconds: float) -> None:
+            fsync_may_end.wait(10)
+
+        host.observe_fsync = hold_the_fsync
         ctx = cast(BrokerContext, SimpleNamespace(host=host))
         _commit(host, 0, 1)
         gone = asyncio.create_task(gated(ctx, "answer to a closed connection"))
@@ -58,6 +67,7 @@ def test_an_answer_held_for_the_fsync_is_dropped_quietly_once_its_connection_is_
         await asyncio.sleep(0)
         gone.cancel()  # the connection closed while its answer waited for the fsync
         await asyncio.gather(gone, return_exceptions=True)
+        fsync_may_end.set()
         await host.flush()
         assert gone.cancelled()
         assert await kept == "answer to an open connection"
