@@ -471,6 +471,16 @@ class Kube:
         _, status = self.statefulset(fleet)
         return bool(status.get("replicas", 0) == replicas and status.get("readyReplicas", 0) == replicas)
 
+    def operator_done(self, fleet: Fleet) -> bool:
+        """An operated fleet's resource records no scale step still under way (a scale-down waiting for
+        its pods or its removal, a pre-registration not yet withdrawn); always True for a plain fleet."""
+        if not fleet.spec.operated:
+            return True
+        body: Any = self.custom.get_namespaced_custom_object(
+            "staticfleet.io", "v1alpha1", fleet.namespace, "staticconsumergroups", NAME
+        )
+        return step_finished(body.get("status") or {})
+
     def statefulset_generation(self, fleet: Fleet) -> int:
         return self.statefulset(fleet)[0]
 
@@ -571,13 +581,29 @@ def measure(
     return samples
 
 
-def wait_settled(backend: Backend, fleets: Sequence[Fleet], timeout_s: float, *, strict: bool = True) -> None:
-    """Every fleet Stable at its size; `strict` False: a fleet that does not get there is reported and the
-    run goes on (its next operation then shows as timed out)."""
+def step_finished(status: dict[str, Any]) -> bool:
+    """A StaticConsumerGroup's status records no scale step still under way."""
+    return not status.get("scaleDown") and not status.get("preRegistration")
+
+
+def wait_settled(
+    backend: Backend,
+    fleets: Sequence[Fleet],
+    timeout_s: float,
+    *,
+    strict: bool = True,
+    kube: Kube | None = None,
+) -> None:
+    """Every fleet Stable at its size (and, with `kube`, an operated fleet's operator done with the step, so
+    that the next operation does not meet the end of this one); `strict` False: a fleet that does not get
+    there is reported and the run goes on (its next operation then shows as timed out)."""
     for fleet in fleets:
         try:
             wait_until(
-                lambda f=fleet: f.settled(observe(backend, f), f.replicas),  # type: ignore[misc]
+                lambda f=fleet: (
+                    f.settled(observe(backend, f), f.replicas)  # type: ignore[misc]
+                    and (kube is None or kube.operator_done(f))
+                ),
                 timeout=timeout_s,
                 what=f"{fleet.group} to be Stable with {fleet.replicas} members",
                 interval=0.5,
@@ -728,7 +754,7 @@ def run_operations(
             for fleet in fleets:
                 kube.scale(fleet, down)
                 fleet.replicas = down
-            wait_settled(backend, fleets, slow, strict=False)
+            wait_settled(backend, fleets, slow, strict=False, kube=kube)
         for operation, replicas in ((SCALE_DOWN, down), (SCALE_UP, up)):
             if operation not in args.operations:
                 continue
@@ -736,12 +762,12 @@ def run_operations(
                 wait_for_phase(backend, fleet, fraction, rng)
                 report(measure(backend, [fleet], scaler(replicas), operation=operation, run=run, replicas=n,
                                timeout_s=slow, cost=cost))  # fmt: skip
-                wait_settled(backend, [fleet], slow, strict=False)
+                wait_settled(backend, [fleet], slow, strict=False, kube=kube)
         # back to N, not measured
         for fleet in fleets:
             kube.scale(fleet, n)
             fleet.replicas = n
-        wait_settled(backend, fleets, slow, strict=False)
+        wait_settled(backend, fleets, slow, strict=False, kube=kube)
         time.sleep(SETTLE_S)
     if COORDINATOR_RESTART not in args.operations:
         return samples

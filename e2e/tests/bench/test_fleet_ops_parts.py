@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pytest
 
-from bench.fleet_ops import last_stabilized_at
+from bench.fleet_ops import last_stabilized_at, step_finished
 from examples.demo.fleet import CLIENT_HEARTBEAT_MS, cycle_moment, heartbeat_ms, last_rebalance_at
 
 BROKER_LOG = """\
@@ -68,3 +68,10 @@ def test_the_cycle_starts_at_the_groups_last_rebalance_as_the_coordinator_record
     assert last_rebalance_at({"lastRebalance": {"completedMs": 1_795_709_379_350}}) == 1_795_709_379.35
     assert last_rebalance_at({"lastRebalance": None}) is None
     assert last_rebalance_at(None) is None
+
+
+def test_a_fleet_is_settled_for_the_next_operation_only_once_its_operator_has_finished_the_step() -> None:
+    assert step_finished({"group": {"state": "Stable"}, "replicas": 10})
+    pending = {"phase": "WaitingForPods", "pendingInstanceIds": ["fleet-10"]}
+    assert not step_finished({"scaleDown": pending})
+    assert not step_finished({"preRegistration": {"instanceIds": ["fleet-15"], "accepted": True}})
