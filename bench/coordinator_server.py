@@ -53,6 +53,7 @@ sys.path.insert(0, str(ROOT / "operator"))
 sys.path.insert(0, str(ROOT))
 
 
+from bench.proc import cpu_seconds  # noqa: E402
 from bench.report import publish, table  # noqa: E402
 from conformance import driver as d  # noqa: E402
 from conformance.kafka_broker import GroupSettings, KafkaBroker, java_executable  # noqa: E402
@@ -213,12 +214,6 @@ def cores_apart(server_pid: int) -> Iterator[None]:
         os.sched_setaffinity(0, cores)
         # Threads the server started meanwhile inherited the pin from their parents: all are freed.
         _pin_threads(server_pid, cores)
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (all its threads), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def heartbeat_capacity(

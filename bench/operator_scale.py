@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "operator"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.fleet_ops import Embedded, _workdir, local_cluster
+from bench.proc import cpu_seconds
 from bench.report import publish, table
 from e2e.helpers import Kubectl, wait_until
 from e2e.localcluster.controlplane import LocalCluster
@@ -120,12 +121,6 @@ def percentile(values: Sequence[float], fraction: float) -> float:
 def slope(xs: Sequence[float], ys: Sequence[float]) -> float:
     """Growth per unit of x between the first and the last point."""
     return (ys[-1] - ys[0]) / (xs[-1] - xs[0]) if len(xs) > 1 and xs[-1] != xs[0] else 0.0
-
-
-def cpu_seconds(pid: int) -> float:
-    """The process's CPU time so far, user and system, all its threads."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_share_per_fleet(cpu_s: float, window_s: float, fleets: int) -> float:

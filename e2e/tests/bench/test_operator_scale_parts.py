@@ -14,7 +14,6 @@ from bench.operator_scale import (
     SizeResult,
     busiest,
     command_line,
-    cpu_seconds,
     cpu_share_per_fleet,
     growth,
     per_fleet_minute,
@@ -23,6 +22,7 @@ from bench.operator_scale import (
     sample_names,
     slope,
 )
+from bench.proc import cpu_seconds
 
 
 def audit_line(user: str, verb: str, resource: str | None, at: str, subresource: str | None = None) -> str:
