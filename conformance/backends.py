@@ -5,6 +5,9 @@
     staticfleet coordinator --listen 127.0.0.1:PORT --advertised-listener 127.0.0.1:PORT --data-dir DIR
         --http 127.0.0.1:PORT2 --group-initial-rebalance-delay-ms N --group-min-session-timeout-ms N
         --group-max-session-timeout-ms N [--group-max-size N]
+        [--group-consumer-session-timeout-ms N] [--group-consumer-heartbeat-interval-ms N]
+        [--group-consumer-assignment-interval-ms N] [--group-consumer-max-size N]
+        [--group-consumer-assignors uniform,range]
 
 and, for the secured pair (conformance.security), with Kafka-named security settings instead of --listen:
 
@@ -234,7 +237,7 @@ class StaticfleetBackend(Backend):
         ]
         if s.max_size is not None:
             command += ["--group-max-size", str(s.max_size)]
-        return command + self.extra_arguments
+        return command + s.consumer_arguments() + self.extra_arguments
 
     async def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)

@@ -59,6 +59,7 @@ DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
 DELETE_RECORDS, OFFSET_DELETE = 21, 47
+CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 CONFIG_GROUP = 32  # ConfigResource type of a consumer group
 
 Json = None | bool | int | float | str | list["Json"] | dict[str, "Json"]
@@ -597,6 +598,63 @@ def delete_groups(version: int, *group_ids: str) -> RequestPayload:
     return _build(cls, {"groups_names": tuple(group_ids)})
 
 
+TopicPartitionIds = Mapping[uuid.UUID, Sequence[int]]
+
+
+def consumer_group_heartbeat(
+    version: int,
+    group_id: str,
+    member_id: str,
+    member_epoch: int,
+    *,
+    instance_id: str | None = None,
+    rack_id: str | None = None,
+    rebalance_timeout_ms: int = -1,
+    subscribed_topic_names: Sequence[str] | None = None,
+    subscribed_topic_regex: str | None = None,
+    server_assignor: str | None = None,
+    topic_partitions: TopicPartitionIds | None = None,
+) -> RequestPayload:
+    """ConsumerGroupHeartbeat (KIP-848). None means "unchanged since the last heartbeat" for every optional
+    field, as on the wire; `topic_partitions` are the owned partitions by topic id. v0 has no regex."""
+    cls = load_request_schema(CONSUMER_GROUP_HEARTBEAT, version)
+    partitions_cls = _module_entity(cls, "TopicPartitions")
+    owned = (
+        None
+        if topic_partitions is None
+        else tuple(
+            partitions_cls(topic_id=topic_id, partitions=tuple(i32(p) for p in sorted(ps)))
+            for topic_id, ps in topic_partitions.items()
+        )
+    )
+    return _build(
+        cls,
+        {
+            "group_id": group_id,
+            "member_id": member_id,
+            "member_epoch": i32(member_epoch),
+            "instance_id": instance_id,
+            "rack_id": rack_id,
+            "rebalance_timeout": _ms(rebalance_timeout_ms),
+            "subscribed_topic_names": None
+            if subscribed_topic_names is None
+            else tuple(subscribed_topic_names),
+            "subscribed_topic_regex": subscribed_topic_regex,
+            "server_assignor": server_assignor,
+            "topic_partitions": owned,
+        },
+    )
+
+
+def consumer_group_describe(
+    version: int, *group_ids: str, include_authorized_operations: bool = False
+) -> RequestPayload:
+    cls = load_request_schema(CONSUMER_GROUP_DESCRIBE, version)
+    return _build(
+        cls, {"group_ids": tuple(group_ids), "include_authorized_operations": include_authorized_operations}
+    )
+
+
 def find_coordinator(version: int, key: str, *, key_type: int = 0) -> RequestPayload:
     cls = load_request_schema(FIND_COORDINATOR, version)
     if version >= 4:
@@ -1052,6 +1110,115 @@ class GroupDescription:
         )
 
 
+# Topic ids differ between coordinators (each creates its own), so consumer-protocol answers are read with
+# a map from topic id to name and show assignments as {topic name: sorted partitions}.
+TopicNames = Mapping[uuid.UUID, str]
+
+
+def partitions_by_name(topic_partitions: Iterable[Any], names: TopicNames) -> dict[str, list[int]]:
+    """Assigned partitions by topic name, each list sorted (Kafka keeps them in hash maps)."""
+    out: dict[str, list[int]] = {}
+    for tp in topic_partitions:
+        name = _get(tp, "topic_name") or names.get(tp.topic_id, f"unknown-topic-id:{tp.topic_id}")
+        out.setdefault(name, []).extend(int(p) for p in tp.partitions)
+    return {name: sorted(ps) for name, ps in sorted(out.items())}
+
+
+@dataclass(frozen=True)
+class ConsumerHeartbeatResult:
+    """A ConsumerGroupHeartbeat answer; `assignment` is None when the answer carries none."""
+
+    error_code: ErrorCode
+    error_message: str | None
+    member_id: str | None
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: dict[str, list[int]] | None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_code == ErrorCode.none
+
+    @classmethod
+    def of(cls, raw: Any, names: TopicNames) -> ConsumerHeartbeatResult:
+        interval = raw.heartbeat_interval
+        return cls(
+            error_code=raw.error_code,
+            error_message=raw.error_message,
+            member_id=raw.member_id,
+            member_epoch=int(raw.member_epoch),
+            heartbeat_interval_ms=round(interval.total_seconds() * 1000),
+            assignment=None
+            if raw.assignment is None
+            else partitions_by_name(raw.assignment.topic_partitions, names),
+        )
+
+
+@dataclass(frozen=True)
+class ConsumerGroupMemberView:
+    """One member in a ConsumerGroupDescribe answer. Topic ids are left out (they differ by nature);
+    `member_type` is None before v1."""
+
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: frozenset[str]
+    subscribed_topic_regex: str | None
+    assignment: dict[str, list[int]]
+    target_assignment: dict[str, list[int]]
+    member_type: int | None
+
+
+@dataclass(frozen=True)
+class ConsumerGroupView:
+    """One group in a ConsumerGroupDescribe answer, members sorted by instance id, then member id."""
+
+    error_code: ErrorCode
+    error_message: str | None
+    group_id: str
+    group_state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor_name: str
+    members: tuple[ConsumerGroupMemberView, ...]
+    authorized_operations: int
+
+    @classmethod
+    def of(cls, raw: Any, names: TopicNames, index: int = 0) -> ConsumerGroupView:
+        group = raw.groups[index]
+        members = [
+            ConsumerGroupMemberView(
+                member_id=m.member_id,
+                instance_id=m.instance_id,
+                rack_id=m.rack_id,
+                member_epoch=int(m.member_epoch),
+                client_id=m.client_id,
+                client_host=m.client_host,
+                # A set on the coordinator: its order is a hash map's.
+                subscribed_topic_names=frozenset(m.subscribed_topic_names),
+                subscribed_topic_regex=m.subscribed_topic_regex,
+                assignment=partitions_by_name(m.assignment.topic_partitions, names),
+                target_assignment=partitions_by_name(m.target_assignment.topic_partitions, names),
+                member_type=None if _get(m, "member_type") is None else int(m.member_type),
+            )
+            for m in group.members
+        ]
+        return cls(
+            error_code=group.error_code,
+            error_message=group.error_message,
+            group_id=group.group_id,
+            group_state=group.group_state,
+            group_epoch=int(group.group_epoch),
+            assignment_epoch=int(group.assignment_epoch),
+            assignor_name=group.assignor_name,
+            members=tuple(sorted(members, key=lambda m: (m.instance_id or "", m.member_id))),
+            authorized_operations=int(group.authorized_operations),
+        )
+
+
 def error_of(raw: Any) -> ErrorCode:
     """The top-level error code of a response."""
     code = raw.error_code
@@ -1217,9 +1384,15 @@ class Normaliser:
         self._members: dict[str, str] = {}
         self._per_prefix: dict[str, int] = {}
         self._groups: dict[str, str] = dict(groups or {})
+        self._named: dict[str, str] = {}  # member ids named by add_member
 
     def add_group(self, raw: str, symbol: str) -> None:
         self._groups[raw] = symbol
+
+    def add_member(self, raw: str, symbol: str) -> None:
+        """Names a member id no pattern recognises (ConsumerGroupHeartbeat v0 ids the coordinator made)."""
+        self._members[raw] = symbol
+        self._named[raw] = symbol
 
     def member(self, raw: str) -> str:
         """The symbolic name of a member id (ids not made by a coordinator are returned as they are)."""
@@ -1240,6 +1413,8 @@ class Normaliser:
         """A string with every group id and generated member id in it replaced by its symbol."""
         if raw in self._groups:
             return self._groups[raw]
+        if raw in self._named:
+            return self._named[raw]
         request = _REQUEST_DESCRIPTION.match(raw)
         if request is not None:
             return f"Request Request(<request>) needs {request.group('permission')} permission."
@@ -1249,6 +1424,8 @@ class Normaliser:
         out = _MEMBER_ID_ANYWHERE.sub(lambda m: self.member(m.group(0)), raw)
         for group, symbol in self._groups.items():
             out = out.replace(group, symbol)
+        for member, symbol in self._named.items():
+            out = out.replace(member, symbol)
         return out
 
     def value(self, obj: object) -> Json:
@@ -1275,6 +1452,9 @@ class Normaliser:
             return self._entity(obj)
         if isinstance(obj, Mapping):
             return {str(self.value(k)): self.value(v) for k, v in obj.items()}
+        if isinstance(obj, frozenset):
+            # An unordered collection: sorted once normalised, so that random raw names do not decide.
+            return sorted((self.value(item) for item in obj), key=_sortable)
         if isinstance(obj, list | tuple):
             items = [self.value(item) for item in obj]
             sort_key = _UNORDERED_LISTS.get(type(obj[0]).__name__) if obj else None
@@ -1288,8 +1468,11 @@ class Normaliser:
         if hasattr(obj, "raw") and not hasattr(obj, "__api_key__"):
             # A typed view: its raw entity is the answer.
             return self._entity(obj.raw)
+        # ConsumerGroupDescribe's client host is compared: both coordinators report the peer address the
+        # same way ("/127.0.0.1").
+        keep_host = isinstance(obj, ConsumerGroupMemberView)
         for f in dataclasses.fields(obj):
-            if f.name in _DROPPED_FIELDS:
+            if f.name in _DROPPED_FIELDS and not (keep_host and f.name == "client_host"):
                 continue
             out[f.name] = self.value(getattr(obj, f.name))
         return out
@@ -1363,6 +1546,16 @@ async def ensure_topic(connection: Connection, name: str, partitions: int, *, ti
         if loop.time() > deadline:
             raise TimeoutError(f"topic {name} not ready: {topic.error_code.name}")
         await asyncio.sleep(0.05)
+
+
+async def topic_ids(connection: Connection, names: Sequence[str]) -> dict[uuid.UUID, str]:
+    """Topic id -> name for existing topics (Metadata v12), to read consumer-protocol answers by name."""
+    meta = await connection.request(metadata(12, list(names)))
+    found = {t.topic_id: str(t.name) for t in meta.topics if t.error_code == ErrorCode.none}
+    missing = set(names) - set(found.values())
+    if missing:
+        raise LookupError(f"topics without an id: {sorted(missing)}")
+    return found
 
 
 async def wait_until_serving(

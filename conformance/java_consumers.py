@@ -18,6 +18,7 @@ DRIVER = Path(__file__).resolve().parent / "javaclient"
 SESSION_MS = 30_000
 WAIT_S = 90.0
 QUIET_S = 3.0
+CONSUMER_PROTOCOL_QUIET_S = 6.0
 # Its INFO lines say which member assigned a generation ("Finished assignment ...").
 COORDINATOR_LOGGER = "org.apache.kafka.clients.consumer.internals.ConsumerCoordinator"
 _FINISHED = re.compile(r"Finished assignment for group at generation (\d+)")
@@ -35,8 +36,10 @@ class JavaFleet:
         session_ms: int = SESSION_MS,
         group: str | None = None,
         topic: str | None = None,
+        group_protocol: str = "classic",
     ) -> None:
         self.backend = backend
+        self.group_protocol = group_protocol
         self.jar = jar
         self.partitions = partitions
         self.session_ms = session_ms
@@ -49,7 +52,8 @@ class JavaFleet:
 
     def start(self, instance: str) -> JavaProcess:
         args = ["--bootstrap", self.backend.bootstrap, "--group", self.group, "--topic", self.topic,
-                "--instance", instance, "--session-ms", str(self.session_ms)]  # fmt: skip
+                "--instance", instance, "--session-ms", str(self.session_ms),
+                "--group-protocol", self.group_protocol]  # fmt: skip
         process = JavaProcess(self.jar, args, name=instance, log_levels={COORDINATOR_LOGGER: "info"})
         old = self.consumers.get(instance)
         if old is not None:
@@ -63,15 +67,18 @@ class JavaFleet:
         return {name: event for name, event in found.items() if event is not None}
 
     def settled(self) -> dict[str, dict[str, Any]]:
-        """Waits until every consumer holds an assignment of one generation, the assignments cover every
-        partition once, and nothing has changed for QUIET_S seconds; returns the assignments."""
+        """Waits until every consumer holds an assignment of one generation (on the consumer protocol each
+        member has its own epoch), the assignments cover every partition once, and nothing has changed for
+        QUIET_S seconds; returns the assignments."""
 
         def agreed() -> dict[str, dict[str, Any]] | None:
             current = self.assignments()
             if set(current) != set(self.consumers):
                 return None
-            if len({e["generation"] for e in current.values()}) != 1:
+            if self.group_protocol == "classic" and len({e["generation"] for e in current.values()}) != 1:
                 return None
+            if self.group_protocol == "consumer" and not all(e["partitions"] for e in current.values()):
+                return None  # members reconcile one heartbeat at a time: some have not received theirs yet
             owned = sorted(p for e in current.values() for p in e["partitions"])
             return current if owned == list(range(self.partitions)) else None
 
@@ -79,7 +86,8 @@ class JavaFleet:
             first: dict[str, dict[str, Any]] = wait_until(
                 agreed, WAIT_S, f"group {self.group} to agree on one assignment\n{self.describe()}"
             )
-            time.sleep(QUIET_S)
+            # On the consumer protocol a step of the reconciliation waits for a heartbeat (Kafka's 5 s).
+            time.sleep(QUIET_S if self.group_protocol == "classic" else CONSUMER_PROTOCOL_QUIET_S)
             if self.assignments() == first:
                 return first
 

@@ -84,6 +84,13 @@ class GroupSettings:
     security: SecurityProfile | None = None
     # Consumer-protocol groups' heartbeat interval, which the broker sets (None: Kafka's 5 s, also its floor).
     consumer_heartbeat_interval_ms: int | None = None
+    # More consumer-protocol (KIP-848) group settings, by Kafka's names; None leaves Kafka's default (session
+    # timeout 45 s, assignment interval 1 s, no size limit, assignors uniform then range).
+    consumer_session_timeout_ms: int | None = None
+    consumer_assignment_interval_ms: int | None = None
+    consumer_max_size: int | None = None
+    # The first is the default; a member may name another as its server assignor.
+    consumer_assignors: tuple[str, ...] | None = None
 
     def kafka_properties(self) -> dict[str, str]:
         props = {
@@ -97,7 +104,37 @@ class GroupSettings:
             interval = str(self.consumer_heartbeat_interval_ms)
             props["group.consumer.heartbeat.interval.ms"] = interval
             props["group.consumer.min.heartbeat.interval.ms"] = interval
+        if self.consumer_session_timeout_ms is not None:
+            # Kafka refuses to start with a session timeout outside its bounds (45 s..60 s by default), or
+            # not above the heartbeat interval (5 s by default).
+            session = self.consumer_session_timeout_ms
+            props["group.consumer.session.timeout.ms"] = str(session)
+            props["group.consumer.min.session.timeout.ms"] = str(session)
+            if session > 60_000:
+                props["group.consumer.max.session.timeout.ms"] = str(session)
+        if self.consumer_assignment_interval_ms is not None:
+            interval_ms = self.consumer_assignment_interval_ms
+            props["group.consumer.assignment.interval.ms"] = str(interval_ms)
+            if interval_ms > 15_000:
+                props["group.consumer.max.assignment.interval.ms"] = str(interval_ms)
+        if self.consumer_max_size is not None:
+            props["group.consumer.max.size"] = str(self.consumer_max_size)
+        if self.consumer_assignors is not None:
+            props["group.consumer.assignors"] = ",".join(self.consumer_assignors)
         return props
+
+    def consumer_arguments(self) -> list[str]:
+        """The consumer-protocol settings as `staticfleet coordinator` flags (only those set)."""
+        flags = (
+            ("--group-consumer-session-timeout-ms", self.consumer_session_timeout_ms),
+            ("--group-consumer-heartbeat-interval-ms", self.consumer_heartbeat_interval_ms),
+            ("--group-consumer-assignment-interval-ms", self.consumer_assignment_interval_ms),
+            ("--group-consumer-max-size", self.consumer_max_size),
+        )
+        arguments = [arg for flag, value in flags if value is not None for arg in (flag, str(value))]
+        if self.consumer_assignors is not None:
+            arguments += ["--group-consumer-assignors", ",".join(self.consumer_assignors)]
+        return arguments
 
     def describe(self) -> str:
         text = (
@@ -105,6 +142,20 @@ class GroupSettings:
             f"{self.min_session_timeout_ms}..{self.max_session_timeout_ms} ms"
         )
         text += f", max size {self.max_size}" if self.max_size is not None else ""
+        consumer = [
+            f"{name} {value} ms"
+            for name, value in (
+                ("session timeout", self.consumer_session_timeout_ms),
+                ("heartbeat interval", self.consumer_heartbeat_interval_ms),
+                ("assignment interval", self.consumer_assignment_interval_ms),
+            )
+            if value is not None
+        ]
+        if self.consumer_max_size is not None:
+            consumer.append(f"max size {self.consumer_max_size}")
+        if self.consumer_assignors is not None:
+            consumer.append("assignors " + ",".join(self.consumer_assignors))
+        text += f", consumer groups: {', '.join(consumer)}" if consumer else ""
         return text + (", secured (SASL_PLAINTEXT and SASL_SSL listeners, ACLs)" if self.security else "")
 
 

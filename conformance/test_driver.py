@@ -6,19 +6,25 @@ import asyncio
 import datetime
 import io
 import struct
+import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
+from kio.schema.consumer_group_describe.v1 import response as describe_v1_response
+from kio.schema.consumer_group_heartbeat.v1 import response as heartbeat_v1_response
 from kio.schema.errors import ErrorCode
 from kio.schema.heartbeat.v4.response import HeartbeatResponse
 from kio.schema.join_group.v9.response import JoinGroupResponse, JoinGroupResponseMember
 from kio.schema.request_header.v2.header import RequestHeader
 from kio.schema.response_header.v1.header import ResponseHeader
+from kio.schema.types import GroupId, TopicName
 from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i32, i32Timedelta
+from kio.static.primitive import i8, i32, i32Timedelta
 
 from conformance import driver as d
+from conformance.kafka_broker import GroupSettings
 from conformance.report import compact
 
 
@@ -243,3 +249,166 @@ def test_acl_builders_carry_kafkas_codes() -> None:
         1, d.Acl(d.RESOURCE_ANY, None, d.PATTERN_MATCH, None, None, d.OP_ANY, d.PERMISSION_ANY)
     )
     assert described.resource_name_filter is None and described.pattern_type_filter == 2
+
+
+# --- the consumer group protocol (KIP-848)
+
+_TOPIC_A = uuid.UUID("00000000-0000-4000-8000-00000000000a")
+_TOPIC_B = uuid.UUID("00000000-0000-4000-8000-00000000000b")
+
+
+def test_consumer_group_heartbeat_builder_follows_the_version() -> None:
+    request: Any = d.consumer_group_heartbeat(
+        1,
+        "g",
+        "m",
+        0,
+        instance_id="i",
+        rebalance_timeout_ms=5000,
+        subscribed_topic_names=["t"],
+        subscribed_topic_regex="t.*",
+        server_assignor="range",
+        topic_partitions={_TOPIC_A: [2, 0]},
+    )
+    assert (request.__api_key__, request.__version__) == (d.CONSUMER_GROUP_HEARTBEAT, 1)
+    assert request.rebalance_timeout == datetime.timedelta(milliseconds=5000)
+    assert request.subscribed_topic_names == ("t",) and request.subscribed_topic_regex == "t.*"
+    assert [(tp.topic_id, tp.partitions) for tp in request.topic_partitions] == [(_TOPIC_A, (0, 2))]
+    # None is "unchanged since the last heartbeat" on the wire; -1 is an unset rebalance timeout.
+    plain: Any = d.consumer_group_heartbeat(0, "g", "m", 3)
+    assert plain.topic_partitions is None and plain.subscribed_topic_names is None
+    assert plain.rebalance_timeout == datetime.timedelta(milliseconds=-1)
+    with pytest.raises(ValueError, match="subscribed_topic_regex"):
+        d.consumer_group_heartbeat(0, "g", "m", 0, subscribed_topic_regex="t.*")
+    described: Any = d.consumer_group_describe(1, "g1", "g2", include_authorized_operations=True)
+    assert (described.__api_key__, described.group_ids) == (d.CONSUMER_GROUP_DESCRIBE, ("g1", "g2"))
+    assert described.include_authorized_operations is True
+    d.consumer_group_describe(0, "g")
+
+
+def test_consumer_heartbeat_answer_by_topic_name() -> None:
+    module = heartbeat_v1_response
+    raw = module.ConsumerGroupHeartbeatResponse(
+        throttle_time=i32Timedelta.parse(datetime.timedelta()),
+        error_code=ErrorCode.none,
+        member_id="m",
+        member_epoch=i32(3),
+        heartbeat_interval=i32Timedelta.parse(datetime.timedelta(milliseconds=1000)),
+        assignment=module.Assignment(
+            topic_partitions=(
+                module.TopicPartitions(topic_id=_TOPIC_B, partitions=(i32(3), i32(1))),
+                module.TopicPartitions(topic_id=_TOPIC_A, partitions=(i32(0),)),
+            )
+        ),
+    )
+    names = {_TOPIC_A: "alpha", _TOPIC_B: "beta"}
+    answer = d.ConsumerHeartbeatResult.of(raw, names)
+    assert answer.ok and answer.assignment == {"alpha": [0], "beta": [1, 3]}
+    assert d.Normaliser().value(answer) == {
+        "error_code": "NONE",
+        "error_message": None,
+        "member_id": "m",
+        "member_epoch": 3,
+        "heartbeat_interval_ms": 1000,
+        "assignment": {"alpha": [0], "beta": [1, 3]},
+    }
+    no_assignment = d.ConsumerHeartbeatResult.of(replace(raw, assignment=None), names)
+    assert no_assignment.assignment is None
+
+
+def _described_member(member_id: str, instance_id: str | None, topics: tuple[str, ...]) -> Any:
+    module = describe_v1_response
+    assigned = module.Assignment(
+        topic_partitions=(
+            module.TopicPartitions(topic_id=_TOPIC_A, topic_name=TopicName("alpha"), partitions=(i32(1),)),
+        )
+    )
+    return module.Member(
+        member_id=member_id,
+        instance_id=instance_id,
+        rack_id=None,
+        member_epoch=i32(4),
+        client_id="c",
+        client_host="/127.0.0.1",
+        subscribed_topic_names=tuple(TopicName(t) for t in topics),
+        subscribed_topic_regex="",
+        assignment=assigned,
+        target_assignment=module.Assignment(topic_partitions=()),
+        member_type=i8(1),
+    )
+
+
+def test_consumer_group_view_sorts_members_and_subscriptions() -> None:
+    module = describe_v1_response
+    group = module.DescribedGroup(
+        error_code=ErrorCode.none,
+        group_id=GroupId("grp-1"),
+        group_state="Stable",
+        group_epoch=i32(4),
+        assignment_epoch=i32(4),
+        assignor_name="uniform",
+        members=(
+            _described_member("m-2", None, ("zeta-topic", "alpha")),
+            _described_member("m-1", "B", ("alpha",)),
+            _described_member("m-3", None, ()),
+        ),
+    )
+    raw = module.ConsumerGroupDescribeResponse(
+        throttle_time=i32Timedelta.parse(datetime.timedelta()), groups=(group,)
+    )
+    view = d.ConsumerGroupView.of(raw, {})
+    assert [m.member_id for m in view.members] == ["m-2", "m-3", "m-1"]  # no instance id first
+    norm = d.Normaliser({"grp-1": "<group>", "zeta-topic": "<topic>"})
+    value = norm.value(view)
+    assert isinstance(value, dict) and value["group_id"] == "<group>"
+    members = value["members"]
+    assert isinstance(members, list) and isinstance(members[0], dict)
+    # Sorted once normalised; the client host is kept (it is dropped from classic answers).
+    assert members[0]["subscribed_topic_names"] == ["<topic>", "alpha"]
+    assert members[0]["client_host"] == "/127.0.0.1"
+    assert members[0]["assignment"] == {"alpha": [1]} and members[0]["target_assignment"] == {}
+
+
+def test_normaliser_names_member_ids_it_is_told() -> None:
+    norm = d.Normaliser({"grp-1": "<group>"})
+    norm.add_member("Xq0bS3pWQ1qj7mYhZcR2Lg", "<generated>")
+    assert norm.text("Xq0bS3pWQ1qj7mYhZcR2Lg") == "<generated>"
+    assert norm.text("Member Xq0bS3pWQ1qj7mYhZcR2Lg is not a member of group grp-1.") == (
+        "Member <generated> is not a member of group <group>."
+    )
+
+
+def test_group_settings_reach_both_backends_by_kafkas_names() -> None:
+    assert GroupSettings().consumer_arguments() == []
+    assert "group.consumer.session.timeout.ms" not in GroupSettings().kafka_properties()
+    settings = GroupSettings(
+        consumer_session_timeout_ms=2000,
+        consumer_heartbeat_interval_ms=500,
+        consumer_assignment_interval_ms=0,
+        consumer_max_size=3,
+        consumer_assignors=("range", "uniform"),
+    )
+    props = settings.kafka_properties()
+    assert (
+        props["group.consumer.session.timeout.ms"] == props["group.consumer.min.session.timeout.ms"] == "2000"
+    )
+    assert (
+        props["group.consumer.heartbeat.interval.ms"]
+        == props["group.consumer.min.heartbeat.interval.ms"]
+        == "500"
+    )
+    assert props["group.consumer.assignment.interval.ms"] == "0"
+    assert props["group.consumer.max.size"] == "3"
+    assert props["group.consumer.assignors"] == "range,uniform"
+    assert settings.consumer_arguments() == [
+        "--group-consumer-session-timeout-ms",
+        "2000",
+        "--group-consumer-heartbeat-interval-ms",
+        "500",
+        "--group-consumer-assignment-interval-ms",
+        "0",
+        "--group-consumer-max-size",
+        "3",
+        "--group-consumer-assignors",
+        "range,uniform",
+    ]

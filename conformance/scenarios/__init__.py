@@ -2,6 +2,7 @@
 
 from conformance.scenarios import (
     admin,
+    consumer_group,
     dynamic,
     leave,
     limits,
@@ -18,6 +19,7 @@ from conformance.scenarios import (
 
 __all__ = [
     "admin",
+    "consumer_group",
     "dynamic",
     "leave",
     "limits",

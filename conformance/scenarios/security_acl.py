@@ -821,3 +821,51 @@ async def acl_group_configs(ctx: ScenarioContext) -> Outcome:
         )
         ctx.fact(f"alter.v{version}", results(await answer(bob, request), "responses"))
     return ctx.outcome
+
+
+@scenario(
+    "The consumer group protocol (KIP-848) on a secured cluster: ConsumerGroupHeartbeat needs READ on the "
+    "group (GROUP_AUTHORIZATION_FAILED with Kafka's message) and DESCRIBE on every topic it subscribes to "
+    "(TOPIC_AUTHORIZATION_FAILED, no message, nothing joins); ConsumerGroupDescribe needs DESCRIBE on the "
+    "group and answers TOPIC_AUTHORIZATION_FAILED for a group whose members hold a topic the caller may not "
+    "describe.",
+    rule="KafkaApis.handleConsumerGroupHeartbeat, handleConsumerGroupDescribe",
+    settings=SECURED,
+)
+async def acl_consumer_group_protocol(ctx: ScenarioContext) -> Outcome:
+    allowed, hidden = ctx.new_topic(), ctx.new_topic()
+    await ctx.ensure_topic(allowed, 2)
+    await ctx.ensure_topic(hidden, 2)
+    admin = await ctx.admin()
+    names = await d.topic_ids(admin, [allowed, hidden])
+    bob = await ctx.login("bob")
+
+    async def join(conn: d.Connection, member: str, topics: list[str], group: str) -> None:
+        request = d.consumer_group_heartbeat(
+            1, group, member, 0, rebalance_timeout_ms=30_000, subscribed_topic_names=topics,
+            topic_partitions={},
+        )  # fmt: skip
+        result = d.ConsumerHeartbeatResult.of(await answer(conn, request), names)
+        ctx.record(f"join.{member}", dataclasses.asdict(result))
+
+    async def describe(label: str, *groups: str) -> None:
+        raw = await answer(bob, d.consumer_group_describe(1, *groups))
+        described = [(g.error_code, g.error_message, len(g.members)) for g in raw.groups]
+        ctx.record(label, [{"error": e, "message": m, "members": n} for e, m, n in described])
+
+    await join(bob, "bob-no-acl", [allowed], ctx.group)
+    await describe("describe.no_acl", ctx.group)
+    await ctx.grant(acl(GROUP, ctx.group, d.OP_READ), acl(TOPIC, allowed, d.OP_READ))
+    await join(bob, "bob-hidden-topic", [allowed, hidden], ctx.group)
+    await join(bob, "bob", [allowed], ctx.group)
+    await describe("describe.allowed", ctx.group)
+    # A member of the super user's reads the hidden topic: bob may no longer see the group's assignments.
+    await join(admin, "admin", [hidden], ctx.group)
+    # Its target comes once group.consumer.assignment.interval.ms (Kafka's 1 s) has passed.
+    await asyncio.sleep(1.2)
+    again = d.consumer_group_heartbeat(1, ctx.group, "admin", 2, topic_partitions={})
+    ctx.record(
+        "heartbeat.admin", dataclasses.asdict(d.ConsumerHeartbeatResult.of(await answer(admin, again), names))
+    )
+    await describe("describe.holds_hidden_topic", ctx.group)
+    return ctx.outcome

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from staticfleet.broker import apis  # noqa: F401  (registers every handler)
+from staticfleet.broker.apis.consumer_groups import TopicLogCatalog
 from staticfleet.broker.connections import STREAM_BUFFER_BYTES, ConnectionLimits, ConnectionRegistry, Refused
 from staticfleet.broker.dispatch import Dispatcher, Outcome
 from staticfleet.broker.fetch_wire import SplicedFrame
@@ -171,6 +172,7 @@ class BrokerServer:
             default_configs=s.topic_defaults,
         )
         self.topics.subscribe_partitions_changed(self._on_partitions_changed)
+        self.host.coordinator.state.topics = TopicLogCatalog(self.topics)
         security = s.security
         self.security = self.host.security = SecurityState(
             security.authorizer if security is not None else None,

@@ -139,3 +139,12 @@ def add_logging_arguments(parser: argparse.ArgumentParser) -> None:
         help="text (default) or json: one JSON object per line with time, level, logger and message, and "
         "the fleet (namespace, name, group) where a line is about one (docs/observability.md)",
     )
+
+
+def assignor_names(value: str) -> tuple[str, ...]:
+    """A comma-separated list of consumer-protocol server assignors (group.consumer.assignors)."""
+    names = tuple(part.strip() for part in value.split(",") if part.strip())
+    unknown = [name for name in names if name not in ("uniform", "range")]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"{value!r}: the assignors are uniform and range")
+    return names

@@ -18,6 +18,7 @@ from staticfleet.commands import coordinator_log
 from staticfleet.commands.arguments import (
     Parser,
     add_logging_arguments,
+    assignor_names,
     listen_address,
     non_negative_int,
     positive_int,
@@ -59,8 +60,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p = subparsers.add_parser(
         "coordinator",
         help="run the embedded Kafka-compatible group coordinator",
-        description="A single Kafka node serving the classic group protocol with static membership, "
-        "offsets and a small topic log, so unmodified Kafka clients can consume through it.",
+        description="A single Kafka node serving the classic group protocol and Kafka 4's consumer group "
+        "protocol (KIP-848), with static membership, offsets and a small topic log, so unmodified Kafka "
+        "clients can consume through it.",
     )
     p.add_argument(
         "--listen",
@@ -90,6 +92,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--group-min-session-timeout-ms", type=non_negative_int, default=6_000)
     p.add_argument("--group-max-session-timeout-ms", type=non_negative_int, default=1_800_000)
     p.add_argument("--group-max-size", type=positive_int, default=2**31 - 1)
+    # Groups of Kafka 4's consumer protocol (KIP-848), by Kafka's group.consumer.* names.
+    p.add_argument("--group-consumer-session-timeout-ms", type=positive_int, default=45_000)
+    p.add_argument("--group-consumer-heartbeat-interval-ms", type=positive_int, default=5_000)
+    p.add_argument("--group-consumer-assignment-interval-ms", type=non_negative_int, default=1_000)
+    p.add_argument("--group-consumer-max-size", type=positive_int, default=2**31 - 1)
+    p.add_argument(
+        "--group-consumer-assignors",
+        type=assignor_names,
+        default=("uniform", "range"),
+        metavar="NAME[,NAME]",
+        help="group.consumer.assignors: server-side assignors, the first the default (default uniform,range)",
+    )
     p.add_argument(
         "--message-max-bytes",
         type=positive_int,
@@ -228,6 +242,11 @@ def run(args: argparse.Namespace) -> int:
             initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
             max_size=args.group_max_size,
             message_max_bytes=args.message_max_bytes,
+            consumer_session_timeout_ms=args.group_consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=args.group_consumer_heartbeat_interval_ms,
+            consumer_assignment_interval_ms=args.group_consumer_assignment_interval_ms,
+            consumer_max_size=args.group_consumer_max_size,
+            consumer_assignors=args.group_consumer_assignors,
         )
         connection_limits = ConnectionLimits(
             max_connections=args.max_connections,

@@ -38,6 +38,16 @@ class CoordinatorConfig:
     """offsets.retention.check.interval.ms"""
     rebalance_history_size: int = 20
     """How many completed rebalances each group remembers for the HTTP API."""
+    consumer_session_timeout_ms: int = 45_000
+    """group.consumer.session.timeout.ms: a consumer-protocol member silent this long is fenced."""
+    consumer_heartbeat_interval_ms: int = 5_000
+    """group.consumer.heartbeat.interval.ms: how often consumer-protocol members are told to heartbeat."""
+    consumer_max_size: int = INT32_MAX
+    """group.consumer.max.size"""
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    """group.consumer.assignors: the server-side assignors, the first being the default."""
+    consumer_assignment_interval_ms: int = 1_000
+    """group.consumer.assignment.interval.ms: a new target assignment at most this often."""
 
     def __post_init__(self) -> None:
         if self.min_session_timeout_ms > self.max_session_timeout_ms:
@@ -49,6 +59,20 @@ class CoordinatorConfig:
             raise ValueError("group.initial.rebalance.delay.ms must not be negative")
         if self.max_size < 1:
             raise ValueError("group.max.size must be at least 1")
+        if self.consumer_max_size < 1:
+            raise ValueError("group.consumer.max.size must be at least 1")
+        interval, session = self.consumer_heartbeat_interval_ms, self.consumer_session_timeout_ms
+        if not 0 < interval < session:
+            raise ValueError(
+                f"group.consumer.heartbeat.interval.ms {interval} must be positive and below "
+                f"group.consumer.session.timeout.ms {session}"
+            )
+        if self.consumer_assignment_interval_ms < 0:
+            raise ValueError("group.consumer.assignment.interval.ms must not be negative")
+        unknown = [name for name in self.consumer_assignors if name not in ("uniform", "range")]
+        if unknown or not self.consumer_assignors:
+            names = ",".join(self.consumer_assignors)
+            raise ValueError(f"group.consumer.assignors {names!r}: the assignors are uniform, range")
         if not 0 < self.message_max_bytes <= MAX_MESSAGE_MAX_BYTES:
             raise ValueError(
                 f"message.max.bytes {self.message_max_bytes} must be between 1 and {MAX_MESSAGE_MAX_BYTES} "

@@ -22,6 +22,12 @@ from typing import TypeVar
 from staticfleet.coordinator import events as ev
 from staticfleet.coordinator.clock import Clock
 from staticfleet.coordinator.config import CoordinatorConfig
+from staticfleet.coordinator.consumer_heartbeat import (
+    ConsumerGroups,
+    ConsumerHeartbeatRequest,
+    ConsumerHeartbeatResponse,
+    DescribedConsumerGroup,
+)
 from staticfleet.coordinator.errors import (
     CoordinatorError,
     ErrorCode,
@@ -97,7 +103,8 @@ class GroupCoordinator:
         self.membership = Membership(state, rebalance_on_partition_growth=rebalance_on_partition_growth)
         self.offset_manager = OffsetManager(state, self.membership)
         self.configs = GroupConfigs(state, self.membership)
-        self.loader = Loader(state, self.configs)
+        self.consumer_groups = ConsumerGroups(state)
+        self.loader = Loader(state, self.configs, self.consumer_groups)
         # Reads answer directly; bound once, as the heartbeat is the hottest call there is.
         self.heartbeat: Callable[[RequestContext, HeartbeatRequest], HeartbeatResponse] = (
             self.membership.heartbeat
@@ -161,9 +168,14 @@ class GroupCoordinator:
         def answer_error(error: ErrorCode) -> None:
             reply(JoinGroupResponse(error=error))
 
-        return self._recorder.run(
-            lambda: self.membership.join_group(ctx, request, reply), "JoinGroup", answer_error
-        )
+        def join() -> None:
+            consumer_group = request.group_id in self.state.consumer_groups
+            if consumer_group and not self.consumer_groups.give_way_to_classic(request.group_id):
+                reply(JoinGroupResponse(error=ErrorCode.inconsistent_group_protocol, member_id=""))
+                return
+            self.membership.join_group(ctx, request, reply)
+
+        return self._recorder.run(join, "JoinGroup", answer_error)
 
     def sync_group(
         self, ctx: RequestContext, request: SyncGroupRequest, respond: Callable[[SyncGroupResponse], None]
@@ -180,10 +192,25 @@ class GroupCoordinator:
     def leave_group(
         self, ctx: RequestContext, request: LeaveGroupRequest
     ) -> CoordinatorResult[LeaveGroupResponse]:
+        if request.group_id in self.state.consumer_groups:
+            return self._recorder.run(
+                lambda: self.consumer_groups.leave_group(request),
+                "LeaveGroup",
+                lambda error: LeaveGroupResponse(error=error),
+            )
         return self._recorder.run(
             lambda: self.membership.leave_group(ctx, request),
             "LeaveGroup",
             lambda error: LeaveGroupResponse(error=error),
+        )
+
+    def consumer_group_heartbeat(
+        self, ctx: RequestContext, request: ConsumerHeartbeatRequest
+    ) -> CoordinatorResult[ConsumerHeartbeatResponse]:
+        return self._recorder.run(
+            lambda: self.consumer_groups.heartbeat(ctx, request),
+            "ConsumerGroupHeartbeat",
+            lambda error: ConsumerHeartbeatResponse(error=error),
         )
 
     def commit_offsets(
@@ -240,6 +267,7 @@ class GroupCoordinator:
         def load_all() -> int:
             count = self.loader.replay_all(records)
             self.membership.on_loaded()
+            self.consumer_groups.on_loaded()
             self.offset_manager.schedule_cleanup()
             return count
 
@@ -254,6 +282,9 @@ class GroupCoordinator:
     def fetch_offsets(self, ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
         return self.offset_manager.fetch_offsets(ctx, request)
 
+    def describe_consumer_groups(self, group_ids: Iterable[str]) -> list[DescribedConsumerGroup]:
+        return self.consumer_groups.describe(group_ids)
+
     def describe_group_config(self, group_id: str) -> dict[str, str]:
         return self.configs.describe(group_id)
 
@@ -263,11 +294,12 @@ class GroupCoordinator:
             group = self.groups.get(group_id)
             if group is None:
                 if ctx.api_version >= 6:
+                    kind = "is not a classic group" if group_id in self.state.consumer_groups else "not found"
                     described.append(
                         DescribedGroup(
                             group_id,
                             error=ErrorCode.group_id_not_found,
-                            error_message=f"Group {group_id} not found.",
+                            error_message=f"Group {group_id} {kind}.",
                             state=str(GroupState.DEAD),
                         )
                     )
@@ -308,6 +340,13 @@ class GroupCoordinator:
             if types and "classic" not in types:
                 continue
             listed.append(ListedGroup(group.group_id, group.protocol_type or "", str(group.state)))
+        for consumer_group in self.state.consumer_groups.values():
+            state = str(consumer_group.state)
+            if states and state.lower() not in states:
+                continue
+            if types and "consumer" not in types:
+                continue
+            listed.append(ListedGroup(consumer_group.group_id, "consumer", state, group_type="consumer"))
         return ListGroupsResponse(tuple(listed))
 
     def snapshot_records(self) -> Iterator[Record]:
@@ -327,7 +366,16 @@ class GroupCoordinator:
         results: list[DeleteGroupResult] = []
         records: list[Record] = []
         deleted: list[ClassicGroup] = []
+        consumer_gone: list[str] = []
         for group_id in dict.fromkeys(group_ids):
+            if group_id in self.state.consumer_groups:
+                error = self.consumer_groups.delete_if_empty(group_id)
+                if not error:
+                    records.extend(self.offset_manager.tombstones(group_id))
+                    records.append(GroupTombstone(group_id))
+                    consumer_gone.append(group_id)
+                results.append(DeleteGroupResult(group_id, error))
+                continue
             group = self.groups.get(group_id)
             if group is None or group.is_in(GroupState.DEAD):
                 results.append(DeleteGroupResult(group_id, ErrorCode.group_id_not_found))
@@ -345,9 +393,13 @@ class GroupCoordinator:
                 for group in deleted:
                     self.membership.drop_group(group)
                     self.state.emit(ev.GROUP_DELETED, group.group_id)
+                for group_id in consumer_gone:
+                    self.state.consumer_groups.pop(group_id, None)
+                    self.state.offsets.delete_group(group_id)
+                    self.state.emit(ev.GROUP_DELETED, group_id, protocol="consumer")
 
             def failed(error: ErrorCode, message: str) -> None:
-                refused = {g.group_id for g in deleted}
+                refused = {g.group_id for g in deleted} | set(consumer_gone)
                 self._recorder.respond_instead(
                     [
                         DeleteGroupResult(r.group_id, error if r.group_id in refused else r.error)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from staticfleet.coordinator.consumer_heartbeat import ConsumerGroups
 from staticfleet.coordinator.group import ClassicGroup, GroupState, Member
 from staticfleet.coordinator.group_configs import GroupConfigs
 from staticfleet.coordinator.messages import Protocol
 from staticfleet.coordinator.records import (
+    ConsumerGroupRecord,
     GroupConfigRecord,
     GroupMetadataRecord,
     GroupTombstone,
@@ -20,23 +22,30 @@ from staticfleet.coordinator.state import CoordinatorState
 
 
 class Loader:
-    def __init__(self, state: CoordinatorState, configs: GroupConfigs) -> None:
+    def __init__(
+        self, state: CoordinatorState, configs: GroupConfigs, consumer_groups: ConsumerGroups
+    ) -> None:
         self.state = state
         self.configs = configs
+        self.consumer_groups = consumer_groups
 
     def replay(self, record: Record) -> None:
         """Apply one durable record while loading; no timers, no events."""
         state = self.state
         if isinstance(record, OffsetCommitRecord):
-            if record.group_id not in state.groups:
+            if record.group_id not in state.groups and record.group_id not in state.consumer_groups:
                 state.create_group(record.group_id)
             state.offsets.put(record)
+        elif isinstance(record, ConsumerGroupRecord):
+            state.groups.pop(record.group_id, None)
+            self.consumer_groups.replay(record)
         elif isinstance(record, GroupMetadataRecord):
             self._replay_group(record)
         elif isinstance(record, OffsetTombstone):
             state.offsets.delete(record.group_id, record.topic, record.partition)
         elif isinstance(record, GroupTombstone):
             state.groups.pop(record.group_id, None)
+            state.consumer_groups.pop(record.group_id, None)
         elif isinstance(record, GroupConfigRecord):
             self.configs.apply(record)
         # A SecurityRecord is the broker's security state's: its host hands those over, not to here.
@@ -82,9 +91,12 @@ class Loader:
         count = 0
         put_offset = self.state.offsets.put
         groups = self.state.groups
+        consumer_groups = self.state.consumer_groups
         for record in records:
             count += 1
-            if type(record) is OffsetCommitRecord and record.group_id in groups:
+            if type(record) is OffsetCommitRecord and (
+                record.group_id in groups or record.group_id in consumer_groups
+            ):
                 put_offset(record)  # the bulk of any log: skip the general dispatch
             else:
                 self.replay(record)
@@ -98,4 +110,5 @@ class Loader:
         for group in state.groups.values():
             if group.last_persisted is not None:
                 yield group.last_persisted
+        yield from self.consumer_groups.snapshot_records()
         yield from state.offsets.all()

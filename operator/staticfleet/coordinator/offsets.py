@@ -27,6 +27,7 @@ from staticfleet.coordinator.messages import (
 from staticfleet.coordinator.records import GroupTombstone, OffsetCommitRecord, OffsetTombstone, Record
 
 if TYPE_CHECKING:
+    from staticfleet.coordinator.consumer_group import ConsumerGroup
     from staticfleet.coordinator.membership import Membership
     from staticfleet.coordinator.state import CoordinatorState
 
@@ -98,6 +99,13 @@ class OffsetManager:
 
     def commit_offsets(self, ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
         state = self.state
+        consumer_group = state.consumer_groups.get(request.group_id)
+        if consumer_group is not None:
+            try:
+                self._validate_consumer_commit(ctx, consumer_group, request)
+            except CoordinatorError as exc:
+                return OffsetCommitResponse.all_failed(request, exc.code)
+            return self._write_offsets(request, None)
         group = state.groups.get(request.group_id)
         if group is None:
             if request.generation_id >= 0:
@@ -115,6 +123,40 @@ class OffsetManager:
             return OffsetCommitResponse.all_failed(request, exc.code)
         if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
             self.membership.reschedule_member_heartbeat(group, group.member(request.member_id))
+        return self._write_offsets(request, created)
+
+    def _validate_consumer_commit(
+        self, ctx: RequestContext, group: ConsumerGroup, request: OffsetCommitRequest
+    ) -> None:
+        """A consumer-protocol group's commit rules (Kafka's ConsumerGroup.validateOffsetCommit): the
+        member's current epoch, or an older one no older than each partition's assignment epoch."""
+        epoch = request.generation_id
+        if epoch < 0 and not group.members:
+            return  # an admin client, or a consumer outside the group, commits for an empty group
+        member = group.members.get(request.member_id)
+        if member is None:
+            raise CoordinatorError(ErrorCode.unknown_member_id)
+        if ctx.api_version < 9:
+            raise CoordinatorError(ErrorCode.unsupported_version)
+        if epoch == member.member_epoch:
+            return
+        if epoch > member.member_epoch:
+            raise CoordinatorError(ErrorCode.stale_member_epoch)
+        topics = self.state.topics
+        for topic in request.topics:
+            topic_id = topics.topic_id(topic.name)
+            for p in topic.partitions:
+                held = {} if topic_id is None else member.assigned.get(topic_id, {})
+                assigned_at = held.get(p.partition)
+                if assigned_at is None and topic_id is not None:
+                    assigned_at = member.pending_revocation.get(topic_id, {}).get(p.partition)
+                if assigned_at is None or epoch < assigned_at:
+                    raise CoordinatorError(ErrorCode.stale_member_epoch)
+
+    def _write_offsets(
+        self, request: OffsetCommitRequest, created: ClassicGroup | None
+    ) -> OffsetCommitResponse:
+        state = self.state
         now = state.clock.now_ms()
         expire = now + request.retention_time_ms if request.retention_time_ms != -1 else -1
         records: list[OffsetCommitRecord] = []
@@ -157,7 +199,9 @@ class OffsetManager:
 
     def fetch_offsets(self, ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
         group = self.state.groups.get(request.group_id)
-        known = group is not None and not group.is_in(GroupState.DEAD)
+        known = (group is not None and not group.is_in(GroupState.DEAD)) or (
+            request.group_id in self.state.consumer_groups
+        )
         committed = self.store.of_group(request.group_id) if known else {}
         if request.topics is None:
             return OffsetFetchResponse(
@@ -193,12 +237,18 @@ class OffsetManager:
         other partitions answer NONE, and those with a committed offset lose it (a tombstone each)."""
         state = self.state
         group = state.groups.get(group_id)
-        if group is None or group.is_in(GroupState.DEAD):
+        consumer_group = state.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            subscribed = frozenset(
+                name for m in consumer_group.members.values() for name in m.subscribed_topic_names
+            )
+        elif group is None or group.is_in(GroupState.DEAD):
             return OffsetDeleteResponse(ErrorCode.group_id_not_found)
-        if not group.is_empty and group.protocol_type != "consumer":
+        elif not group.is_empty and group.protocol_type != "consumer":
             return OffsetDeleteResponse(ErrorCode.non_empty_group)
-        # An Empty group subscribes to nothing (Kafka recomputes its topics as the last member goes).
-        subscribed = frozenset() if group.is_empty else group.subscribed_topics or frozenset()
+        else:
+            # An Empty group subscribes to nothing (Kafka recomputes its topics as the last member goes).
+            subscribed = frozenset() if group.is_empty else group.subscribed_topics or frozenset()
         committed = self.store.of_group(group_id)
         doomed: list[OffsetTombstone] = []
         results = []

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from staticfleet.coordinator.consumer_group import ConsumerGroup, group_from_json, group_to_json
+
 
 @dataclass(frozen=True, slots=True)
 class MemberRecord:
@@ -79,8 +81,20 @@ class SecurityRecord:
     body: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupRecord:
+    """A whole consumer-protocol group (KIP-848): epochs, members with their assignments, the target."""
+
+    group: ConsumerGroup
+
+    @property
+    def group_id(self) -> str:
+        return self.group.group_id
+
+
 Record = (
     GroupMetadataRecord
+    | ConsumerGroupRecord
     | GroupTombstone
     | OffsetCommitRecord
     | OffsetTombstone
@@ -88,7 +102,15 @@ Record = (
     | SecurityRecord
 )
 
-_GROUP, _GROUP_TOMBSTONE, _OFFSET, _OFFSET_TOMBSTONE, _CONFIG, _SECURITY = 1, 2, 3, 4, 5, 6
+_GROUP, _GROUP_TOMBSTONE, _OFFSET, _OFFSET_TOMBSTONE, _CONFIG, _SECURITY, _CONSUMER_GROUP = (
+    1,
+    2,
+    3,
+    4,
+    5,
+    6,
+    7,
+)
 
 _U8 = struct.Struct(">B")
 _U32 = struct.Struct(">I")
@@ -167,6 +189,8 @@ def encode_record(record: Record) -> bytes:
         return b"".join(parts)
     if isinstance(record, SecurityRecord):
         return _U8.pack(_SECURITY) + _bytes(record.body)
+    if isinstance(record, ConsumerGroupRecord):
+        return _U8.pack(_CONSUMER_GROUP) + _bytes(group_to_json(record.group))
     raise TypeError(f"not a record: {record!r}")
 
 
@@ -201,6 +225,8 @@ def encoded_size(record: Record) -> int:
         return 5 + _text_size(record.group_id) + sum(_text_size(n) + _text_size(v) for n, v in record.configs)
     if isinstance(record, SecurityRecord):
         return 5 + len(record.body)
+    if isinstance(record, ConsumerGroupRecord):
+        return 5 + len(group_to_json(record.group))
     raise TypeError(f"not a record: {record!r}")
 
 
@@ -316,8 +342,12 @@ def decode_records(payload: bytes | memoryview, count: int) -> Iterator[Record]:
                 yield GroupConfigRecord(group_id, configs)
             elif kind == _SECURITY:
                 yield SecurityRecord(cur.raw(cur.u32()))
+            elif kind == _CONSUMER_GROUP:
+                yield ConsumerGroupRecord(group_from_json(cur.raw(cur.u32())))
             else:
                 raise RecordDecodeError(f"unknown record type {kind}")
             pos = cur.pos
-    except (struct.error, IndexError, UnicodeDecodeError) as exc:
+    except (struct.error, IndexError, UnicodeDecodeError, KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, RecordDecodeError):
+            raise
         raise RecordDecodeError(f"malformed record: {exc}") from exc

@@ -9,6 +9,7 @@ from typing import Any, Final
 from staticfleet.coordinator import events as ev
 from staticfleet.coordinator.clock import Clock
 from staticfleet.coordinator.config import CoordinatorConfig
+from staticfleet.coordinator.consumer_group import ConsumerGroup, NoTopics, TopicCatalog
 from staticfleet.coordinator.group import ClassicGroup
 from staticfleet.coordinator.offsets import OffsetStore
 from staticfleet.coordinator.result import Recorder
@@ -37,6 +38,10 @@ class CoordinatorState:
         self.events = events
         self.new_uuid = new_uuid
         self.groups: dict[str, ClassicGroup] = {}
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
+        """Groups of Kafka 4's consumer protocol (KIP-848); an id names a group of one kind only."""
+        self.topics: TopicCatalog = NoTopics()
+        """The topics consumer-protocol groups subscribe to (the broker sets its own)."""
         self.offsets = OffsetStore()
         self.group_configs: dict[str, dict[str, str]] = {}
         self.timers = Timers()
@@ -66,6 +71,17 @@ class CoordinatorState:
             event["state"] = str(group.state)
         event.update(fields)
         self.events.emit(event)
+
+    def emit_consumer(self, kind: str, group: ConsumerGroup, **fields: Any) -> None:
+        """An event of a consumer-protocol group: its epoch stands where a classic group's generation does."""
+        self.emit(
+            kind,
+            group.group_id,
+            generation=group.group_epoch,
+            state=str(group.state),
+            protocol="consumer",
+            **fields,
+        )
 
     def emit_fenced(self, group: ClassicGroup, member_id: str, instance_id: str | None, api: str) -> None:
         self.emit(ev.MEMBER_FENCED, group, member_id=member_id, instance_id=instance_id, api=api)

@@ -8,7 +8,8 @@ It prints one JSON object per line: {"event": "assigned", "partitions": [...]}, 
 "records": [[partition, offset, value], ...]}, {"event": "committed", "offsets": {partition: offset}},
 {"event": "fatal", "error": "..."} (authorization errors too, with the library's error name). It commits
 after every batch. SIGTERM closes it the way the client
-closes a static member (no LeaveGroup); SIGKILL is a crash.
+closes a static member (no LeaveGroup; on the consumer protocol, `--group-protocol consumer` with
+confluent-kafka, a leave with epoch -2 that keeps its partitions for its return); SIGKILL is a crash.
 """
 
 from __future__ import annotations
@@ -62,24 +63,42 @@ def security(args: argparse.Namespace, client: str) -> dict[str, Any]:
 def run_confluent(args: argparse.Namespace, stop: threading.Event) -> int:
     from confluent_kafka import Consumer, KafkaError, KafkaException
 
+    # The consumer protocol's session and heartbeat are the coordinator's to set (KIP-848).
+    timing = (
+        {"session.timeout.ms": args.session_ms, "heartbeat.interval.ms": args.heartbeat_ms}
+        if args.group_protocol == "classic"
+        else {}
+    )
     consumer = Consumer(
         {
             "bootstrap.servers": args.bootstrap,
             "group.id": args.group,
             "group.instance.id": args.instance,
-            "session.timeout.ms": args.session_ms,
-            "heartbeat.interval.ms": args.heartbeat_ms,
+            "group.protocol": args.group_protocol,
+            **timing,
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
             "topic.metadata.refresh.interval.ms": 600_000,
             **security(args, "confluent"),
         }
     )
+    # On the consumer protocol the callbacks carry what is added or revoked, not the whole assignment.
+    held: set[int] = set()
+    incremental = args.group_protocol == "consumer"
 
     def on_assign(c: Any, partitions: Any) -> None:
-        emit("assigned", partitions=sorted(p.partition for p in partitions))
+        added = {p.partition for p in partitions}
+        if not incremental:
+            held.clear()
+        held.update(added)
+        emit("assigned", partitions=sorted(held), added=sorted(added))
 
-    consumer.subscribe([args.topic], on_assign=on_assign)
+    def on_revoke(c: Any, partitions: Any) -> None:
+        revoked = {p.partition for p in partitions}
+        held.difference_update(revoked)
+        emit("revoked", partitions=sorted(revoked))
+
+    consumer.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
     try:
         while not stop.is_set():
             msg = consumer.poll(0.2)
@@ -217,6 +236,7 @@ def main() -> int:
     parser.add_argument("--topic", required=True)
     parser.add_argument("--session-ms", type=int, default=10_000)
     parser.add_argument("--heartbeat-ms", type=int, default=500)
+    parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
     parser.add_argument("--sasl-ssl", action="store_true", help="SASL_SSL (password in KAFKA_SASL_PASSWORD)")
     parser.add_argument("--sasl-mechanism", default="SCRAM-SHA-512")
     parser.add_argument("--sasl-username")

@@ -134,12 +134,13 @@ class ConsumerProcess:
         session_ms: int,
         *,
         sasl_ssl: tuple[str, str, str, str] | None = None,
+        group_protocol: str = "classic",
     ) -> None:
         """`sasl_ssl` is (mechanism, user, password, CA file) for a SASL_SSL connection."""
         command = [
             sys.executable, "-m", "tests.broker.consumer_process", "--client", client,
             "--bootstrap", bootstrap, "--group", group, "--instance", instance, "--topic", topic,
-            "--session-ms", str(session_ms),
+            "--session-ms", str(session_ms), "--group-protocol", group_protocol,
         ]  # fmt: skip
         env = _env()
         if sasl_ssl is not None:

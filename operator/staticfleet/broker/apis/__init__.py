@@ -12,6 +12,7 @@ was asked for.
 from staticfleet.broker.apis import (  # noqa: F401  (each module registers its handlers)
     cluster,
     configs,
+    consumer_groups,
     groups,
     offsets,
     produce_fetch,

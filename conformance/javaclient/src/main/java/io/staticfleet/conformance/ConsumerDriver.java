@@ -24,11 +24,12 @@ import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 
 /**
- * One Java KafkaConsumer (classic group protocol) in its own process, for the real-client tests:
+ * One Java KafkaConsumer (the classic group protocol, or with {@code --group-protocol consumer} Kafka 4's
+ * consumer group protocol of KIP-848) in its own process, for the real-client tests:
  *
  * <pre>
  *   java -jar staticfleet-java-consumer.jar --bootstrap HOST:PORT --group G --topic T [--instance ID]
- *       [--session-ms 10000] [--heartbeat-ms 500] [--exit-after-records N]
+ *       [--session-ms 10000] [--heartbeat-ms 500] [--exit-after-records N] [--group-protocol consumer]
  * </pre>
  *
  * <p>With {@code --instance} it is a static member ({@code group.instance.id}, also its client id); without,
@@ -36,7 +37,8 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  * {@code started}, {@code assigned} (partitions, the group generation and member id the assignment came
  * with), {@code revoked}, {@code lost}, {@code records} (count), {@code committed} (offsets), {@code fatal}
  * (the exception's class and message) and {@code stopped}. SIGTERM closes the consumer (a static member sends
- * no LeaveGroup), SIGKILL is a crash; {@code --exit-after-records} closes once that many records were
+ * no LeaveGroup; on the consumer protocol it leaves with epoch -2, keeping its partitions for its return),
+ * SIGKILL is a crash; {@code --exit-after-records} closes once that many records were
  * consumed and committed.
  */
 public final class ConsumerDriver {
@@ -53,8 +55,13 @@ public final class ConsumerDriver {
         props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
-        props.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, options.getOrDefault("session-ms", "10000"));
-        props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, options.getOrDefault("heartbeat-ms", "500"));
+        String protocol = options.getOrDefault("group-protocol", "classic");
+        props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
+        if (protocol.equals("classic")) {
+            // The consumer protocol's session and heartbeat are the coordinator's to set (KIP-848).
+            props.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, options.getOrDefault("session-ms", "10000"));
+            props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, options.getOrDefault("heartbeat-ms", "500"));
+        }
         if (instance != null) {
             props.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, instance);
             props.put(ConsumerConfig.CLIENT_ID_CONFIG, instance);
