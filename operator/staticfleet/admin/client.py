@@ -174,6 +174,31 @@ class GroupAdmin:
 
         return self._call(f"describing group {group_id}", run)
 
+    def describe_consumer_group(self, group_id: str) -> GroupDescription:
+        """A group of Kafka 4's consumer protocol (KIP-848) through ConsumerGroupDescribe (DescribeGroups
+        answers Dead for one): its state as the coordinator names it (Assigning, Reconciling, Stable,
+        Empty), the server assignor as its protocol, and each member's partitions, pending revocations
+        included; GroupNotFound when the coordinator does not know it."""
+        from kio.schema.consumer_group_describe.v0.request import ConsumerGroupDescribeRequest
+        from kio.schema.types import GroupId
+
+        from staticfleet.admin.kio_requests import KioRequest
+
+        async def describe(admin: Any) -> tuple[int, Any]:
+            node_id = await admin._find_coordinator_id(group_id)
+            request = KioRequest(
+                ConsumerGroupDescribeRequest(
+                    group_ids=(GroupId(group_id),), include_authorized_operations=False
+                )
+            )
+            return node_id, await admin._manager.send(request, node_id=node_id)
+
+        def run(admin: Any) -> GroupDescription:
+            node_id, response = admin._manager.run(describe, admin)
+            return _consumer_group_description(response.groups[0], self._node(admin, node_id))
+
+        return self._call(f"describing consumer group {group_id}", run)
+
     # -- topics ---------------------------------------------------------------------------------------------
 
     def missing_topics(self, topics: Sequence[str]) -> list[str]:
@@ -536,6 +561,39 @@ def _group_description(group: Any, coordinator: Node) -> GroupDescription:
         state=state,
         protocol_type=group.protocol_type or "",
         protocol=group.protocol_data or "",
+        members=tuple(sorted(members, key=lambda m: natural_key(m.instance_id or m.member_id))),
+        coordinator=coordinator,
+    )
+
+
+def _consumer_group_description(group: Any, coordinator: Node) -> GroupDescription:
+    code = int(group.error_code)
+    if code == ErrorCode.group_id_not_found:
+        raise GroupNotFound(
+            f"consumer group {group.group_id} does not exist on the coordinator at {coordinator.address}"
+        )
+    if code:
+        why = f"{error_name(code)} {group.error_message or ''}".rstrip()
+        raise KafkaErrorResponse(code, f"describing consumer group {group.group_id}: {why}")
+    members = []
+    for m in group.members:
+        partitions: dict[str, list[int]] = {}
+        for t in m.assignment.topic_partitions:
+            partitions.setdefault(str(t.topic_name), []).extend(int(p) for p in t.partitions)
+        members.append(
+            MemberDescription(
+                member_id=m.member_id,
+                instance_id=m.instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                partitions={topic: sorted(ps) for topic, ps in sorted(partitions.items())},
+            )
+        )
+    return GroupDescription(
+        group_id=group.group_id,
+        state=str(group.group_state),
+        protocol_type="consumer",
+        protocol=group.assignor_name or "",
         members=tuple(sorted(members, key=lambda m: natural_key(m.instance_id or m.member_id))),
         coordinator=coordinator,
     )

@@ -46,9 +46,20 @@ class MemberDescription:
         }
 
 
+# A consumer-protocol group (KIP-848) names its own states; Empty, Stable and Dead are the classic names.
+# Assigning (a new target assignment is due) and Reconciling (members are moving to it) are, for a fleet,
+# the two halves of a rebalance.
+_CONSUMER_PROTOCOL_STATES = {
+    "Assigning": GroupState.PREPARING_REBALANCE,
+    "Reconciling": GroupState.COMPLETING_REBALANCE,
+}
+
+
 def group_state(text: str | None) -> GroupState | None:
-    """The group state a coordinator named (DescribeGroups, its HTTP API, an earlier status); None for
-    a name that is not a classic group state."""
+    """The group state a coordinator named (DescribeGroups, ConsumerGroupDescribe, its HTTP API, an earlier
+    status); None for a name that is not a group state."""
+    if text in _CONSUMER_PROTOCOL_STATES:
+        return _CONSUMER_PROTOCOL_STATES[text]
     try:
         return GroupState(text)
     except ValueError:

@@ -18,6 +18,7 @@ import kopf
 from staticfleet.kube.access import CA_KEY, PASSWORD_KEY, USERNAME_KEY, FleetAccess
 from staticfleet.kube.spec import (
     API_VERSION,
+    CONSUMER_PROTOCOL,
     DEFAULT_USERNAME_KEY,
     JAAS_CONFIG_KEY,
     KIND,
@@ -56,6 +57,7 @@ INSTANCE_ID_ENV = "KAFKA_GROUP_INSTANCE_ID"
 MEMBERS_PER_POD_ENV = "KAFKA_MEMBERS_PER_POD"
 TOPICS_ENV = "KAFKA_TOPICS"
 SESSION_TIMEOUT_ENV = "KAFKA_SESSION_TIMEOUT_MS"
+GROUP_PROTOCOL_ENV = "KAFKA_GROUP_PROTOCOL"
 DEPARTURE_FILE_ENV = "STATICFLEET_DEPARTURE_FILE"
 HEARTBEAT_INTERVAL_ENV = "KAFKA_HEARTBEAT_INTERVAL_MS"
 REBALANCE_TIMEOUT_ENV = "KAFKA_REBALANCE_TIMEOUT_MS"
@@ -134,11 +136,13 @@ def consumer_env(
     if spec.members_per_pod > 1:
         # Only then: a fleet of one member per pod keeps the pod template it had before the field existed.
         env.append({"name": MEMBERS_PER_POD_ENV, "value": str(spec.members_per_pod)})
-    env += [
-        {"name": TOPICS_ENV, "value": ",".join(spec.topics)},
-        {"name": SESSION_TIMEOUT_ENV, "value": str(spec.session_timeout_ms)},
-        {"name": DEPARTURE_FILE_ENV, "value": f"{POD_INFO_MOUNT_PATH}/{DEPARTURE_FILE}"},
-    ]
+    env.append({"name": TOPICS_ENV, "value": ",".join(spec.topics)})
+    if spec.group_protocol == CONSUMER_PROTOCOL:
+        # The session timeout, heartbeat and assignor are the coordinator's (KIP-848): none is injected.
+        env.append({"name": GROUP_PROTOCOL_ENV, "value": CONSUMER_PROTOCOL})
+    else:
+        env.append({"name": SESSION_TIMEOUT_ENV, "value": str(spec.session_timeout_ms)})
+    env.append({"name": DEPARTURE_FILE_ENV, "value": f"{POD_INFO_MOUNT_PATH}/{DEPARTURE_FILE}"})
     if spec.heartbeat_interval_ms is not None:
         env.append({"name": HEARTBEAT_INTERVAL_ENV, "value": str(spec.heartbeat_interval_ms)})
     if spec.rebalance_timeout_ms is not None:

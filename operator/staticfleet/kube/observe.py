@@ -15,6 +15,7 @@ from staticfleet.admin import (
     AclBinding,
     AdminError,
     GroupAdmin,
+    GroupDescription,
     GroupNotFound,
     KafkaErrorResponse,
     LagSummary,
@@ -41,7 +42,15 @@ from staticfleet.kube.observation import (
     Untouched,
 )
 from staticfleet.kube.scaling import now_utc, parse_time
-from staticfleet.kube.spec import RETAIN, GroupSpec, Manifest, OperatorDefaults, SpecError, parse_group
+from staticfleet.kube.spec import (
+    CONSUMER_PROTOCOL,
+    RETAIN,
+    GroupSpec,
+    Manifest,
+    OperatorDefaults,
+    SpecError,
+    parse_group,
+)
 from staticfleet.kube.tenancy import TENANCY_DENIED, Tenancy
 
 log = logging.getLogger(__name__)
@@ -50,11 +59,19 @@ log = logging.getLogger(__name__)
 # -- observation ---------------------------------------------------------------------------------------------
 
 
+def describe(admin: GroupAdmin, spec: GroupSpec) -> GroupDescription:
+    """The group, through the describe API of its protocol (DescribeGroups calls a consumer-protocol group
+    Dead; ConsumerGroupDescribe knows no classic group)."""
+    if spec.group_protocol == CONSUMER_PROTOCOL:
+        return admin.describe_consumer_group(spec.group_id)
+    return admin.describe_group(spec.group_id)
+
+
 def observe_group(
     admin: GroupAdmin, spec: GroupSpec, token: str | None = None, cafile: str | None = None
 ) -> GroupObservation:
     try:
-        description = admin.describe_group(spec.group_id)
+        description = describe(admin, spec)
         not_found = False
     except GroupNotFound:
         description, not_found = None, True
@@ -361,9 +378,9 @@ def observe_deletion(
 
 
 def _members_of(admin: GroupAdmin, spec: GroupSpec) -> GroupObservation:
-    """DescribeGroups alone: a deletion needs only who is in the group."""
+    """The group's description alone: a deletion needs only who is in the group."""
     try:
-        return GroupObservation(description=admin.describe_group(spec.group_id))
+        return GroupObservation(description=describe(admin, spec))
     except GroupNotFound:
         return GroupObservation(not_found=True)
     except AdminError as exc:

@@ -34,6 +34,8 @@ DEFAULT_INSTANCE_ID_TEMPLATE = "{pod}"
 # partition.assignment.strategy, in librdkafka's names. cooperative-sticky (KIP-429) stops only the
 # partitions a rebalance moves; the eager ones stop every partition until the rebalance ends.
 ASSIGNMENT_STRATEGIES = ("range", "roundrobin", "cooperative-sticky")
+CLASSIC_PROTOCOL, CONSUMER_PROTOCOL = "classic", "consumer"
+GROUP_PROTOCOLS = (CLASSIC_PROTOCOL, CONSUMER_PROTOCOL)
 IMMEDIATE = "Immediate"
 AFTER_SESSION_TIMEOUT = "AfterSessionTimeout"
 REMOVE_MEMBERS = "RemoveMembers"
@@ -114,6 +116,9 @@ class GroupSpec:
     heartbeat_interval_ms: int | None
     assignment_strategy: str | None
     """None: the client's default."""
+    group_protocol: str
+    """classic, or consumer: Kafka 4's consumer group protocol (KIP-848), with no join phase to
+    pre-register in and the session, heartbeat and assignor the coordinator's."""
     instance_id_template: str
     remove_members: str
     pre_register: bool
@@ -309,6 +314,17 @@ def parse_group(body: Mapping[str, Any], defaults: OperatorDefaults | None = Non
     if strategy is not None and strategy not in ASSIGNMENT_STRATEGIES:
         known = ", ".join(ASSIGNMENT_STRATEGIES)
         raise SpecError(f"spec.assignmentStrategy must be one of {known}, not {strategy}")
+    protocol = str(spec.get("groupProtocol") or CLASSIC_PROTOCOL)
+    if protocol not in GROUP_PROTOCOLS:
+        raise SpecError(f"spec.groupProtocol must be one of {', '.join(GROUP_PROTOCOLS)}, not {protocol}")
+    if protocol == CONSUMER_PROTOCOL:
+        if strategy is not None or spec.get("heartbeatIntervalMs") is not None:
+            raise SpecError(
+                "with groupProtocol consumer the coordinator assigns partitions and sets the heartbeat: "
+                "leave assignmentStrategy and heartbeatIntervalMs unset"
+            )
+        # No join phase to pre-register in: a new member joins with its own heartbeat.
+        pre_register = False
     return GroupSpec(
         name=name,
         namespace=namespace,
@@ -325,6 +341,7 @@ def parse_group(body: Mapping[str, Any], defaults: OperatorDefaults | None = Non
         rebalance_timeout_ms=_int(spec.get("rebalanceTimeoutMs"), None),
         heartbeat_interval_ms=_heartbeat_interval(spec, session, pre_register),
         assignment_strategy=None if strategy is None else str(strategy),
+        group_protocol=protocol,
         instance_id_template=str(spec.get("instanceIdTemplate") or DEFAULT_INSTANCE_ID_TEMPLATE),
         remove_members=str(scale_down.get("removeMembers", IMMEDIATE)),
         pre_register=pre_register,

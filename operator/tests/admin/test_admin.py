@@ -334,3 +334,38 @@ def test_members_remove_with_members_per_pod_removes_every_thread_member_of_each
         "--instance-id", "pod-1", "--members-per-pod", "0",
     )  # fmt: skip
     assert refused.returncode == 2 and "must be a number from 1 to 64" in refused.stderr
+
+
+def test_a_consumer_protocol_group_is_described_through_consumer_group_describe(cluster: Backend) -> None:
+    from confluent_kafka import Consumer
+
+    group, topic = unique("admin-modern"), unique("admin-topic")
+    create_topic(cluster.bootstrap, topic)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": group,
+            "group.instance.id": f"{group}-0",
+            "group.protocol": "consumer",
+        }
+    )
+    consumer.subscribe([topic])
+    try:
+        with GroupAdmin(KafkaConnection(cluster.bootstrap)) as admin:
+
+            def probe() -> GroupDescription | None:
+                consumer.poll(0.1)
+                try:
+                    found = admin.describe_consumer_group(group)
+                except GroupNotFound:
+                    return None
+                return found if found.state == "Stable" and found.members else None
+
+            described: GroupDescription = wait_for(probe, STABLE_TIMEOUT_S, f"{group} Stable")
+            with pytest.raises(GroupNotFound, match="does not exist"):
+                admin.describe_consumer_group(unique("nobody"))
+        assert (described.protocol_type, described.protocol) == ("consumer", "uniform")
+        assert [m.instance_id for m in described.members] == [f"{group}-0"]
+        assert assigned(described, topic) == list(range(PARTITIONS))
+    finally:
+        consumer.close()

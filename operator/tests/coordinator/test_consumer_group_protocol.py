@@ -361,3 +361,32 @@ def test_every_partition_has_one_owner_once_a_churning_group_settles(assignor: s
     assert c.describe().state == "Stable"
     held = [(t, p) for m in owned.values() for t, ps in m.items() for p in ps]
     assert sorted(held) == sorted([(T1, p) for p in range(4)] + [(T2, p) for p in range(5)])
+
+
+def test_an_empty_classic_group_becomes_a_consumer_group_at_its_first_member_and_keeps_its_offsets() -> None:
+    c = Cluster()
+    commit = OffsetCommitRequest(
+        "g", -1, "", None, (OffsetCommitTopic("t1", (OffsetCommitPartition(0, 7, -1, ""),)),)
+    )
+    c.coordinator.commit_offsets(RequestContext(9), commit)  # a simple (empty, classic) group
+    assert "g" in c.coordinator.state.groups
+    a = c.join("a")
+    assert (a.error, a.member_epoch) == (E.none, 2)
+    assert "g" not in c.coordinator.state.groups and "g" in c.coordinator.state.consumer_groups
+    fetched = c.coordinator.fetch_offsets(RequestContext(8), OffsetFetchRequest("g", None))
+    assert [p.offset for t in fetched.topics for p in t.partitions] == [7]
+    c.restart()
+    assert "g" not in c.coordinator.state.groups and c.describe().members[0].member_id == "a"
+
+
+def test_a_classic_group_with_members_is_not_upgraded() -> None:
+    c = Cluster()
+    replies: list[JoinGroupResponse] = []
+    join = JoinGroupRequest("g", 10_000, 30_000, "", "x", "consumer", (Protocol("range", b""),))
+    c.coordinator.join_group(RequestContext(9), join, replies.append)  # a static member: in at once
+    refused = c.join("a")
+    assert refused.error == E.group_id_not_found
+    assert (
+        refused.message
+        == "Cannot upgrade classic group g to consumer group because online upgrade is disabled."
+    )

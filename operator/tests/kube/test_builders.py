@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from staticfleet.kube import builders
 from staticfleet.kube.builders import (
     GROUP_LABEL,
@@ -12,6 +14,7 @@ from staticfleet.kube.builders import (
     selector_labels,
     selector_string,
 )
+from staticfleet.kube.spec import SpecError
 
 from .fixtures import group_spec
 
@@ -103,6 +106,33 @@ def test_the_fleets_assignment_strategy_is_injected_and_replaces_the_templates_o
     (container,) = builders.pod_template(spec, "kafka:9092")["spec"]["containers"]
     assert env_of(container)["KAFKA_PARTITION_ASSIGNMENT_STRATEGY"]["value"] == "cooperative-sticky"
     assert [e["name"] for e in container["env"]].count("KAFKA_PARTITION_ASSIGNMENT_STRATEGY") == 1
+
+
+def test_a_consumer_protocol_fleet_says_so_and_leaves_session_heartbeat_and_assignor_to_the_coordinator() -> (
+    None
+):
+    spec = group_spec(groupProtocol="consumer")
+    assert spec.group_protocol == "consumer"
+    assert not spec.pre_register  # no join phase to pre-register in
+    (container,) = builders.pod_template(spec, "kafka:9092")["spec"]["containers"]
+    env = env_of(container)
+    assert env["KAFKA_GROUP_PROTOCOL"]["value"] == "consumer"
+    for name in (
+        "KAFKA_SESSION_TIMEOUT_MS",
+        "KAFKA_HEARTBEAT_INTERVAL_MS",
+        "KAFKA_PARTITION_ASSIGNMENT_STRATEGY",
+    ):
+        assert name not in env
+    classic = env_of(builders.pod_template(group_spec(), "kafka:9092")["spec"]["containers"][0])
+    assert "KAFKA_GROUP_PROTOCOL" not in classic and "KAFKA_SESSION_TIMEOUT_MS" in classic
+
+
+@pytest.mark.parametrize("setting", [{"assignmentStrategy": "range"}, {"heartbeatIntervalMs": 500}])
+def test_a_consumer_protocol_fleet_refuses_the_client_side_settings_the_coordinator_owns(
+    setting: dict[str, Any],
+) -> None:
+    with pytest.raises(SpecError, match="groupProtocol consumer"):
+        group_spec(groupProtocol="consumer", **setting)
 
 
 def test_a_fleet_whose_scale_ups_are_pre_registered_gets_the_fleet_heartbeat() -> None:

@@ -163,6 +163,8 @@ def test_defaults_agree_with_the_operator() -> None:
     assert props["membersPerPod"]["default"] == 1
     assert props["membersPerPod"]["maximum"] == MAX_MEMBERS_PER_POD
     assert props["assignmentStrategy"]["enum"] == list(specmod.ASSIGNMENT_STRATEGIES)
+    assert props["groupProtocol"]["enum"] == list(specmod.GROUP_PROTOCOLS)
+    assert props["groupProtocol"]["default"] == specmod.CLASSIC_PROTOCOL
     status = schema()["properties"]["status"]["properties"]
     from staticfleet.kube.scaling import ScalePhase
 
@@ -187,6 +189,7 @@ def test_the_samples_are_valid_and_parse() -> None:
         ({"scaleDown": {"removeMembers": "Later"}}, "is not one of"),
         ({"deletionPolicy": "Keep"}, "is not one of"),
         ({"assignmentStrategy": "sticky"}, "is not one of"),
+        ({"groupProtocol": "streams"}, "is not one of"),
         ({"kafka": {"sasl": {"secretName": "s", "mechanism": "GSSAPI"}}}, "is not one of"),
         ({"topics": "orders"}, "is not of type 'array'"),
         ({"membersPerPod": 65}, "is greater than the maximum of 64"),
