@@ -20,11 +20,11 @@ from typing import Final
 
 from staticfleet.coordinator import events as ev
 from staticfleet.coordinator import server_assignors as sa
+from staticfleet.coordinator.consumer_events import REASON_REBALANCE_TIMEOUT, Cause, ConsumerGroupEvents
 from staticfleet.coordinator.consumer_group import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
     ConsumerGroup,
-    GroupState,
     Member,
     MemberState,
     Partitions,
@@ -58,6 +58,9 @@ REGEX_REFRESH_INTERVAL_MS: Final = 600_000
 """group.consumer.regex.refresh.interval.ms: and at least this often while members heartbeat."""
 
 Assignment = dict[uuid.UUID, tuple[int, ...]]
+
+
+_LEFT: Final = Cause(ev.REASON_MEMBER_LEFT)
 
 
 class _RegexChange(enum.Enum):
@@ -255,6 +258,9 @@ class ConsumerGroups:
         self.groups: dict[str, ConsumerGroup] = state.consumer_groups
         # How the operation in progress answers an append that failed (timers answer nobody).
         self._answer_failure: Callable[[ErrorCode], object] | None = None
+        self.events = ConsumerGroupEvents(
+            state.emit, state.clock.now_ms, lambda: state.config.consumer_session_timeout_ms
+        )
         # The topics each group's regexes were last resolved against (a new topic means resolve again).
         self._resolved_against: dict[str, frozenset[str]] = {}
 
@@ -508,7 +514,13 @@ class ConsumerGroups:
             ),
         )
         if group != stored or replaces_classic:
-            self._write(stored, group, replaces_classic=replaces_classic)
+            if member_id not in stored.members and replaced is None:
+                cause = Cause(ev.REASON_MEMBER_JOINED, f"new member {member_id} joined")
+            elif subscription_changed:
+                cause = Cause(ev.REASON_METADATA_CHANGED, f"member {member_id} changed its subscription")
+            else:
+                cause = Cause(ev.REASON_PARTITIONS_CHANGED, "the subscribed topics changed")
+            self._write(stored, group, cause, replaces_classic=replaces_classic)
         self._schedule_session(group.group_id, member_id)
         self._maybe_resolve_regexes(group, now, regex is _RegexChange.UNRESOLVED, request.describable)
         return response
@@ -570,7 +582,7 @@ class ConsumerGroups:
             after = replace(
                 after, group_epoch=group.group_epoch + 1, metadata_hash=metadata_hash(after, self.topics)
             )
-        self._write(group, after)
+        self._write(group, after, Cause(ev.REASON_METADATA_CHANGED, "regular expressions resolved anew"))
 
     @staticmethod
     def _unknown_member(member_id: str, group_id: str) -> CoordinatorError:
@@ -647,7 +659,7 @@ class ConsumerGroups:
             member = group.members.get(request.member_id)
             if member is None:
                 raise self._unknown_member(request.member_id, group.group_id)
-            self.fence(group, [member], ev.MEMBER_LEFT)
+            self.fence(group, [member], _LEFT)
             return response
         member_or_none = group.static_member(request.instance_id)
         if member_or_none is None:
@@ -662,12 +674,12 @@ class ConsumerGroups:
                 pending_revocation={},
                 assigned={t: dict.fromkeys(ps, 0) for t, ps in member_or_none.assigned.items()},
             )
-            self._write(group, group.with_member(away))
+            self._write(group, group.with_member(away), Cause(ev.REASON_MEMBER_LEFT))
             return ConsumerHeartbeatResponse(member_id=away.member_id, member_epoch=STATIC_LEAVE_EPOCH)
-        self.fence(group, [member_or_none], ev.MEMBER_LEFT)
+        self.fence(group, [member_or_none], _LEFT)
         return response
 
-    def fence(self, group: ConsumerGroup, members: Iterable[Member], event: str) -> None:
+    def fence(self, group: ConsumerGroup, members: Iterable[Member], cause: Cause) -> None:
         """Remove members at once: one bump of the group epoch for all of them."""
         gone = list(members)
         if not gone:
@@ -681,7 +693,7 @@ class ConsumerGroups:
             group_epoch=group.group_epoch + 1,
             metadata_hash=metadata_hash(remaining, self.topics),
         )
-        self._write(group, after, gone=event)
+        self._write(group, after, cause)
         for member in gone:
             self.state.timers.cancel((_SESSION, group.group_id, member.member_id))
             self.state.timers.cancel((_REBALANCE, group.group_id, member.member_id))
@@ -720,7 +732,7 @@ class ConsumerGroups:
                 responses.append(
                     LeaveMemberResponse(identity.member_id, identity.group_instance_id, error.code)
                 )
-        self.fence(group, leaving.values(), ev.MEMBER_REMOVED)
+        self.fence(group, leaving.values(), Cause(ev.REASON_MEMBER_REMOVED, gone=ev.MEMBER_REMOVED))
         return LeaveGroupResponse(members=tuple(responses))
 
     # --- timers ------------------------------------------------------------------------------------
@@ -751,7 +763,11 @@ class ConsumerGroups:
             return
         if revoking_epoch is not None and member.member_epoch != revoking_epoch:
             return
-        self.fence(group, [member], ev.MEMBER_EXPIRED if revoking_epoch is None else ev.MEMBER_FENCED)
+        if revoking_epoch is None:
+            cause = Cause(ev.REASON_SESSION_TIMEOUT, gone=ev.MEMBER_EXPIRED, expired="session-timeout")
+        else:
+            cause = Cause(REASON_REBALANCE_TIMEOUT, gone=ev.MEMBER_EXPIRED, expired="rebalance-timeout")
+        self.fence(group, [member], cause)
 
     # --- the record --------------------------------------------------------------------------------
 
@@ -759,9 +775,9 @@ class ConsumerGroups:
         self,
         before: ConsumerGroup,
         after: ConsumerGroup,
+        cause: Cause,
         *,
         replaces_classic: bool = False,
-        gone: str = ev.MEMBER_LEFT,
     ) -> None:
         records: list[ConsumerGroupRecord | GroupTombstone] = []
         if replaces_classic:
@@ -772,7 +788,7 @@ class ConsumerGroups:
             if replaces_classic:
                 self.state.groups.pop(after.group_id, None)
             self.groups[after.group_id] = after
-            self._on_change(before, after, gone)
+            self._on_change(before, after, cause)
 
         answer = self._answer_failure
 
@@ -782,7 +798,7 @@ class ConsumerGroups:
 
         self.state.recorder.write(records, written, failed)
 
-    def _on_change(self, before: ConsumerGroup, after: ConsumerGroup, gone: str) -> None:
+    def _on_change(self, before: ConsumerGroup, after: ConsumerGroup, cause: Cause) -> None:
         """Timers and events that follow a kept change."""
         for member_id, member in after.members.items():
             old = before.members.get(member_id)
@@ -792,22 +808,8 @@ class ConsumerGroups:
                 self._schedule_rebalance(after.group_id, member)
             else:
                 self.state.timers.cancel((_REBALANCE, after.group_id, member_id))
-        self._emit(before, after, gone)
-
-    def _emit(self, before: ConsumerGroup, after: ConsumerGroup, gone: str) -> None:
-        emit = self.state.emit_consumer
-        for member_id, member in after.members.items():
-            if member_id not in before.members:
-                emit(ev.MEMBER_JOINED, after, member_id=member_id, instance_id=member.instance_id)
-        for member_id, member in before.members.items():
-            if member_id not in after.members:
-                emit(gone, after, member_id=member_id, instance_id=member.instance_id)
-        if after.group_epoch > before.group_epoch:
-            emit(ev.REBALANCE_STARTED, after)
-        if after.state is GroupState.STABLE and before.state is not GroupState.STABLE:
-            emit(ev.REBALANCE_COMPLETED, after)
-        if after.state is GroupState.EMPTY and before.state is not GroupState.EMPTY:
-            emit(ev.GROUP_EMPTY, after)
+        assignor = self.preferred_assignor(after.members.values())
+        self.events.changed(before, after, cause, assignor, self.topics)
 
     def on_loaded(self) -> None:
         """After a load, as Kafka does: every member's session starts again, and a member asked to revoke

@@ -72,16 +72,5 @@ class CoordinatorState:
         event.update(fields)
         self.events.emit(event)
 
-    def emit_consumer(self, kind: str, group: ConsumerGroup, **fields: Any) -> None:
-        """An event of a consumer-protocol group: its epoch stands where a classic group's generation does."""
-        self.emit(
-            kind,
-            group.group_id,
-            generation=group.group_epoch,
-            state=str(group.state),
-            protocol="consumer",
-            **fields,
-        )
-
     def emit_fenced(self, group: ClassicGroup, member_id: str, instance_id: str | None, api: str) -> None:
         self.emit(ev.MEMBER_FENCED, group, member_id=member_id, instance_id=instance_id, api=api)

@@ -390,3 +390,44 @@ def test_a_classic_group_with_members_is_not_upgraded() -> None:
         refused.message
         == "Cannot upgrade classic group g to consumer group because online upgrade is disabled."
     )
+
+
+def test_the_event_log_tells_a_consumer_protocol_rebalance_as_it_tells_a_classic_one() -> None:
+    c = Cluster()
+    c.join("a-1", instance="a")
+    c.join("b-1", instance="b")
+    c.heartbeat("a-1", 2, owned={T1: (0, 1, 2, 3)})
+    c.heartbeat("a-1", 2, owned={T1: (0, 1)})
+    c.heartbeat("b-1", 3, owned={})
+    c.heartbeat("a-1", -2, instance="a")
+    c.join("a-2", instance="a")
+    lines = [e for e in c.events.events if e["group"] == "g"]
+    kinds = [(e["type"], e.get("reason"), e["generation"]) for e in lines]
+    assert kinds == [
+        ("member_joined", None, 2),
+        ("rebalance_started", "member-joined", 2),
+        ("rebalance_completed", "member-joined", 2),
+        ("member_joined", None, 3),
+        ("rebalance_started", "member-joined", 3),
+        ("rebalance_completed", "member-joined", 3),
+        ("static_member_replaced", None, 3),
+    ]
+    completed = [e for e in lines if e["type"] == "rebalance_completed"][-1]
+    assert completed["state"] == "Stable" and completed["protocol"] == "uniform"
+    assert completed["members"] == [
+        {"member_id": "a-1", "instance_id": "a", "assignment": {"t1": [0, 1]}},
+        {"member_id": "b-1", "instance_id": "b", "assignment": {"t1": [2, 3]}},
+    ]
+    replaced = lines[-1]
+    assert (replaced["old_member_id"], replaced["new_member_id"], replaced["rebalance"]) == (
+        "a-1",
+        "a-2",
+        False,
+    )
+    # The target is computed in the heartbeat that raised the epoch: the members are reconciling at once.
+    started = [e for e in lines if e["type"] == "rebalance_started"][-1]
+    assert (started["from_state"], started["state"], started["group_state"]) == (
+        "Stable",
+        "CompletingRebalance",
+        "Reconciling",
+    )
