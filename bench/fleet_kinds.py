@@ -49,7 +49,7 @@ class FleetKind:
 
     @property
     def backends(self) -> tuple[str, ...]:
-        return (KAFKA,) if self.protocol == CONSUMER else (EMBEDDED, KAFKA)
+        return (EMBEDDED, KAFKA)
 
     @property
     def cooperative(self) -> bool:
@@ -73,6 +73,8 @@ class FleetKind:
             spec["heartbeatIntervalMs"] = self.heartbeat_ms
         if self.assignor is not None:
             spec["assignmentStrategy"] = self.assignor
+        if self.protocol == CONSUMER:
+            spec["groupProtocol"] = CONSUMER
         return spec
 
     def expected(self, name: str, replicas: int, per_pod: int = 1) -> frozenset[str] | int:
@@ -89,12 +91,14 @@ DYNAMIC_TUNED = f"plain dynamic {DEFAULT_HEARTBEAT_INTERVAL_MS} ms"
 DYNAMIC_TUNED_COOPERATIVE = f"plain dynamic {DEFAULT_HEARTBEAT_INTERVAL_MS} ms cooperative"
 CONSUMER_DYNAMIC = "consumer protocol dynamic"
 CONSUMER_STATIC = "consumer protocol static"
+STATICFLEET_CONSUMER = "staticfleet consumer protocol"
 
 KINDS: dict[str, FleetKind] = {
     kind.name: kind
     for kind in (
         FleetKind(STATICFLEET, operated=True),
         FleetKind(STATICFLEET_COOPERATIVE, operated=True, assignor=COOPERATIVE),
+        FleetKind(STATICFLEET_CONSUMER, operated=True, protocol=CONSUMER),
         FleetKind(PLAIN_STATIC),
         FleetKind(PLAIN_DYNAMIC, membership="dynamic"),
         FleetKind(DYNAMIC_TUNED, membership="dynamic", heartbeat_ms=DEFAULT_HEARTBEAT_INTERVAL_MS),

@@ -106,6 +106,7 @@ from examples.demo.fleet import (
     last_rebalance_at,
     plain_workload,
 )
+from staticfleet.admin import GroupAdmin, KafkaConnection
 from staticfleet.admin.coordinator_api import fetch_group_json
 
 NAME = "fleet"
@@ -145,12 +146,48 @@ def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         admin.close()
 
 
-class Embedded:
+def consumer_group_view(admin: GroupAdmin, group: str) -> GroupView:
+    """A consumer-protocol group through ConsumerGroupDescribe (DescribeGroups reports it as Dead):
+    Stable once every member runs the group's target assignment."""
+    found = admin.describe_consumer_group(group)
+    return GroupView(
+        state=found.state,
+        members=tuple(m.instance_id or m.member_id for m in found.members),
+        assigned=all(m.partitions for m in found.members),
+    )
+
+
+class _Admin:
+    """One admin client for the bench's reads of a backend, made again after a failure (a restart)."""
+
+    bootstrap: str
+    _admin: GroupAdmin | None
+
+    def admin(self) -> GroupAdmin:
+        if self._admin is None:
+            self._admin = GroupAdmin(KafkaConnection(self.bootstrap, client_id="bench"), timeout_s=3)
+        return self._admin
+
+    def _reset_admin(self) -> None:
+        if self._admin is not None:
+            with suppress(Exception):
+                self._admin.close()
+            self._admin = None
+
+    def _consumer_group_view(self, group: str) -> GroupView:
+        try:
+            return consumer_group_view(self.admin(), group)
+        except Exception:
+            self._reset_admin()
+            raise
+
+
+class Embedded(_Admin):
     """`staticfleet coordinator` on fixed free ports, so that a restart comes back at the same address."""
 
     name = EMBEDDED
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, consumer_heartbeat_ms: int = KAFKA_CONSUMER_HEARTBEAT_MS) -> None:
         self.workdir = workdir
         self.consumer_groups: set[str] = set()
         port, http = free_port(), free_port()
@@ -160,8 +197,11 @@ class Embedded:
             sys.executable, "-m", "staticfleet.cli", "coordinator",
             "--listen", self.bootstrap, "--advertised-listener", self.bootstrap,
             "--http", f"127.0.0.1:{http}", "--data-dir", str(workdir / "data"),
+            # Consumer-protocol groups heartbeat as on Kafka (group.consumer.heartbeat.interval.ms).
+            "--group-consumer-heartbeat-interval-ms", str(consumer_heartbeat_ms),
         ]  # fmt: skip
         self.process: subprocess.Popen[bytes] | None = None
+        self._admin: GroupAdmin | None = None
         self.start()
 
     def start(self) -> None:
@@ -185,16 +225,23 @@ class Embedded:
         return fetch_group_json(self.api, group)
 
     def view(self, group: str) -> GroupView | None:
+        if group in self.consumer_groups:
+            return self._consumer_group_view(group)
         data = self._group(group)
         return None if data is None else GroupView.from_json(data)
 
     def rebalance_mark(self, group: str) -> int:
-        """The group's generation: each rebalance's join phase raises it by one, and it is durable."""
+        """The group's generation: each rebalance's join phase raises it by one, and it is durable; for a
+        consumer-protocol group its epoch, which each new target assignment raises (as Kafka's log counts)."""
+        if group in self.consumer_groups:
+            return int(self.admin().describe_consumer_group(group).group_epoch or 0)
         data = self._group(group) or {}
         return int(data.get("generation", 0))
 
     def last_rebalance_at(self, group: str) -> float | None:
         """When the group's last rebalance completed (epoch seconds), as the coordinator recorded it."""
+        if group in self.consumer_groups:
+            return None  # the consumer protocol has no join phase whose cycle a command could meet
         return last_rebalance_at(self._group(group))
 
     def history(self, group: str) -> History:
@@ -235,7 +282,7 @@ def epochs_bumped(broker_log: str, group: str) -> int:
     return len(re.findall(rf"\[GroupId {re.escape(group)}\] Bumped group epoch to ", broker_log))
 
 
-class Kafka:
+class Kafka(_Admin):
     """Apache Kafka (single-node KRaft) from the conformance suite's cached jars, with Kafka's group
     defaults (initial rebalance delay 3 s, session timeouts 6 s to 30 min; consumer-protocol groups
     heartbeat every `consumer_heartbeat_ms`, Kafka's 5 s unless told otherwise)."""
@@ -258,15 +305,7 @@ class Kafka:
         asyncio.run(self.broker.start())
         self.bootstrap = self.broker.bootstrap
         self.consumer_groups: set[str] = set()
-        self._admin: Any = None
-        self._modern: Any = None
-
-    def admin(self) -> Any:
-        from staticfleet.admin import GroupAdmin, KafkaConnection
-
-        if self._admin is None:
-            self._admin = GroupAdmin(KafkaConnection(self.bootstrap, client_id="bench"), timeout_s=3)
-        return self._admin
+        self._admin: GroupAdmin | None = None
 
     def view(self, group: str) -> GroupView | None:
         if group in self.consumer_groups:
@@ -280,26 +319,6 @@ class Kafka:
             state=found.state,
             members=tuple(m.instance_id or m.member_id for m in found.members),
             assigned=all(m.partitions for m in found.members),
-        )
-
-    def _consumer_group_view(self, group: str) -> GroupView:
-        """A consumer-protocol group through ConsumerGroupDescribe (DescribeGroups reports it as Dead):
-        Stable once every member runs the group's target assignment."""
-        from confluent_kafka.admin import AdminClient
-
-        if self._modern is None:
-            # Quiet: the broker's restart is an operation measured here, not news.
-            self._modern = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 2})
-        try:
-            found = self._modern.describe_consumer_groups([group], request_timeout=3)[group].result(timeout=5)
-        except Exception:
-            self._modern = None  # a new client next time (the broker may have restarted)
-            raise
-        members = list(found.members or [])
-        return GroupView(
-            state="Stable" if found.state.name == "STABLE" else str(found.state.name).title(),
-            members=tuple(m.group_instance_id or m.member_id for m in members),
-            assigned=all(m.assignment is not None and m.assignment.topic_partitions for m in members),
         )
 
     def rebalance_mark(self, group: str) -> int:
@@ -329,13 +348,6 @@ class Kafka:
             return kafka_history(self.broker.log_file.read_text(errors="replace"), group)
         except OSError:
             return History([], None)
-
-    def _reset_admin(self) -> None:
-        self._modern = None
-        if self._admin is not None:
-            with suppress(Exception):
-                self._admin.close()
-            self._admin = None
 
     def create_topic(self, topic: str, partitions: int) -> None:
         _create_topic(self.bootstrap, topic, partitions)
@@ -792,7 +804,7 @@ def bench_backend(
     backend_name: str, cluster: LocalCluster, kubectl: Kubectl, workdir: Path, args: argparse.Namespace
 ) -> list[Sample]:
     backend: Backend = (
-        Embedded(workdir / "coordinator")
+        Embedded(workdir / "coordinator", args.consumer_heartbeat_ms)
         if backend_name == EMBEDDED
         else Kafka(workdir / "kafka", args.consumer_heartbeat_ms)
     )
@@ -1061,14 +1073,10 @@ def _workdir(kept: Path | None) -> Iterator[Path]:
 
 
 def _absent_kinds(kinds: Sequence[str], backends: Sequence[str]) -> str:
-    """Says which of the wanted kinds a coordinator could not run, and why."""
-    missing = [k for k in kinds if EMBEDDED in backends and EMBEDDED not in KINDS[k].backends]
-    if not missing:
-        return ""
-    return (
-        f"Not on the embedded coordinator: {', '.join(missing)}. It serves the classic group protocol only "
-        "(no ConsumerGroupHeartbeat, KIP-848), so these fleets run on Apache Kafka alone."
-    )
+    """Says which of the wanted kinds a coordinator could not run."""
+    missing = {b: [k for k in kinds if b not in KINDS[k].backends] for b in backends}
+    parts = [f"Not on {backend_name(b)}: {', '.join(m)}." for b, m in missing.items() if m]
+    return " ".join(parts)
 
 
 def _heartbeats(summaries: Sequence[Summary]) -> str:
@@ -1123,13 +1131,13 @@ def _doc_body(args: argparse.Namespace, summaries: Sequence[Summary], backends: 
         "build, operated by nobody: instance ids, no removal, no pre-registration); *plain dynamic* (that "
         "StatefulSet with `KAFKA_MEMBERSHIP=dynamic`: no instance id, LeaveGroup as a consumer stops) at "
         "the client's default heartbeat, at staticfleet's, and at staticfleet's with cooperative-sticky "
-        "(KIP-429); and on Apache Kafka the consumer protocol (KIP-848, `group.protocol=consumer`), "
-        f"dynamic and static, whose heartbeat the broker sets ({args.consumer_heartbeat_ms} ms here; Kafka's "
-        "default and floor are 5 s, and shorter is not simply faster: librdkafka gives each "
+        "(KIP-429); and the consumer protocol (KIP-848, `group.protocol=consumer`): *staticfleet consumer "
+        "protocol* (a StaticConsumerGroup with `groupProtocol: consumer`) and plain StatefulSets, dynamic "
+        f"and static, whose heartbeat the coordinator sets ({args.consumer_heartbeat_ms} ms here on both; "
+        "Kafka's default and floor are 5 s, and shorter is not simply faster: librdkafka gives each "
         "ConsumerGroupHeartbeat the interval as its timeout, and a static member whose leaving heartbeat "
-        "times out keeps its instance id taken until the session times out). The embedded coordinator "
-        "serves the classic protocol only, so the "
-        "consumer-protocol fleets are absent from its table. Operations patch the StaticConsumerGroup or "
+        "times out keeps its instance id taken until the session times out). Operations patch the "
+        "StaticConsumerGroup or "
         "the plain StatefulSet, as `kubectl scale` and `kubectl rollout restart` do. A rolling restart "
         "goes to every fleet one right after the other; a scale step to one fleet at a time (scaled at "
         "once, the fleets' pods would queue behind each other in the controller manager's client rate "

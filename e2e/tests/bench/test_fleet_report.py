@@ -14,6 +14,7 @@ from bench.fleet_kinds import (
     EMBEDDED,
     KAFKA,
     KINDS,
+    STATICFLEET_CONSUMER,
     STATICFLEET_COOPERATIVE,
     kinds_on,
 )
@@ -59,10 +60,11 @@ def test_each_kind_tells_its_consumers_and_its_resource_what_it_is() -> None:
     assert KINDS[PLAIN_DYNAMIC].spec() == {}  # the client's default heartbeat
 
 
-def test_the_consumer_protocol_runs_on_kafka_alone() -> None:
+def test_every_kind_runs_on_both_coordinators_the_consumer_protocol_included() -> None:
     every = list(KINDS)
-    assert CONSUMER_STATIC not in [k.name for k in kinds_on(EMBEDDED, every)]
-    assert [k.name for k in kinds_on(KAFKA, every)] == every
+    assert CONSUMER_STATIC in every and STATICFLEET_CONSUMER in every
+    assert [k.name for k in kinds_on(EMBEDDED, every)] == [k.name for k in kinds_on(KAFKA, every)] == every
+    assert KINDS[STATICFLEET_CONSUMER].spec() == {"groupProtocol": "consumer"}
 
 
 def test_a_baseline_does_better_only_beyond_the_noise_and_against_our_best_kind_on_each_measure() -> None:

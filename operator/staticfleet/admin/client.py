@@ -596,6 +596,7 @@ def _consumer_group_description(group: Any, coordinator: Node) -> GroupDescripti
         protocol=group.assignor_name or "",
         members=tuple(sorted(members, key=lambda m: natural_key(m.instance_id or m.member_id))),
         coordinator=coordinator,
+        group_epoch=int(group.group_epoch),
     )
 
 

@@ -75,6 +75,8 @@ class GroupDescription:
     protocol: str
     members: tuple[MemberDescription, ...]
     coordinator: Node
+    group_epoch: int | None = None
+    """A consumer-protocol group's epoch (KIP-848): each new target assignment raises it. None: classic."""
 
     @property
     def group_state(self) -> GroupState | None:
