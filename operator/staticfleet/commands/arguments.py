@@ -143,8 +143,10 @@ def add_logging_arguments(parser: argparse.ArgumentParser) -> None:
 
 def assignor_names(value: str) -> tuple[str, ...]:
     """A comma-separated list of consumer-protocol server assignors (group.consumer.assignors)."""
+    from staticfleet.coordinator.server_assignors import BUILTIN_ASSIGNORS
+
     names = tuple(part.strip() for part in value.split(",") if part.strip())
-    unknown = [name for name in names if name not in ("uniform", "range")]
+    unknown = [name for name in names if name not in BUILTIN_ASSIGNORS]
     if not names or unknown:
-        raise argparse.ArgumentTypeError(f"{value!r}: the assignors are uniform and range")
+        raise argparse.ArgumentTypeError(f"{value!r}: the assignors are {', '.join(BUILTIN_ASSIGNORS)}")
     return names

@@ -26,6 +26,7 @@ from staticfleet.commands.arguments import (
 from staticfleet.coordinator import CoordinatorConfig
 from staticfleet.coordinator.config import MESSAGE_MAX_BYTES
 from staticfleet.coordinator.log import MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS
+from staticfleet.coordinator.server_assignors import BUILTIN_ASSIGNORS
 
 # The collector's thresholds while serving (CPython's defaults are 700, 10, 10). Every full collection
 # walks every member of every group and stalls the event loop for all that time (over 100 ms with
@@ -100,7 +101,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument(
         "--group-consumer-assignors",
         type=assignor_names,
-        default=("uniform", "range"),
+        default=BUILTIN_ASSIGNORS,
         metavar="NAME[,NAME]",
         help="group.consumer.assignors: server-side assignors, the first the default (default uniform,range)",
     )

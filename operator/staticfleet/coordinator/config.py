@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from staticfleet.coordinator.logformat import FRAME_OVERHEAD, MAX_FRAME_BYTES
+from staticfleet.coordinator.server_assignors import BUILTIN_ASSIGNORS
 
 MAX_MESSAGE_MAX_BYTES = MAX_FRAME_BYTES - FRAME_OVERHEAD
 """The largest append the coordinator log's frames hold."""
@@ -44,7 +45,7 @@ class CoordinatorConfig:
     """group.consumer.heartbeat.interval.ms: how often consumer-protocol members are told to heartbeat."""
     consumer_max_size: int = INT32_MAX
     """group.consumer.max.size"""
-    consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    consumer_assignors: tuple[str, ...] = BUILTIN_ASSIGNORS
     """group.consumer.assignors: the server-side assignors, the first being the default."""
     consumer_assignment_interval_ms: int = 1_000
     """group.consumer.assignment.interval.ms: a new target assignment at most this often."""
@@ -69,10 +70,12 @@ class CoordinatorConfig:
             )
         if self.consumer_assignment_interval_ms < 0:
             raise ValueError("group.consumer.assignment.interval.ms must not be negative")
-        unknown = [name for name in self.consumer_assignors if name not in ("uniform", "range")]
+        unknown = [name for name in self.consumer_assignors if name not in BUILTIN_ASSIGNORS]
         if unknown or not self.consumer_assignors:
             names = ",".join(self.consumer_assignors)
-            raise ValueError(f"group.consumer.assignors {names!r}: the assignors are uniform, range")
+            raise ValueError(
+                f"group.consumer.assignors {names!r}: the assignors are {', '.join(BUILTIN_ASSIGNORS)}"
+            )
         if not 0 < self.message_max_bytes <= MAX_MESSAGE_MAX_BYTES:
             raise ValueError(
                 f"message.max.bytes {self.message_max_bytes} must be between 1 and {MAX_MESSAGE_MAX_BYTES} "

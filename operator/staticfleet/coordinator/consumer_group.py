@@ -325,10 +325,6 @@ def _next_assignment(
     return replace(member.with_epoch(target_epoch), state=state, assigned=assigned, pending_revocation={})
 
 
-def partitions_of(epochs: PartitionEpochs) -> dict[uuid.UUID, frozenset[int]]:
-    return {t: frozenset(ps) for t, ps in epochs.items() if ps}
-
-
 # --- the record's body ------------------------------------------------------------------------------
 
 

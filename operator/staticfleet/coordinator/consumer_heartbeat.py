@@ -31,7 +31,6 @@ from staticfleet.coordinator.consumer_group import (
     TopicCatalog,
     homogeneous,
     metadata_hash,
-    partitions_of,
     reconcile,
     subscribed_topic_ids,
 )
@@ -834,6 +833,7 @@ class ConsumerGroups:
         if group.members:
             return False
         del self.groups[group_id]
+        self.events.forget(group_id)
 
         def restore(error: ErrorCode, message: str) -> None:
             self.groups.setdefault(group_id, group)
@@ -857,5 +857,4 @@ __all__ = [
     "DescribedConsumerGroup",
     "DescribedConsumerMember",
     "DescribedTopic",
-    "partitions_of",
 ]

@@ -395,6 +395,7 @@ class GroupCoordinator:
                     self.state.emit(ev.GROUP_DELETED, group.group_id)
                 for group_id in consumer_gone:
                     self.state.consumer_groups.pop(group_id, None)
+                    self.consumer_groups.events.forget(group_id)
                     self.state.offsets.delete_group(group_id)
                     self.state.emit(ev.GROUP_DELETED, group_id, protocol="consumer")
 

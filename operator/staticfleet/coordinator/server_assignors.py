@@ -11,7 +11,7 @@ An assignor sees the group as a `GroupSpec` and answers the target assignment of
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
@@ -437,13 +437,3 @@ def range_assignor(spec: GroupSpec) -> dict[str, TopicPartitions]:
 
 
 ASSIGNORS: Final[dict[str, Assignor]] = {UNIFORM: uniform, RANGE: range_assignor}
-
-
-def assignors_by_name(names: Sequence[str]) -> dict[str, Assignor]:
-    """group.consumer.assignors: known names only, in the given order (the first is the default)."""
-    unknown = [name for name in names if name not in ASSIGNORS]
-    if unknown or not names:
-        raise ValueError(
-            f"group.consumer.assignors {','.join(names)!r}: the assignors are {', '.join(BUILTIN_ASSIGNORS)}"
-        )
-    return {name: ASSIGNORS[name] for name in names}

@@ -431,3 +431,16 @@ def test_the_event_log_tells_a_consumer_protocol_rebalance_as_it_tells_a_classic
         "CompletingRebalance",
         "Reconciling",
     )
+
+
+def test_a_deleted_group_made_again_starts_its_own_rebalances_in_the_event_log() -> None:
+    c = Cluster()
+    c.join("a")
+    c.join("b")  # a rebalance still open: b waits for a's partitions
+    c.heartbeat("a", -1)
+    c.heartbeat("b", -1)
+    assert [r.error for r in c.coordinator.delete_groups(RequestContext(2), ["g"])] == [E.none]
+    c.join("a")
+    started = [e for e in c.events.events if e["type"] == "rebalance_started"]
+    completed = [e for e in c.events.events if e["type"] == "rebalance_completed"]
+    assert (started[-1]["generation"], completed[-1]["generation"]) == (2, 2)
