@@ -1174,7 +1174,7 @@ class ConsumerGroupMemberView:
 
 @dataclass(frozen=True)
 class ConsumerGroupView:
-    """One group in a ConsumerGroupDescribe answer, members sorted by instance id, then member id."""
+    """One group in a ConsumerGroupDescribe answer, members sorted by instance id, client id, member id."""
 
     error_code: ErrorCode
     error_message: str | None
@@ -1214,7 +1214,9 @@ class ConsumerGroupView:
             group_epoch=int(group.group_epoch),
             assignment_epoch=int(group.assignment_epoch),
             assignor_name=group.assignor_name,
-            members=tuple(sorted(members, key=lambda m: (m.instance_id or "", m.member_id))),
+            # The client id before the member id: a member id the coordinator made is random, and would
+            # put its member anywhere among the others.
+            members=tuple(sorted(members, key=lambda m: (m.instance_id or "", m.client_id, m.member_id))),
             authorized_operations=int(group.authorized_operations),
         )
 
