@@ -8,6 +8,7 @@ scenario on Kafka it writes docs/conformance.md.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,8 @@ from conformance.backends import (
     staticfleet_coordinator_available,
     staticfleet_version,
 )
+from conformance.java_build import ensure_jar
+from conformance.java_consumers import DRIVER, JavaFleet
 from conformance.kafka_broker import ensure_kafka_jars, kafka_version
 from conformance.runner import ConformanceRun
 from conformance.scenario import Scenario, all_scenarios
@@ -85,3 +88,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     else:
         note = "not run: the `staticfleet coordinator` command does not exist yet"
     report.write(scenarios, kafka, staticfleet, kafka_version=kafka_version(), staticfleet_note=note)
+
+
+@pytest.fixture(scope="module")
+def driver_jar() -> Path:
+    """conformance/javaclient's consumer driver, built once (cached)."""
+    return ensure_jar(DRIVER)
+
+
+@pytest.fixture
+def java_fleets() -> Iterator[list[JavaFleet]]:
+    """Java fleets a test starts, stopped when it ends."""
+    created: list[JavaFleet] = []
+    yield created
+    for fleet in created:
+        fleet.stop()

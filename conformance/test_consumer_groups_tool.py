@@ -20,8 +20,7 @@ from pathlib import Path
 import pytest
 
 from conformance.backends import KAFKA, STATICFLEET, Backend, create_topic
-from conformance.java_build import ensure_jar
-from conformance.java_consumers import DRIVER, JavaFleet
+from conformance.java_consumers import JavaFleet
 from conformance.java_process import JavaProcess, wait_until
 from conformance.kafka_tools import ToolRun, kafka_consumer_groups
 from conformance.runner import ConformanceRun
@@ -61,11 +60,6 @@ def normalised(run: ToolRun) -> list[str]:
             lines.append(" ".join(cells))
             width = 0
     return lines
-
-
-@pytest.fixture(scope="module")
-def driver_jar() -> Path:
-    return ensure_jar(DRIVER)
 
 
 def produce(backend: Backend, topic: str) -> None:

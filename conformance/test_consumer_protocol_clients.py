@@ -20,8 +20,7 @@ from typing import Any
 import pytest
 
 from conformance.backends import Backend, create_topic
-from conformance.java_build import ensure_jar
-from conformance.java_consumers import CONSUMER_PROTOCOL_QUIET_S, DRIVER, WAIT_S, JavaFleet
+from conformance.java_consumers import CONSUMER_PROTOCOL_QUIET_S, WAIT_S, JavaFleet
 from conformance.java_process import wait_until
 from staticfleet.admin.client import GroupAdmin
 from staticfleet.admin.connection import KafkaConnection
@@ -151,19 +150,6 @@ def test_a_crashed_librdkafka_member_removed_by_instance_id_is_replaced_at_once(
 
 
 # --- the Java KafkaConsumer --------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def driver_jar() -> Path:
-    return ensure_jar(DRIVER)
-
-
-@pytest.fixture
-def java_fleets() -> Iterator[list[JavaFleet]]:
-    created: list[JavaFleet] = []
-    yield created
-    for fleet in created:
-        fleet.stop()
 
 
 def test_a_restarted_static_java_member_keeps_its_partitions_and_nothing_moves(

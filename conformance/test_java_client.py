@@ -16,14 +16,12 @@ lines tell which member led an assignment.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from conformance.backends import Backend, describe_group
-from conformance.java_build import ensure_jar
-from conformance.java_consumers import DRIVER, SESSION_MS, WAIT_S, JavaFleet
+from conformance.java_consumers import SESSION_MS, WAIT_S, JavaFleet
 from conformance.java_process import wait_until
 from staticfleet.admin.client import GroupAdmin
 from staticfleet.admin.connection import KafkaConnection
@@ -36,30 +34,17 @@ _SKIPPED = re.compile(r"Skipped assignment for returning static leader at genera
 pytestmark = pytest.mark.filterwarnings("ignore:.*is deprecated. Use files\\(\\) instead:DeprecationWarning")
 
 
-@pytest.fixture(scope="module")
-def driver_jar() -> Path:
-    return ensure_jar(DRIVER)
-
-
 @pytest.fixture
 def backend(plain_backend: Backend) -> Backend:
     return plain_backend
 
 
-@pytest.fixture
-def fleets() -> Iterator[list[JavaFleet]]:
-    created: list[JavaFleet] = []
-    yield created
-    for fleet in created:
-        fleet.stop()
-
-
 @pytest.mark.parametrize("who", ["follower", "leader"])
 def test_a_restarted_static_java_consumer_gets_its_partitions_at_the_same_generation(
-    backend: Backend, driver_jar: Path, fleets: list[JavaFleet], who: str
+    backend: Backend, driver_jar: Path, java_fleets: list[JavaFleet], who: str
 ) -> None:
     fleet = JavaFleet(backend, driver_jar, PARTITIONS)
-    fleets.append(fleet)
+    java_fleets.append(fleet)
     for instance in ("c-0", "c-1", "c-2"):
         fleet.start(instance)
     before = fleet.settled()
@@ -93,12 +78,12 @@ def test_a_restarted_static_java_consumer_gets_its_partitions_at_the_same_genera
 
 
 def test_a_crashed_static_java_consumer_removed_by_instance_id_is_replaced_at_once(
-    backend: Backend, driver_jar: Path, fleets: list[JavaFleet]
+    backend: Backend, driver_jar: Path, java_fleets: list[JavaFleet]
 ) -> None:
     # The session timeout is the coordinator's largest (GroupSettings: 30 s) and the wait below is shorter:
     # the survivor's new assignment comes from the removal, not from the crashed member's expiry.
     fleet = JavaFleet(backend, driver_jar, PARTITIONS, session_ms=SESSION_MS)
-    fleets.append(fleet)
+    java_fleets.append(fleet)
     fleet.start("c-0"), fleet.start("c-1")
     before = fleet.settled()
     generation = before["c-0"]["generation"]
