@@ -587,6 +587,7 @@ def _consumer_group_description(group: Any, coordinator: Node) -> GroupDescripti
                 client_id=m.client_id,
                 client_host=m.client_host,
                 partitions={topic: sorted(ps) for topic, ps in sorted(partitions.items())},
+                member_epoch=int(m.member_epoch),
             )
         )
     return GroupDescription(

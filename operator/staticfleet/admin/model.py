@@ -9,6 +9,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from staticfleet.admin.errors import error_name
+from staticfleet.coordinator.consumer_group import STATIC_LEAVE_EPOCH
 from staticfleet.coordinator.group import GroupState
 
 
@@ -31,6 +32,14 @@ class MemberDescription:
     client_host: str
     partitions: dict[str, list[int]] | None
     """Decoded consumer-protocol assignment (None when the group is not Stable or the bytes are not one)."""
+    member_epoch: int | None = None
+    """A consumer-protocol member's epoch (KIP-848); None for a classic group's member."""
+
+    @property
+    def left_statically(self) -> bool:
+        """A static member of a consumer-protocol group that has left (epoch -2): the coordinator keeps its
+        partitions for it until its session ends or it is removed."""
+        return self.member_epoch == STATIC_LEAVE_EPOCH
 
     @property
     def partition_count(self) -> int:
@@ -85,6 +94,11 @@ class GroupDescription:
     @property
     def instance_ids(self) -> frozenset[str]:
         return frozenset(m.instance_id for m in self.members if m.instance_id)
+
+    @property
+    def left_instance_ids(self) -> frozenset[str]:
+        """Instance ids of the static members that have left but are kept (consumer protocol, epoch -2)."""
+        return frozenset(m.instance_id for m in self.members if m.instance_id and m.left_statically)
 
     def to_json(self) -> dict[str, Any]:
         return {

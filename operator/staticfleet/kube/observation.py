@@ -56,6 +56,11 @@ class GroupObservation:
             return frozenset(str(m["instanceId"]) for m in self.view.member_list if m.get("instanceId"))
         return frozenset() if self.not_found else None
 
+    @property
+    def left_instance_ids(self) -> frozenset[str]:
+        """Static members that have left and are kept for their session (consumer protocol, epoch -2)."""
+        return self.description.left_instance_ids if self.description is not None else frozenset()
+
 
 @dataclass(frozen=True, slots=True)
 class Invalid:
@@ -153,6 +158,7 @@ class Observed:
             ),
             pod_ordinals=self.pod_ordinals,
             group_instance_ids=group.instance_ids,
+            group_left_instance_ids=group.left_instance_ids,
             group_state=group.state,
             group_not_found=group.shown is Unobserved.NOT_FOUND,
             pre_registration_active=pre is not None and pre.accepted,

@@ -46,7 +46,7 @@ from enum import Enum
 from typing import Any
 
 from staticfleet.coordinator import GroupState
-from staticfleet.kube.spec import AFTER_SESSION_TIMEOUT, IMMEDIATE, GroupSpec
+from staticfleet.kube.spec import AFTER_SESSION_TIMEOUT, CONSUMER_PROTOCOL, IMMEDIATE, GroupSpec
 
 
 class ScalePhase(Enum):
@@ -179,6 +179,8 @@ class FleetObservation:
     terminal phase (Succeeded, Failed: the kubelet runs none of their containers again) not."""
     group_instance_ids: frozenset[str] | None = None
     """Instance ids of the group's members; None when the coordinator could not be asked."""
+    group_left_instance_ids: frozenset[str] = frozenset()
+    """Those of them that have left and are kept for their session (consumer protocol, epoch -2)."""
     group_state: GroupState | None = None
     group_not_found: bool = False
     pre_registration_active: bool = False
@@ -390,6 +392,8 @@ def _continue_scale_down(
             state.statefulset_generation is None
             or obs.statefulset_observed_generation >= state.statefulset_generation
         )
+        if remaining and seen and _all_left(spec, state, obs):
+            return _removal(state, now)
         if remaining or not seen:
             pods = ", ".join(spec.pod_name(o) for o in remaining) or "the StatefulSet controller"
             return ScalePlan(
@@ -420,6 +424,18 @@ def _continue_scale_down(
     if still_members == [] or now >= deadline:
         return ScalePlan(statefulset_replicas=target, scale_down=None, completed_scale_down=state)
     return ScalePlan(statefulset_replicas=target, scale_down=state, waiting=_session_wait(spec, state))
+
+
+def _all_left(spec: GroupSpec, state: ScaleDownState, obs: FleetObservation) -> bool:
+    """On the consumer protocol a static member that stops leaves with epoch -2, and the coordinator keeps
+    its partitions until its session ends: nobody consumes them. Once every departing member has so left
+    (or is gone), with the StatefulSet already shrunk so that no departing pod comes back, they are removed
+    at once rather than once their pods have stopped. On the classic protocol a stopping static member
+    sends nothing, so only its pod's end says it will not run again."""
+    if spec.group_protocol != CONSUMER_PROTOCOL or state.remove_members != IMMEDIATE:
+        return False
+    members, left = obs.group_instance_ids, obs.group_left_instance_ids
+    return members is not None and all(i not in members or i in left for i in state.pending_instance_ids)
 
 
 def _session_wait(spec: GroupSpec, state: ScaleDownState) -> str:

@@ -40,7 +40,7 @@ from staticfleet.kube.scaling import (
     plan_scale,
     pre_registration_done,
 )
-from staticfleet.kube.spec import IMMEDIATE, Manifest
+from staticfleet.kube.spec import CONSUMER_PROTOCOL, IMMEDIATE, Manifest
 
 if TYPE_CHECKING:
     from staticfleet.admin import GroupAdmin
@@ -171,9 +171,12 @@ class MarkDeparting:
 def departure_marks(obs: Observed, scale: ScalePlan) -> MarkDeparting | None:
     """Which pods to mark as departing and which to unmark: while a scale-down (removeMembers:
     Immediate) has yet to see its pods go, the pods from its target up are departing; no other pod is.
-    Pods whose consumers have stopped for good are left as they are."""
+    Pods whose consumers have stopped for good are left as they are. A fleet on the consumer protocol
+    marks none: its static members leave (epoch -2) as their pods stop, without a rebalance, and are
+    removed together once all have (scaling._all_left), so no moment to leave together is needed."""
     record = scale.scale_down
     waiting = record is not None and record.phase in (ScalePhase.SHRINKING, ScalePhase.WAITING_FOR_PODS)
+    waiting = waiting and obs.spec.group_protocol != CONSUMER_PROTOCOL
     leaving_from = (
         record.to_replicas if waiting and record is not None and record.remove_members == IMMEDIATE else None
     )

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -110,6 +110,47 @@ def test_once_the_pods_are_gone_the_pending_ids_are_removed_in_one_batch() -> No
     plan = plan_scale(group_spec(replicas=1), waiting(), observe(1, {0}, observed_generation=7), NOW)
     assert plan.remove_instance_ids == ("orders-1", "orders-2")
     assert plan.scale_down is not None and plan.scale_down.phase is ScalePhase.REMOVING_MEMBERS
+
+
+def consumer_fleet(**spec: Any) -> GroupSpec:
+    return group_spec(replicas=1, groupProtocol="consumer", **spec)
+
+
+def test_a_consumer_protocol_fleet_removes_its_departing_members_once_all_have_left_with_epoch_minus_2() -> (
+    None
+):
+    members = frozenset({"orders-0", "orders-1", "orders-2"})
+    both_left = observe(
+        1,
+        {0, 1, 2},
+        observed_generation=7,
+        group_instance_ids=members,
+        group_left_instance_ids=frozenset({"orders-1", "orders-2"}),
+    )
+    plan = plan_scale(consumer_fleet(), waiting(), both_left, NOW)
+    assert plan.remove_instance_ids == ("orders-1", "orders-2"), "the pods still stop, nobody consumes"
+    # One still consuming: no removal yet (a batch, one new target assignment).
+    one_left = replace(both_left, group_left_instance_ids=frozenset({"orders-2"}))
+    assert not plan_scale(consumer_fleet(), waiting(), one_left, NOW).remove_instance_ids
+    # Gone already counts as left; an unreachable coordinator does not.
+    gone = replace(both_left, group_instance_ids=frozenset({"orders-0", "orders-2"}))
+    assert plan_scale(consumer_fleet(), waiting(), gone, NOW).remove_instance_ids == ("orders-1", "orders-2")
+    unknown = replace(both_left, group_instance_ids=None)
+    assert not plan_scale(consumer_fleet(), waiting(), unknown, NOW).remove_instance_ids
+    # Not before the StatefulSet controller saw the shrink: a departing pod could be made again.
+    unseen = replace(both_left, statefulset_observed_generation=6)
+    assert not plan_scale(consumer_fleet(), waiting(), unseen, NOW).remove_instance_ids
+
+
+def test_a_classic_fleet_waits_for_the_pods_whatever_the_coordinator_says_of_its_members() -> None:
+    obs = observe(
+        1,
+        {0, 2},
+        observed_generation=7,
+        group_instance_ids=frozenset({"orders-0"}),
+        group_left_instance_ids=frozenset(),
+    )
+    assert not plan_scale(group_spec(replicas=1), waiting(), obs, NOW).remove_instance_ids
 
 
 def test_a_new_target_waits_until_the_running_scale_down_is_done() -> None:

@@ -48,6 +48,7 @@ def observed(
     marked: frozenset[int] | set[int] = frozenset(),
     stopped: frozenset[int] | set[int] = frozenset(),
     remove_members: str = "Immediate",
+    protocol: str = "classic",
     **status: Any,
 ) -> Observed:
     sts = (
@@ -68,7 +69,10 @@ def observed(
     return Observed(
         body=body,
         spec=group_spec(
-            replicas=replicas, membersPerPod=members_per_pod, scaleDown={"removeMembers": remove_members}
+            replicas=replicas,
+            membersPerPod=members_per_pod,
+            scaleDown={"removeMembers": remove_members},
+            groupProtocol=protocol,
         ),
         generation=1,
         previous=FleetStatus.of(status),
@@ -122,6 +126,11 @@ def test_a_pod_no_scale_down_takes_away_loses_its_mark_so_that_its_consumer_join
 def test_a_fleet_that_waits_out_the_session_timeout_marks_no_pod() -> None:
     obs = observed(1, 3, {0, 1, 2}, group("orders-0", "orders-1"), remove_members="AfterSessionTimeout")
     assert not [s for s in plan_actions(obs).steps if isinstance(s, MarkDeparting)]
+
+
+def test_a_consumer_protocol_fleet_marks_no_pod_and_shrinks_at_once() -> None:
+    obs = observed(1, 3, {0, 1, 2}, group("orders-0", "orders-1", "orders-2"), protocol="consumer")
+    assert plan_actions(obs).steps == (Checkpoint("scale-down-recorded"), ApplyChildren(1))
 
 
 def test_members_are_removed_in_one_step_first_thing_once_their_pods_are_gone() -> None:
