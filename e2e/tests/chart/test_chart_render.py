@@ -399,6 +399,7 @@ def test_the_operator_defaults_to_the_embedded_coordinator_at_its_stable_pod_nam
     assert flag(plain["args"], "advertised-listener") == f"{host}:9092"
     assert flag(cargs, "data-dir") == "/data"
     assert flag(cargs, "group-max-session-timeout-ms") == "1800000"
+    assert flag(cargs, "group-consumer-heartbeat-interval-ms") == "1000"
     service = one(docs, "Service", "sf-staticfleet-coordinator")
     assert service["spec"]["clusterIP"] == "None"
     assert service["spec"]["selector"] == coordinator["spec"]["selector"]["matchLabels"]
