@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from conformance.kafka_broker import GroupSettings, KafkaBroker
-from e2e.helpers import Cluster, Kubectl, wait_until
+from e2e.helpers import Cluster, Kubectl, Manifest, wait_until
 from staticfleet.admin import GroupAdmin, GroupNotFound, KafkaConnection
 
 from .harness import (
@@ -149,3 +149,73 @@ def test_a_consumer_protocol_fleet_rolls_without_moving_a_partition_and_scales_d
     body = wait_fleet(kubectl, namespace, NAME, ready_with(2), timeout=60, what="Ready with 2")
     assert "scaleDown" not in body["status"]
     assert events(kubectl, namespace, NAME, "MembersRemoved"), "the operator removed the departed members"
+
+
+def produce(backend: Any, topic: str, records: int) -> None:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap(backend))
+    try:
+        for i in range(records):
+            producer.send(topic, key=f"k{i}".encode(), value=b"v", partition=i % PARTITIONS)
+        producer.flush(timeout=30)
+    finally:
+        producer.close()
+
+
+def committed(backend: Any, group: str, topic: str) -> dict[int, int | None]:
+    with GroupAdmin(KafkaConnection(bootstrap(backend))) as admin:
+        return {row.partition: row.committed for row in admin.partition_offsets(group, [topic])}
+
+
+def test_a_classic_fleet_switched_to_the_consumer_protocol_keeps_its_offsets(
+    cluster: Cluster, namespace: str, backend: Any, operator: OperatorRunner
+) -> None:
+    """On Apache Kafka the switch is a rollout: the first consumer-protocol member upgrades the classic
+    group in place (group.consumer.migration.policy, bidirectional by default). The embedded coordinator
+    upgrades only an empty group, so there the fleet is emptied first, as docs/operator.md says."""
+    kubectl = cluster.kubectl
+    name, topic = "migrating", f"{namespace}-migrating"
+    gid = f"{namespace}.{name}"
+    create_topic(backend, topic)
+    produce(backend, topic, 4 * PARTITIONS)
+    operator.start()
+    # A session timeout within the brokers' bounds (this Kafka's group.max.session.timeout.ms is 30 s).
+    kubectl.apply(fleet_manifest(name, 3, bootstrap(backend), topic, sessionTimeoutMs=20_000), namespace)
+    wait_fleet(kubectl, namespace, name, ready_with(3), timeout=150, what="the classic fleet Ready with 3")
+    consumed = {p: 4 for p in range(PARTITIONS)}
+    wait_until(lambda: committed(backend, gid, topic) == consumed, timeout=60, what="every record committed")
+
+    old_uids = pod_uids(kubectl, namespace, name)
+    if isinstance(backend, KafkaBroker):
+        patch = '{"spec": {"groupProtocol": "consumer"}}'
+        kubectl.run("patch", "scg", name, "-n", namespace, "--type", "merge", "-p", patch)
+        wait_until(
+            lambda: rolled_out(kubectl, namespace, name, 3, old_uids), timeout=240, what="pods replaced"
+        )
+    else:
+        kubectl.run("scale", f"scg/{name}", "-n", namespace, "--replicas=0")
+
+        def emptied(body: Manifest) -> bool:
+            status = body.get("status", {})
+            return "scaleDown" not in status and status.get("group", {}).get("state") == "Empty"
+
+        wait_fleet(kubectl, namespace, name, emptied, timeout=120, what="the fleet's group emptied")
+        patch = '{"spec": {"groupProtocol": "consumer", "replicas": 3}}'
+        kubectl.run("patch", "scg", name, "-n", namespace, "--type", "merge", "-p", patch)
+
+    def stable_of_three() -> dict[str, list[int]] | None:
+        found = holdings(backend, gid)
+        return found if len(found) == 3 else None
+
+    members = wait_until(stable_of_three, timeout=180, what="a Stable consumer-protocol group of 3")
+    assert sorted(members) == [f"{name}-{i}" for i in range(3)]
+    assert sorted(p for ps in members.values() for p in ps) == list(range(PARTITIONS))
+    body = wait_fleet(
+        kubectl, namespace, name, ready_with(3), timeout=120, what="Ready with 3 on the new protocol"
+    )
+    assert body["status"]["group"]["protocol"] == "uniform"
+    assert committed(backend, gid, topic) == consumed, "the group kept its offsets"
+    if isinstance(backend, KafkaBroker):  # converted in place with members, not emptied first
+        log = backend.log_file.read_text(errors="replace")
+        assert f"[GroupId {gid}] Converted the classic group to a consumer group." in log
