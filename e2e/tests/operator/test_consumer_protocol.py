@@ -113,7 +113,12 @@ def test_a_consumer_protocol_fleet_rolls_without_moving_a_partition_and_scales_d
     body = kubectl.get("scg", NAME, namespace)
     group = body["status"]["group"]
     assert (group["state"], group["protocol"], group["members"]) == ("Stable", "uniform", 4)
-    assert "preRegistration" not in body["status"]
+    # Nothing to pre-register, and it says so while the scale-up runs (status.preRegistration) and after.
+    (scaled,) = events(kubectl, namespace, NAME, "Scaled")
+    assert "no pre-registration (not needed: on the consumer protocol" in scaled["message"], scaled
+    assert "preRegistration" not in body["status"], "news only while its scale-up runs"
+    assert group["groupEpoch"] >= group["assignmentEpoch"] > 0
+    assert all(m["memberEpoch"] > 0 for m in body["status"]["members"])
     env = {
         e["name"]: e.get("value")
         for e in kubectl.get("statefulset", NAME, namespace)["spec"]["template"]["spec"]["containers"][0][

@@ -145,3 +145,30 @@ def test_the_fleet_page_works_the_same_on_apache_kafka(
     )
     assert f"scale down {REPLICAS} → {REPLICAS - 1}" in operation and "1 rebalance" in operation
     assert browser.execute_script("return window.sameDocument") == "yes", "no reload"
+
+
+def test_a_consumer_protocol_fleet_shows_its_members_from_consumer_group_describe(
+    cluster: Cluster, on_kafka: tuple[Dashboard, str, str], kafka: KafkaBroker, browser: Any
+) -> None:
+    """DescribeGroups calls a consumer-protocol group Dead: the page reads it as the operator does."""
+    dashboard, namespace, topic = on_kafka
+    name = "modern"
+    manifest = fleet_manifest(name, REPLICAS, kafka.bootstrap, topic, groupProtocol="consumer")
+    cluster.kubectl.apply(manifest, namespace)
+    wait_fleet(cluster.kubectl, namespace, name, ready_with(REPLICAS), timeout=120, what="Ready on Kafka")
+    open_page(browser, f"{dashboard.url}/fleets/{namespace}/{name}")
+    wait_in_page(
+        browser,
+        lambda d: len([t for t in texts(d, "#members tbody td.member") if t != "—"]) == REPLICAS,
+        timeout=15,
+        what="both pods with their members",
+    )
+    with GroupAdmin(KafkaConnection(kafka.bootstrap)) as admin:
+        described = admin.describe_consumer_group(f"{namespace}.{name}")
+    assert described.state == "Stable"
+    for member in described.members:
+        pod = f'#members tr[data-pod="{member.instance_id}"]'
+        assert texts(browser, f"{pod} .member") == [member.member_id]
+        expected = [f"{t}-{p}" for t, ps in sorted((member.partitions or {}).items()) for p in sorted(ps)]
+        assert texts(browser, f"{pod} td.partitions code") == expected
+    assert "Stable" in card(browser, "state")

@@ -575,21 +575,18 @@ def _consumer_group_description(group: Any, coordinator: Node) -> GroupDescripti
     if code:
         why = f"{error_name(code)} {group.error_message or ''}".rstrip()
         raise KafkaErrorResponse(code, f"describing consumer group {group.group_id}: {why}")
-    members = []
-    for m in group.members:
-        partitions: dict[str, list[int]] = {}
-        for t in m.assignment.topic_partitions:
-            partitions.setdefault(str(t.topic_name), []).extend(int(p) for p in t.partitions)
-        members.append(
-            MemberDescription(
-                member_id=m.member_id,
-                instance_id=m.instance_id,
-                client_id=m.client_id,
-                client_host=m.client_host,
-                partitions={topic: sorted(ps) for topic, ps in sorted(partitions.items())},
-                member_epoch=int(m.member_epoch),
-            )
+    members = [
+        MemberDescription(
+            member_id=m.member_id,
+            instance_id=m.instance_id,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            partitions=_topic_partitions(m.assignment),
+            member_epoch=int(m.member_epoch),
+            target_partitions=_topic_partitions(m.target_assignment),
         )
+        for m in group.members
+    ]
     return GroupDescription(
         group_id=group.group_id,
         state=str(group.group_state),
@@ -598,7 +595,16 @@ def _consumer_group_description(group: Any, coordinator: Node) -> GroupDescripti
         members=tuple(sorted(members, key=lambda m: natural_key(m.instance_id or m.member_id))),
         coordinator=coordinator,
         group_epoch=int(group.group_epoch),
+        assignment_epoch=int(group.assignment_epoch),
     )
+
+
+def _topic_partitions(assignment: Any) -> dict[str, list[int]]:
+    """A ConsumerGroupDescribe assignment as topic name -> sorted partitions."""
+    partitions: dict[str, list[int]] = {}
+    for t in assignment.topic_partitions:
+        partitions.setdefault(str(t.topic_name), []).extend(int(p) for p in t.partitions)
+    return {topic: sorted(ps) for topic, ps in sorted(partitions.items())}
 
 
 def natural_key(text: str) -> tuple[Any, ...]:

@@ -34,6 +34,8 @@ class MemberDescription:
     """Decoded consumer-protocol assignment (None when the group is not Stable or the bytes are not one)."""
     member_epoch: int | None = None
     """A consumer-protocol member's epoch (KIP-848); None for a classic group's member."""
+    target_partitions: dict[str, list[int]] | None = None
+    """A consumer-protocol member's target assignment, where the coordinator is moving it (None: classic)."""
 
     @property
     def left_statically(self) -> bool:
@@ -86,6 +88,8 @@ class GroupDescription:
     coordinator: Node
     group_epoch: int | None = None
     """A consumer-protocol group's epoch (KIP-848): each new target assignment raises it. None: classic."""
+    assignment_epoch: int | None = None
+    """The group epoch of its current target assignment (consumer protocol; None: classic)."""
 
     @property
     def group_state(self) -> GroupState | None:

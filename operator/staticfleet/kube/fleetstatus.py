@@ -146,13 +146,17 @@ class Member:
     host: str | None = None
     partitions: Mapping[str, Sequence[int]] | None = None
     pod: str | None = None
+    member_epoch: int | None = None
+    """Consumer protocol (KIP-848): the member's epoch; -2 for a static member that has left but is kept."""
+    target_partitions: Mapping[str, Sequence[int]] | None = None
+    """Consumer protocol: where the coordinator is moving the member, while that differs from `partitions`."""
 
     @property
     def assigned(self) -> Mapping[str, Sequence[int]]:
         return self.partitions or {}
 
     def to_status(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "instanceId": self.instance_id,
             "memberId": self.member_id,
             "clientId": self.client_id,
@@ -160,6 +164,11 @@ class Member:
             "partitions": {t: list(p) for t, p in self.assigned.items()},
             "pod": self.pod,
         }
+        if self.member_epoch is not None:
+            out["memberEpoch"] = self.member_epoch
+        if self.target_partitions is not None:
+            out["targetPartitions"] = {t: list(p) for t, p in self.target_partitions.items()}
+        return out
 
     @staticmethod
     def of(data: Mapping[str, Any]) -> Member:
@@ -169,9 +178,15 @@ class Member:
             member_id=_text(data, "memberId"),
             client_id=_text(data, "clientId"),
             host=_text(data, "host"),
-            partitions={str(t): [int(p) for p in ps] for t, ps in partitions.items() if isinstance(ps, list)},
+            partitions=_partitions(partitions),
             pod=_text(data, "pod"),
+            member_epoch=_int(data, "memberEpoch"),
+            target_partitions=_partitions(target) if (target := _object(data, "targetPartitions")) else None,
         )
+
+
+def _partitions(data: Mapping[str, Any]) -> dict[str, list[int]]:
+    return {str(t): [int(p) for p in ps] for t, ps in data.items() if isinstance(ps, list)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +241,10 @@ class GroupStatus:
     rebalance_in_progress: str | None = None
     last_rebalance: LastRebalance | None = None
     leader: str | None = None
+    group_epoch: int | None = None
+    """Consumer protocol (KIP-848): the group's epoch, raised by every new target assignment."""
+    assignment_epoch: int | None = None
+    """Consumer protocol: the group epoch its current target assignment was computed at."""
 
     def to_status(self) -> dict[str, Any]:
         out = {
@@ -246,6 +265,8 @@ class GroupStatus:
             "rebalanceInProgress": self.rebalance_in_progress,
             "lastRebalance": self.last_rebalance.to_status() if self.last_rebalance else None,
             "leader": self.leader,
+            "groupEpoch": self.group_epoch,
+            "assignmentEpoch": self.assignment_epoch,
         }
         return {k: v for k, v in out.items() if v is not None}
 
@@ -267,6 +288,8 @@ class GroupStatus:
             rebalance_in_progress=_text(data, "rebalanceInProgress"),
             last_rebalance=LastRebalance.of(last) if last is not None else None,
             leader=_text(data, "leader"),
+            group_epoch=_int(data, "groupEpoch"),
+            assignment_epoch=_int(data, "assignmentEpoch"),
         )
 
 

@@ -65,6 +65,8 @@ def group_status(seen: GroupSeen) -> tuple[GroupStatus, list[EventSpec]]:
         members=len(seen.members),
         assigned_partitions=partitions,
         protocol=(group.description.protocol or None) if group.description is not None else None,
+        group_epoch=group.description.group_epoch if group.description is not None else None,
+        assignment_epoch=group.description.assignment_epoch if group.description is not None else None,
         observed_fingerprint=fingerprint
         if group.reachable
         else (previous.observed_fingerprint if previous else None),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from staticfleet.admin.client import natural_key
@@ -35,7 +35,16 @@ def group_members(group: GroupObservation, spec: GroupSpec) -> list[Member]:
     member its instance id is (the fleet's naming rule; whether or not that pod still runs)."""
     if group.description is not None:
         found = [
-            Member(m.instance_id, m.member_id, m.client_id, m.client_host, m.partitions or {})
+            Member(
+                m.instance_id,
+                m.member_id,
+                m.client_id,
+                m.client_host,
+                m.partitions or {},
+                member_epoch=m.member_epoch,
+                # Shown only while the member is on its way there.
+                target_partitions=m.target_partitions if m.target_partitions != m.partitions else None,
+            )
             for m in group.description.members
         ]
     elif group.view is not None:
@@ -56,9 +65,7 @@ def group_members(group: GroupObservation, spec: GroupSpec) -> list[Member]:
     for member in found:
         place = ids.locate(member.instance_id) if member.instance_id else None
         pod = spec.pod_name(place.ordinal) if place is not None else None
-        members.append(
-            Member(member.instance_id, member.member_id, member.client_id, member.host, member.assigned, pod)
-        )
+        members.append(replace(member, partitions=member.assigned, pod=pod))
     return sorted(members, key=lambda m: natural_key(str(m.instance_id or m.member_id)))
 
 

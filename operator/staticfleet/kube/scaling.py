@@ -510,11 +510,18 @@ class PreRegistration:
     hold_member_id: str = ""
     """Set when the coordinator refused the pre-registration and a pending member holds the join phase
     instead (join_hold.py)."""
+    needed: bool = True
+    """False where the group's protocol has no join phase to prepare (the consumer protocol): nothing was
+    sent, and `message` says why."""
+
+    @property
+    def result(self) -> str:
+        return "Accepted" if self.accepted else "Rejected" if self.needed else NOT_NEEDED
 
     def to_status(self) -> dict[str, Any]:
         status = {
             "instanceIds": list(self.instance_ids),
-            "result": "Accepted" if self.accepted else "Rejected",
+            "result": self.result,
             "setAt": self.set_at or None,  # a date-time, never ""
             "message": self.message,
         }
@@ -532,7 +539,15 @@ class PreRegistration:
             set_at=str(data.get("setAt", "")),
             message=str(data.get("message", "")),
             hold_member_id=str(data.get("holdMemberId", "") or ""),
+            needed=data.get("result") != NOT_NEEDED,
         )
+
+
+NOT_NEEDED = "NotNeeded"
+NOT_NEEDED_MESSAGE = (
+    "not needed: on the consumer protocol the coordinator assigns each member as it joins, with no join "
+    "phase to hold"
+)
 
 
 def pre_registration_done(

@@ -263,7 +263,10 @@ def plan_status(
         started = scale.started
         last_scale = LastScale.starting(started, now)
         note = ""
-        if started.direction is ScaleDirection.UP and pre is not None and scale.pre_register_ids is not None:
+        growing = started.direction is ScaleDirection.UP and pre is not None
+        if growing and pre is not None and not pre.needed:
+            note = f"; no pre-registration ({pre.message})"
+        elif growing and pre is not None and scale.pre_register_ids is not None:
             if pre.hold_member_id:
                 note = "; the join phase is held until the new instances have joined"
             elif pre.accepted:

@@ -30,6 +30,7 @@ from staticfleet.kube.fleetstatus import EventSpec, FleetStatus
 from staticfleet.kube.kubeapi import ApplyConflict, KubeError
 from staticfleet.kube.observation import Invalid, Observed
 from staticfleet.kube.scaling import (
+    NOT_NEEDED_MESSAGE,
     PreRegistration,
     ScaleDirection,
     ScaleDownState,
@@ -221,6 +222,19 @@ class PreRegister:
 # What a held join phase advertises when the group has no members to copy it from: any protocol will do
 # for an Empty group, and the pending member never joins.
 _DEFAULT_PROTOCOL = ("consumer", "range")
+
+
+@dataclass(frozen=True, slots=True)
+class PreRegistrationNotNeeded:
+    """A consumer-protocol fleet grows: there is no join phase to prepare, and the status says so."""
+
+    instance_ids: tuple[str, ...]
+
+    def run(self, io: StepIO) -> None:
+        now = iso(io.observed.now)
+        io.outcome.pre_registration = PreRegistration(
+            self.instance_ids, False, now, NOT_NEEDED_MESSAGE, needed=False
+        )
 
 
 def _hold_join_phase(io: StepIO, ids: tuple[str, ...], now: str, refusal: ConfigRejected) -> PreRegistration:
@@ -507,6 +521,7 @@ Step = (
     | RetireFleetUser
     | MarkDeparting
     | PreRegister
+    | PreRegistrationNotNeeded
     | WithdrawPreRegistration
     | ApplyChildren
     | RemoveMembers
@@ -555,13 +570,18 @@ def plan_actions(obs: Observed) -> ActionPlan:
         steps += (PreRegister(scale.pre_register_ids), Checkpoint(faults.PRE_REGISTERED))
     elif pre_registration_finished(obs):
         steps.append(WithdrawPreRegistration())
+    elif spec.group_protocol == CONSUMER_PROTOCOL and grows(scale):
+        steps.append(PreRegistrationNotNeeded(spec.member_ids(0, scale.statefulset_replicas)))
     if scale.remove_instance_ids and scale.scale_down is not None:
         # First: the group waits for this removal, and the StatefulSet is already at its new size.
         reason = f"staticfleet: scaled down to {scale.scale_down.to_replicas}, consumers stopped"
         steps += (RemoveMembers(scale.remove_instance_ids, reason), Checkpoint(faults.MEMBERS_REMOVED))
-    grows = scale.started is not None and scale.started.direction is ScaleDirection.UP
-    steps.append(ApplyChildren(scale.statefulset_replicas, grows))
+    steps.append(ApplyChildren(scale.statefulset_replicas, grows(scale)))
     return ActionPlan(tuple(steps), scale)
+
+
+def grows(scale: ScalePlan) -> bool:
+    return scale.started is not None and scale.started.direction is ScaleDirection.UP
 
 
 def plan_access_steps(obs: Observed) -> tuple[Step, ...]:

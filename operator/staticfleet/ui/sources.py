@@ -28,6 +28,7 @@ from staticfleet.admin.model import GroupDescription, PartitionOffsets
 from staticfleet.coordinator.group_view import CoordinatorGroupView
 from staticfleet.kube.builders import selector_string
 from staticfleet.kube.kubeapi import KubeApi, KubeError, group_path
+from staticfleet.kube.observe import describe as describe_group
 from staticfleet.kube.spec import GROUP, PLURAL, VERSION, GroupSpec, OperatorDefaults, SpecError, parse_group
 from staticfleet.ui.history import AssignmentTracker
 from staticfleet.ui.views import CoordinatorView, FleetInputs, Manifest, Rebalance
@@ -170,13 +171,14 @@ class LiveSource:
             return admin
 
     def _kafka(self, spec: GroupSpec) -> KafkaView:
-        """DescribeGroups, then the offsets: one thread, one connection."""
+        """DescribeGroups (ConsumerGroupDescribe for a consumer-protocol fleet), then the offsets: one
+        thread, one connection."""
         try:
             admin = self._admin(self.connect(spec))
         except (SpecError, KubeError) as exc:
             return KafkaView(error=str(exc), offsets_error=str(exc))
         try:
-            description = admin.describe_group(spec.group_id)
+            description = describe_group(admin, spec)  # by the fleet's protocol
         except GroupNotFound:
             description = None
         except AdminError as exc:

@@ -584,3 +584,39 @@ def test_a_status_read_back_from_the_api_server_is_the_status_written() -> None:
     stored = prune(written.to_status())  # the API server keeps no nulls
     assert FleetStatus.of(stored) == written
     assert FleetStatus.of(stored).to_status() == written.to_status()
+
+
+def test_a_consumer_protocol_group_shows_its_epochs_and_where_a_member_is_moving() -> None:
+    def member(i: int, epoch: int, owned: list[int], target: list[int]) -> MemberDescription:
+        return MemberDescription(
+            f"m{i}", f"orders-{i}", f"orders-{i}", "/10.0.0.1", {"orders": owned}, epoch, {"orders": target}
+        )
+
+    described = GroupDescription(
+        "shop.orders",
+        "Reconciling",
+        "consumer",
+        "uniform",
+        (member(0, 7, [0, 1], [0, 1]), member(1, 6, [2, 3], [2]), member(2, -2, [4], [4])),
+        NODE,
+        group_epoch=7,
+        assignment_epoch=7,
+    )
+    status = compute_status(
+        inputs(spec=group_spec(replicas=3, groupProtocol="consumer"), group=GroupObservation(described))
+    ).status
+    assert (status["group"]["groupEpoch"], status["group"]["assignmentEpoch"]) == (7, 7)
+    assert status["group"]["state"] == "CompletingRebalance"
+    shown = {m["instanceId"]: m for m in status["members"]}
+    assert [shown[f"orders-{i}"]["memberEpoch"] for i in range(3)] == [7, 6, -2]
+    # The target only while it differs from what the member holds.
+    assert "targetPartitions" not in shown["orders-0"] and "targetPartitions" not in shown["orders-2"]
+    assert shown["orders-1"]["targetPartitions"] == {"orders": [2]}
+    again = FleetStatus.of(status).to_status()
+    assert again["members"] == status["members"] and again["group"] == status["group"]
+
+
+def test_a_classic_group_shows_no_epochs() -> None:
+    status = compute_status(inputs()).status
+    assert "groupEpoch" not in status["group"]
+    assert all("memberEpoch" not in m and "targetPartitions" not in m for m in status["members"])

@@ -11,7 +11,7 @@ from staticfleet.kube.builders import DEPARTING_ANNOTATION
 from staticfleet.kube.claims import Claim
 from staticfleet.kube.fleetstatus import FleetStatus
 from staticfleet.kube.observation import Conflicting, GroupObservation, Observed
-from staticfleet.kube.scaling import PreRegistration, ScaleDownState, ScalePhase, iso
+from staticfleet.kube.scaling import NOT_NEEDED_MESSAGE, PreRegistration, ScaleDownState, ScalePhase, iso
 from staticfleet.kube.spec import InstanceIds
 from staticfleet.kube.status import plan_conflict, plan_status
 from staticfleet.kube.steps import (
@@ -20,6 +20,7 @@ from staticfleet.kube.steps import (
     MarkDeparting,
     Outcome,
     PreRegister,
+    PreRegistrationNotNeeded,
     RemoveMembers,
     StepIO,
     WithdrawPreRegistration,
@@ -131,6 +132,18 @@ def test_a_fleet_that_waits_out_the_session_timeout_marks_no_pod() -> None:
 def test_a_consumer_protocol_fleet_marks_no_pod_and_shrinks_at_once() -> None:
     obs = observed(1, 3, {0, 1, 2}, group("orders-0", "orders-1", "orders-2"), protocol="consumer")
     assert plan_actions(obs).steps == (Checkpoint("scale-down-recorded"), ApplyChildren(1))
+
+
+def test_a_growing_consumer_protocol_fleet_says_that_no_pre_registration_is_needed() -> None:
+    obs = observed(3, 1, {0}, group("orders-0"), protocol="consumer")
+    steps = plan_actions(obs).steps
+    assert steps == (PreRegistrationNotNeeded(("orders-0", "orders-1", "orders-2")), ApplyChildren(3, True))
+    record = PreRegistration(("orders-0",), False, iso(NOW), NOT_NEEDED_MESSAGE, needed=False)
+    assert record.to_status()["result"] == "NotNeeded"
+    assert PreRegistration.from_status(record.to_status()) == record
+    # At rest, nothing to say again.
+    steady = observed(3, 3, {0, 1, 2}, group("orders-0", "orders-1", "orders-2"), protocol="consumer")
+    assert plan_actions(steady).steps == (ApplyChildren(3),)
 
 
 def test_members_are_removed_in_one_step_first_thing_once_their_pods_are_gone() -> None:
