@@ -104,6 +104,7 @@ class GroupCoordinator:
         self.offset_manager = OffsetManager(state, self.membership)
         self.configs = GroupConfigs(state, self.membership)
         self.consumer_groups = ConsumerGroups(state)
+        self.offset_manager.forget_consumer_group = self.consumer_groups.events.forget
         self.loader = Loader(state, self.configs, self.consumer_groups)
         # Reads answer directly; bound once, as the heartbeat is the hottest call there is.
         self.heartbeat: Callable[[RequestContext, HeartbeatRequest], HeartbeatResponse] = (

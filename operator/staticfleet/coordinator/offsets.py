@@ -4,11 +4,12 @@ it), and the rules of OffsetCommit, OffsetFetch and offset retention."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from staticfleet.coordinator import events as ev
+from staticfleet.coordinator.consumer_group import ConsumerGroup, subscribed_names
 from staticfleet.coordinator.errors import CoordinatorError, ErrorCode
 from staticfleet.coordinator.group import ClassicGroup, GroupState
 from staticfleet.coordinator.messages import (
@@ -27,7 +28,6 @@ from staticfleet.coordinator.messages import (
 from staticfleet.coordinator.records import GroupTombstone, OffsetCommitRecord, OffsetTombstone, Record
 
 if TYPE_CHECKING:
-    from staticfleet.coordinator.consumer_group import ConsumerGroup
     from staticfleet.coordinator.membership import Membership
     from staticfleet.coordinator.state import CoordinatorState
 
@@ -96,6 +96,8 @@ class OffsetManager:
         self.state = state
         self.membership = membership
         self.store = state.offsets
+        # What else forgets a consumer-protocol group its offsets' expiry deleted (its event bookkeeping).
+        self.forget_consumer_group: Callable[[str], None] = lambda group_id: None
 
     def commit_offsets(self, ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
         state = self.state
@@ -293,38 +295,42 @@ class OffsetManager:
         )
 
     def cleanup_expired_offsets(self) -> None:
-        """Expire offsets past retention and delete Empty groups left with none, as Kafka's cleanup does."""
+        """Expire offsets past retention and delete empty groups left with none, as Kafka's cleanup does
+        (GroupCoordinatorShard.cleanupGroupMetadata): for each group, the offsets of the topics it does not
+        subscribe to, by the group's expiration condition (offset_expiry)."""
         state = self.state
         now = state.clock.now_ms()
         retention = state.config.offsets_retention_ms
         records: list[Record] = []
         expired: list[OffsetCommitRecord] = []
         doomed: list[ClassicGroup] = []
-        for group in list(state.groups.values()):
-            if group.protocol_type is not None and not group.is_empty:
-                continue  # offsets of an active group never expire
-            base_on_state = group.protocol_type is not None
-            offsets = self.store.of_group(group.group_id)
-            expired_here = []
-            for partitions in offsets.values():
-                for record in partitions.values():
-                    if record.expire_timestamp != -1:
-                        is_expired = now >= record.expire_timestamp
-                    else:
-                        base = (
-                            group.current_state_timestamp
-                            if base_on_state and group.current_state_timestamp is not None
-                            else record.commit_timestamp
-                        )
-                        is_expired = now - base >= retention
-                    if is_expired:
-                        expired_here.append(record)
+        consumer_doomed: list[str] = []
+        expiring: list[tuple[str, OffsetExpiry | None, bool]] = [
+            (g.group_id, classic_offset_expiry(g), g.is_empty) for g in state.groups.values()
+        ]
+        expiring += [
+            (g.group_id, consumer_offset_expiry(g), not g.members) for g in state.consumer_groups.values()
+        ]
+        for group_id, expiry, empty in expiring:
+            if expiry is None:
+                continue  # Kafka expires nothing of such a group (an active classic group not Stable)
+            offsets = self.store.of_group(group_id)
+            expired_here = [
+                record
+                for topic, partitions in offsets.items()
+                if topic not in expiry.subscribed
+                for record in partitions.values()
+                if expiry.expired(record, now, retention)
+            ]
             remaining = sum(len(p) for p in offsets.values()) - len(expired_here)
             records.extend(OffsetTombstone(r.group_id, r.topic, r.partition) for r in expired_here)
             expired.extend(expired_here)
-            if remaining == 0 and group.is_empty:
-                records.append(GroupTombstone(group.group_id))
-                doomed.append(group)
+            if remaining == 0 and empty:
+                records.append(GroupTombstone(group_id))
+                if group_id in state.consumer_groups:
+                    consumer_doomed.append(group_id)
+                else:
+                    doomed.append(state.groups[group_id])
         if records:
 
             def written() -> None:
@@ -333,6 +339,10 @@ class OffsetManager:
                 for group in doomed:
                     self.membership.drop_group(group)
                     state.emit(ev.GROUP_DELETED, group.group_id, cause="expired")
+                for group_id in consumer_doomed:
+                    state.consumer_groups.pop(group_id, None)
+                    self.forget_consumer_group(group_id)
+                    state.emit(ev.GROUP_DELETED, group_id, cause="expired", protocol="consumer")
 
             def failed(error: ErrorCode, message: str) -> None:
                 # Nothing changed: the next check expires them.
@@ -340,3 +350,40 @@ class OffsetManager:
 
             state.recorder.write(records, written, failed)
         self.schedule_cleanup()
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetExpiry:
+    """A group's offset expiration condition (Kafka's OffsetExpirationConditionImpl): an offset of a topic
+    the group does not subscribe to expires at its explicit expire timestamp (OffsetCommit v2-v4), or once
+    retention has passed since its base: the moment an Empty classic group became Empty, else the commit."""
+
+    subscribed: frozenset[str] = frozenset()
+    empty_since_ms: int | None = None
+
+    def expired(self, record: OffsetCommitRecord, now_ms: int, retention_ms: int) -> bool:
+        if record.expire_timestamp != -1:
+            return now_ms >= record.expire_timestamp
+        base = self.empty_since_ms if self.empty_since_ms is not None else record.commit_timestamp
+        return now_ms - base >= retention_ms
+
+
+def classic_offset_expiry(group: ClassicGroup) -> OffsetExpiry | None:
+    """ClassicGroup.offsetExpirationCondition: every offset of an Empty group, from when it became Empty;
+    those of a Stable consumer group's unsubscribed topics, from their commit; every offset of a group
+    with no protocol type (a simple consumer's), from its commit; nothing otherwise."""
+    if group.protocol_type is None:
+        return OffsetExpiry()
+    if group.is_empty:
+        return OffsetExpiry(empty_since_ms=group.current_state_timestamp)
+    subscribed = group.subscribed_topics
+    if group.protocol_type == "consumer" and subscribed is not None and group.is_in(GroupState.STABLE):
+        return OffsetExpiry(subscribed)
+    return None
+
+
+def consumer_offset_expiry(group: ConsumerGroup) -> OffsetExpiry:
+    """ConsumerGroup.offsetExpirationCondition: from each commit, for the topics no member subscribes to
+    (by name or through a regular expression)."""
+    subscribed = frozenset().union(*(subscribed_names(m, group) for m in group.members.values()))
+    return OffsetExpiry(subscribed)

@@ -444,3 +444,41 @@ def test_a_deleted_group_made_again_starts_its_own_rebalances_in_the_event_log()
     started = [e for e in c.events.events if e["type"] == "rebalance_started"]
     completed = [e for e in c.events.events if e["type"] == "rebalance_completed"]
     assert (started[-1]["generation"], completed[-1]["generation"]) == (2, 2)
+
+
+def test_offsets_of_topics_no_member_subscribes_to_expire_and_an_empty_group_goes_with_its_last() -> None:
+    c = Cluster(
+        config=CoordinatorConfig(
+            consumer_session_timeout_ms=3_000,
+            consumer_heartbeat_interval_ms=1_000,
+            consumer_assignment_interval_ms=0,
+            offsets_retention_ms=60_000,
+            offsets_retention_check_interval_ms=10_000,
+        )
+    )
+    c.topics.by_name["t2"] = (T2, 2)
+    c.coordinator.schedule_cleanup()
+    c.join("a")
+    commit = OffsetCommitRequest(
+        "g",
+        2,
+        "a",
+        None,
+        tuple(OffsetCommitTopic(t, (OffsetCommitPartition(0, 5, -1, ""),)) for t in ("t1", "t2")),
+    )
+    c.coordinator.commit_offsets(RequestContext(9), commit)
+
+    def committed() -> list[str]:
+        fetched = c.coordinator.fetch_offsets(RequestContext(8), OffsetFetchRequest("g", None))
+        return [t.name for t in fetched.topics if any(p.offset >= 0 for p in t.partitions)]
+
+    for _ in range(60):  # the member stays, heartbeating, past the retention of its commits
+        c.heartbeat("a", 2)
+        c.advance(1_000)
+    assert committed() == ["t1"], "t2 is subscribed to by nobody: its offsets expired; t1's are kept"
+    assert c.describe().error == E.none
+    c.heartbeat("a", -1)  # leaves: nothing is subscribed to any more
+    c.advance(20_000)
+    assert committed() == [] and c.describe().error == E.group_id_not_found
+    c.restart()
+    assert "g" not in c.coordinator.state.consumer_groups, "the expiry is durable"

@@ -266,3 +266,23 @@ def test_offset_delete_in_a_non_empty_group_of_another_protocol_type_is_non_empt
     h.tick()
     assert h.state() is GroupState.COMPLETING_REBALANCE
     assert _delete(h, {"t": (0,)}) == (E.non_empty_group, {})
+
+
+def test_a_stable_consumer_group_loses_the_offsets_of_topics_it_no_longer_subscribes_to() -> None:
+    from staticfleet.coordinator import CoordinatorConfig
+
+    h = Harness(
+        config=CoordinatorConfig(
+            initial_rebalance_delay_ms=0,
+            min_session_timeout_ms=10,
+            offsets_retention_ms=60_000,
+            offsets_retention_check_interval_ms=10_000,
+        )
+    )
+    h.coordinator.schedule_cleanup()
+    subscription = encode_subscription(Subscription(0, ("t",)))
+    ids = h.stable_static_group("a", session=600_000, protocols=(Protocol("range", subscription),))
+    h.commit(ids["a"], 1, "a", offsets={("t", 0): 5, ("u", 0): 7})
+    h.advance(70_000)
+    assert h.state() is GroupState.STABLE
+    assert _fetch(h) == {("t", 0): (5, "", 0)}, "u is subscribed to by nobody: expired from its commit"
