@@ -501,7 +501,9 @@ def offset_commit(
     instance_id: str | None = None,
     offsets: Offsets,
     metadata: str | None = "",
+    retention_ms: int = -1,
 ) -> RequestPayload:
+    """`retention_ms` (v2-v4 only; -1: the broker's) makes each offset expire that long after the commit."""
     cls = load_request_schema(OFFSET_COMMIT, version)
     topic_cls = _module_entity(cls, "OffsetCommitRequestTopic")
     partition_cls = _module_entity(cls, "OffsetCommitRequestPartition")
@@ -531,7 +533,7 @@ def offset_commit(
             "generation_id_or_member_epoch": i32(generation),
             "member_id": member_id,
             "group_instance_id": instance_id,
-            "retention_time": i64Timedelta.parse(datetime.timedelta(milliseconds=-1)),
+            "retention_time": i64Timedelta.parse(datetime.timedelta(milliseconds=retention_ms)),
             "topics": topics,
         },
         droppable=("retention_time",),

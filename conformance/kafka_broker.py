@@ -91,6 +91,9 @@ class GroupSettings:
     consumer_max_size: int | None = None
     # The first is the default; a member may name another as its server assignor.
     consumer_assignors: tuple[str, ...] | None = None
+    # How often expired offsets are looked for (None: Kafka's 10 minutes); offsets committed with a
+    # retention time (OffsetCommit v2-v4) then expire within a scenario.
+    offsets_retention_check_interval_ms: int | None = None
 
     def kafka_properties(self) -> dict[str, str]:
         props = {
@@ -121,6 +124,8 @@ class GroupSettings:
             props["group.consumer.max.size"] = str(self.consumer_max_size)
         if self.consumer_assignors is not None:
             props["group.consumer.assignors"] = ",".join(self.consumer_assignors)
+        if self.offsets_retention_check_interval_ms is not None:
+            props["offsets.retention.check.interval.ms"] = str(self.offsets_retention_check_interval_ms)
         return props
 
     def consumer_arguments(self) -> list[str]:
@@ -134,6 +139,11 @@ class GroupSettings:
         arguments = [arg for flag, value in flags if value is not None for arg in (flag, str(value))]
         if self.consumer_assignors is not None:
             arguments += ["--group-consumer-assignors", ",".join(self.consumer_assignors)]
+        if self.offsets_retention_check_interval_ms is not None:
+            arguments += [
+                "--offsets-retention-check-interval-ms",
+                str(self.offsets_retention_check_interval_ms),
+            ]
         return arguments
 
     def describe(self) -> str:
@@ -155,6 +165,8 @@ class GroupSettings:
             consumer.append(f"max size {self.consumer_max_size}")
         if self.consumer_assignors is not None:
             consumer.append("assignors " + ",".join(self.consumer_assignors))
+        if self.offsets_retention_check_interval_ms is not None:
+            consumer.append(f"offsets checked for expiry every {self.offsets_retention_check_interval_ms} ms")
         text += f", consumer groups: {', '.join(consumer)}" if consumer else ""
         return text + (", secured (SASL_PLAINTEXT and SASL_SSL listeners, ACLs)" if self.security else "")
 

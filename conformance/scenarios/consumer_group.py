@@ -37,6 +37,9 @@ SHORT_SESSION = replace(CONSUMER, consumer_heartbeat_interval_ms=500, consumer_s
 CONSUMER_MAX_2 = replace(CONSUMER, consumer_max_size=2)
 RANGE_FIRST = replace(CONSUMER, consumer_assignors=("range", "uniform"))
 ASSIGNMENT_INTERVAL = replace(CONSUMER, consumer_assignment_interval_ms=2000)
+# Expired offsets looked for twice a second, so that offsets committed with a retention time expire within a
+# scenario.
+OFFSET_EXPIRY = replace(CONSUMER, offsets_retention_check_interval_ms=500)
 
 REBALANCE_MS = 30_000
 TOPIC_WAIT_S = 20.0
@@ -1411,4 +1414,45 @@ async def consumer_group_member_commits_offsets(ctx: ScenarioContext) -> Outcome
     both = d.offset_commit(9, ctx.group, generation=2, member_id=a.member_id, offsets={t1: {0: 6, 1: 6}})
     ctx.record("commit.v9.previous_epoch.held_and_not_held", await a.conn.request(both))
     ctx.record("fetch", await a.conn.request(d.offset_fetch(8, ctx.group, partitions={t1: [0, 1]})))
+    return ctx.outcome
+
+
+@scenario(
+    "Offset retention in consumer-protocol groups: each group had a member, which left (both Empty), then "
+    "got an admin commit (OffsetCommit v2, no member) of partition 0 with a retention time of 1 s; the "
+    "second group also got partition 1 without one (v9). 3 s later the first group's offset is gone and, "
+    "empty with no offset left, so is the group (ConsumerGroupDescribe GROUP_ID_NOT_FOUND, not listed); "
+    "the second group keeps partition 1's offset, and itself.",
+    rule="OffsetMetadataManager.cleanupExpiredOffsets; ConsumerGroup.offsetExpirationCondition; "
+    "GroupCoordinatorShard.cleanupGroupMetadata",
+    settings=OFFSET_EXPIRY,
+    sanity=expect_all(
+        ("describe.first.after", {"error_code": "GROUP_ID_NOT_FOUND"}),
+        ("describe.second.after", {"group_state": "Empty"}),
+    ),
+)
+async def consumer_group_offsets_expire_and_the_empty_group_with_them(ctx: ScenarioContext) -> Outcome:
+    tops = await topics(ctx, 2)
+    t1 = tops.names[0]
+    first, second = ctx.group, ctx.new_group()
+    admin = await ctx.connect("admin")
+    for label, group in (("first", first), ("second", second)):
+        member = await consumer(ctx, f"a-{label}", tops, group=group)
+        await member.join(tops.names)
+        ctx.record(f"leave.{label}", await member.leave())
+        expiring = d.offset_commit(2, group, offsets={t1: {0: 5}}, retention_ms=1000)
+        ctx.record(f"commit.{label}.v2_retention", await admin.request(expiring))
+    kept = d.offset_commit(9, second, offsets={t1: {1: 7}})
+    ctx.record("commit.second.v9", await admin.request(kept))
+    for label, group in (("first", first), ("second", second)):
+        fetched = await admin.request(d.offset_fetch(8, group, partitions={t1: [0, 1]}))
+        ctx.record(f"fetch.{label}.before", fetched)
+    await asyncio.sleep(3.0)
+    for label, group in (("first", first), ("second", second)):
+        fetched = await admin.request(d.offset_fetch(8, group, partitions={t1: [0, 1]}))
+        ctx.record(f"fetch.{label}.after", fetched)
+        await describe(ctx, f"describe.{label}.after", tops, group)
+    ctx.record(
+        "list_groups", listed(await admin.request(d.list_groups(5)), {"first": first, "second": second})
+    )
     return ctx.outcome

@@ -58,9 +58,17 @@ async def _topic(ctx: ScenarioContext, suffix: str, partitions: int, configs: di
 async def _produce(
     conn: d.Connection, topic: str, partition: int, count: int, *, key: bytes | None = None
 ) -> None:
+    """Appends `count` records as one batch. A partition Metadata already shows a leader for may not be
+    led yet (Kafka's replica manager takes it up a moment later): such a retriable refusal is retried, as
+    every producer does, for up to 5 s."""
     values = [f"v{n}".encode() for n in range(count)]
-    answer = await conn.request(d.produce(topic, partition, d.record_batch(values, key=key)))
-    assert answer.responses[0].partition_responses[0].error_code == ErrorCode.none, answer
+    for _ in range(50):
+        answer = await conn.request(d.produce(topic, partition, d.record_batch(values, key=key)))
+        error = answer.responses[0].partition_responses[0].error_code
+        if error not in (ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available):
+            break
+        await asyncio.sleep(0.1)
+    assert error == ErrorCode.none, answer
 
 
 def _partitions(raw: Any, fields: tuple[str, ...]) -> d.Json:

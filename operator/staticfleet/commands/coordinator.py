@@ -106,6 +106,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="group.consumer.assignors: server-side assignors, the first the default (default uniform,range)",
     )
     p.add_argument(
+        "--offsets-retention-minutes",
+        type=positive_int,
+        default=7 * 24 * 60,
+        help="offsets.retention.minutes: how long a group's unused offsets are kept (default 10080, 7 days)",
+    )
+    p.add_argument(
+        "--offsets-retention-check-interval-ms",
+        type=positive_int,
+        default=600_000,
+        help="offsets.retention.check.interval.ms: how often expired offsets are looked for (default 600000)",
+    )
+    p.add_argument(
         "--message-max-bytes",
         type=positive_int,
         default=MESSAGE_MAX_BYTES,
@@ -248,6 +260,8 @@ def run(args: argparse.Namespace) -> int:
             consumer_assignment_interval_ms=args.group_consumer_assignment_interval_ms,
             consumer_max_size=args.group_consumer_max_size,
             consumer_assignors=args.group_consumer_assignors,
+            offsets_retention_ms=args.offsets_retention_minutes * 60_000,
+            offsets_retention_check_interval_ms=args.offsets_retention_check_interval_ms,
         )
         connection_limits = ConnectionLimits(
             max_connections=args.max_connections,
