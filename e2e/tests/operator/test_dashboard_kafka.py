@@ -15,6 +15,7 @@ from conformance.kafka_broker import GroupSettings, KafkaBroker
 from e2e.browser import WIDE, chromium, texts, wait_in_page
 from e2e.helpers import Cluster, wait_until
 from staticfleet.admin import GroupAdmin, KafkaConnection
+from staticfleet.admin.model import GroupDescription
 
 from .dashboard_harness import (
     Dashboard,
@@ -84,6 +85,24 @@ def on_kafka(
             wait_until(lambda: not kubectl.items("pods", namespace), timeout=120, what="the pods to be gone")
 
 
+def wait_for_members(browser: Any) -> None:
+    wait_in_page(
+        browser,
+        lambda d: len([t for t in texts(d, "#members tbody td.member") if t != "—"]) == REPLICAS,
+        timeout=15,
+        what="both pods with their members",
+    )
+
+
+def assert_members_shown(browser: Any, described: GroupDescription) -> None:
+    """Each pod beside its member, with the partitions the coordinator described for it."""
+    for member in described.members:
+        pod = f'#members tr[data-pod="{member.instance_id}"]'
+        assert texts(browser, f"{pod} .member") == [member.member_id]
+        expected = [f"{t}-{p}" for t, ps in sorted((member.partitions or {}).items()) for p in sorted(ps)]
+        assert texts(browser, f"{pod} td.partitions code") == expected
+
+
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     with chromium(WIDE) as driver:
@@ -99,19 +118,10 @@ def test_the_fleet_page_works_the_same_on_apache_kafka(
     open_page(browser, f"{dashboard.url}/fleets/{namespace}/{FLEET}")
 
     # Each pod beside its member, with the partitions Kafka assigned it.
-    wait_in_page(
-        browser,
-        lambda d: len([t for t in texts(d, "#members tbody td.member") if t != "—"]) == REPLICAS,
-        timeout=15,
-        what="both pods with their members",
-    )
+    wait_for_members(browser)
     with GroupAdmin(KafkaConnection(kafka.bootstrap)) as admin:
         described = admin.describe_group(gid)
-    for member in described.members:
-        pod = f'#members tr[data-pod="{member.instance_id}"]'
-        assert texts(browser, f"{pod} .member") == [member.member_id]
-        expected = [f"{t}-{p}" for t, ps in sorted((member.partitions or {}).items()) for p in sorted(ps)]
-        assert texts(browser, f"{pod} td.partitions code") == expected
+    assert_members_shown(browser, described)
     assert "Stable" in card(browser, "state")
     assert card(browser, "generation").startswith("—"), "Kafka has no HTTP API telling the generation"
 
@@ -157,18 +167,9 @@ def test_a_consumer_protocol_fleet_shows_its_members_from_consumer_group_describ
     cluster.kubectl.apply(manifest, namespace)
     wait_fleet(cluster.kubectl, namespace, name, ready_with(REPLICAS), timeout=120, what="Ready on Kafka")
     open_page(browser, f"{dashboard.url}/fleets/{namespace}/{name}")
-    wait_in_page(
-        browser,
-        lambda d: len([t for t in texts(d, "#members tbody td.member") if t != "—"]) == REPLICAS,
-        timeout=15,
-        what="both pods with their members",
-    )
+    wait_for_members(browser)
     with GroupAdmin(KafkaConnection(kafka.bootstrap)) as admin:
         described = admin.describe_consumer_group(f"{namespace}.{name}")
     assert described.state == "Stable"
-    for member in described.members:
-        pod = f'#members tr[data-pod="{member.instance_id}"]'
-        assert texts(browser, f"{pod} .member") == [member.member_id]
-        expected = [f"{t}-{p}" for t, ps in sorted((member.partitions or {}).items()) for p in sorted(ps)]
-        assert texts(browser, f"{pod} td.partitions code") == expected
+    assert_members_shown(browser, described)
     assert "Stable" in card(browser, "state")

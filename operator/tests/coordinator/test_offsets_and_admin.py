@@ -197,7 +197,8 @@ def test_delete_empty_group_removes_it_and_its_offsets() -> None:
 # --- offset retention --------------------------------------------------------------------------------
 
 
-def test_offsets_of_an_empty_group_expire_after_retention_and_the_group_is_deleted() -> None:
+def retention_harness() -> Harness:
+    """Offsets kept 60 s, looked at every 10 s, the cleanup scheduled."""
     from staticfleet.coordinator import CoordinatorConfig
 
     h = Harness(
@@ -209,6 +210,11 @@ def test_offsets_of_an_empty_group_expire_after_retention_and_the_group_is_delet
         )
     )
     h.coordinator.schedule_cleanup()
+    return h
+
+
+def test_offsets_of_an_empty_group_expire_after_retention_and_the_group_is_deleted() -> None:
+    h = retention_harness()
     ids = h.stable_static_group("a", session=600_000)
     h.commit(ids["a"], 1, "a")
     h.advance(100_000)
@@ -269,17 +275,7 @@ def test_offset_delete_in_a_non_empty_group_of_another_protocol_type_is_non_empt
 
 
 def test_a_stable_consumer_group_loses_the_offsets_of_topics_it_no_longer_subscribes_to() -> None:
-    from staticfleet.coordinator import CoordinatorConfig
-
-    h = Harness(
-        config=CoordinatorConfig(
-            initial_rebalance_delay_ms=0,
-            min_session_timeout_ms=10,
-            offsets_retention_ms=60_000,
-            offsets_retention_check_interval_ms=10_000,
-        )
-    )
-    h.coordinator.schedule_cleanup()
+    h = retention_harness()
     subscription = encode_subscription(Subscription(0, ("t",)))
     ids = h.stable_static_group("a", session=600_000, protocols=(Protocol("range", subscription),))
     h.commit(ids["a"], 1, "a", offsets={("t", 0): 5, ("u", 0): 7})
