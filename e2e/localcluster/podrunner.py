@@ -50,6 +50,7 @@ from e2e.localcluster.podspec import (
     EnvResolutionError,
     Manifest,
     Mount,
+    OwnIps,
     ProbeError,
     VolumePlan,
     container_argv,
@@ -72,6 +73,7 @@ from e2e.localcluster.podspec import (
     termination_grace_seconds,
     token_specs,
     volume_env_name,
+    wants_own_ip,
 )
 from e2e.localcluster.podstatus import ContainerSnapshot, Terminated, pod_status, rfc3339
 from e2e.localcluster.probes import ProbeTracker, run_probe
@@ -214,6 +216,7 @@ class PodRun:
     retry_prepare_at: float = 0.0
     terminate_deadline: float | None = None
     last_status: Manifest | None = None
+    ip: str = LOCAL_IP  # the pod's address: this machine's, or one of its own (podspec.OWN_IP_ANNOTATION)
 
     @property
     def namespace(self) -> str:
@@ -257,6 +260,7 @@ class PodRunner:
         # kubelet's pod workers do: a scale-down's pods do not wait for each other's API calls.
         self._finishers = ThreadPoolExecutor(max_workers=16, thread_name_prefix="finish")
         self._finishing: set[str] = set()
+        self._own_ips = OwnIps()
         self._next_heartbeat = 0.0
         self.node_labels = {
             "kubernetes.io/hostname": config.node_name,
@@ -510,6 +514,7 @@ class PodRunner:
             init_containers=[
                 ContainerRun(spec=spec) for spec in pod.get("spec", {}).get("initContainers", [])
             ],
+            ip=self._own_ips.take() if wants_own_ip(pod) else LOCAL_IP,
         )
         self._runs[key] = run
         return run
@@ -576,7 +581,7 @@ class PodRunner:
 
     def _write_downward_api(self, run: PodRun, plan: VolumePlan) -> str | None:
         try:
-            files = downward_api_files(plan.source, run.pod, node_name=self.config.node_name)
+            files = downward_api_files(plan.source, run.pod, node_name=self.config.node_name, pod_ip=run.ip)
         except EnvResolutionError as error:
             return str(error)
         for relative, content in files.items():
@@ -606,7 +611,13 @@ class PodRunner:
         server, ca_pem = self.api.api_server()
         try:
             files = service_account_files(
-                plan.source, run.pod, tokens, self.api, ca_pem=ca_pem or "", node_name=self.config.node_name
+                plan.source,
+                run.pod,
+                tokens,
+                self.api,
+                ca_pem=ca_pem or "",
+                node_name=self.config.node_name,
+                pod_ip=run.ip,
             )
         except EnvResolutionError as error:
             return str(error)
@@ -728,7 +739,9 @@ class PodRunner:
         now = time.monotonic()
         mounts = container_mounts(container.spec, plan_volumes(run.pod, self.config.run_dir))
         try:
-            own_env = resolve_env(container.spec, run.pod, self.api, node_name=self.config.node_name)
+            own_env = resolve_env(
+                container.spec, run.pod, self.api, node_name=self.config.node_name, pod_ip=run.ip
+            )
         except EnvResolutionError as error:
             container.waiting_reason, container.waiting_message = "CreateContainerConfigError", str(error)
             container.next_start_at = now + 2.0
@@ -780,14 +793,15 @@ class PodRunner:
         container.waiting_reason, container.waiting_message = None, ""
         container.env, container.cwd, container.mounts = env, cwd, mounts
         try:
+            spec = container.spec
             container.startup = ProbeTracker.start(
-                parse_probe(container.spec.get("startupProbe"), container.spec), initially=False, now=now
+                parse_probe(spec.get("startupProbe"), spec, run.ip), initially=False, now=now
             )
             container.readiness = ProbeTracker.start(
-                parse_probe(container.spec.get("readinessProbe"), container.spec), initially=False, now=now
+                parse_probe(spec.get("readinessProbe"), spec, run.ip), initially=False, now=now
             )
             container.liveness = ProbeTracker.start(
-                parse_probe(container.spec.get("livenessProbe"), container.spec), initially=True, now=now
+                parse_probe(spec.get("livenessProbe"), spec, run.ip), initially=True, now=now
             )
         except ProbeError as error:
             log.warning("%s/%s: %s; probe ignored", run.key, container.name, error)
@@ -865,6 +879,7 @@ class PodRunner:
             previous_status=previous,
             started_at=run.created_at,
             now=_now(),
+            pod_ip=run.ip,
         )
         if status == run.last_status:
             return

@@ -14,6 +14,8 @@ Volume convention (documented in docs/local-cluster.md):
 from __future__ import annotations
 
 import base64
+import ipaddress
+import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -143,7 +145,7 @@ def _env_from_sources(container: Manifest, namespace: str, lookup: SourceLookup)
 
 
 def resolve_env(
-    container: Manifest, pod: Manifest, lookup: SourceLookup, *, node_name: str
+    container: Manifest, pod: Manifest, lookup: SourceLookup, *, node_name: str, pod_ip: str = LOCAL_IP
 ) -> dict[str, str]:
     """The container's environment: envFrom first, then env, each value expanded against the ones before."""
     namespace = str(pod.get("metadata", {}).get("namespace", "default"))
@@ -155,7 +157,8 @@ def resolve_env(
             continue
         source: Manifest = entry["valueFrom"]
         if "fieldRef" in source:
-            env[name] = field_value(pod, str(source["fieldRef"]["fieldPath"]), node_name=node_name)
+            field_path = str(source["fieldRef"]["fieldPath"])
+            env[name] = field_value(pod, field_path, node_name=node_name, pod_ip=pod_ip)
         elif "configMapKeyRef" in source:
             ref = source["configMapKeyRef"]
             value, found = _key_from(
@@ -238,14 +241,17 @@ def plan_volumes(pod: Manifest, run_dir: Path) -> list[VolumePlan]:
     return plans
 
 
-def downward_api_files(source: Manifest, pod: Manifest, *, node_name: str) -> dict[str, str]:
+def downward_api_files(
+    source: Manifest, pod: Manifest, *, node_name: str, pod_ip: str = LOCAL_IP
+) -> dict[str, str]:
     """Relative file path -> content of a downwardAPI volume: one file per fieldRef item (an absent
     label or annotation gives an empty file, as the kubelet writes it)."""
     files: dict[str, str] = {}
     for item in source.get("items") or []:
         if "fieldRef" not in item:
             raise EnvResolutionError("downwardAPI items other than fieldRef are not supported")
-        files[str(item["path"])] = field_value(pod, str(item["fieldRef"]["fieldPath"]), node_name=node_name)
+        field_path = str(item["fieldRef"]["fieldPath"])
+        files[str(item["path"])] = field_value(pod, field_path, node_name=node_name, pod_ip=pod_ip)
     return files
 
 
@@ -309,6 +315,7 @@ def service_account_files(
     *,
     ca_pem: str,
     node_name: str,
+    pod_ip: str = LOCAL_IP,
 ) -> dict[str, str]:
     """Relative path -> content of a service-account projected volume.
 
@@ -344,7 +351,8 @@ def service_account_files(
             for item in source["downwardAPI"].get("items") or []:
                 if "fieldRef" not in item:
                     raise EnvResolutionError("downwardAPI items other than fieldRef are not supported")
-                value = field_value(pod, str(item["fieldRef"]["fieldPath"]), node_name=node_name)
+                field_path = str(item["fieldRef"]["fieldPath"])
+                value = field_value(pod, field_path, node_name=node_name, pod_ip=pod_ip)
                 files[str(item["path"])] = value
     return files
 
@@ -456,6 +464,34 @@ class ProbeError(ValueError):
 # StatefulSet unchanged, so neither the operator nor the resource needs to know; the runner is root.
 NETNS_ANNOTATION_PREFIX = "netns.e2e.staticfleet.io/"
 
+# Pods share this machine's network, so two pods cannot listen on one port. A pod template annotated
+# `ip.e2e.staticfleet.io/own: "true"` gives each of its pods an address of its own instead, one of the
+# loopback block (127.0.0.0/8 is all this machine's): status.podIP, the downward API and the probes say
+# it, and a process that listens on it alone (the example consumer's READY_HOST) is reached there only,
+# as in a pod network. The pods' other traffic is unchanged.
+OWN_IP_ANNOTATION = "ip.e2e.staticfleet.io/own"
+OWN_IP_BLOCK = ipaddress.ip_network("127.16.0.0/12")
+
+
+def wants_own_ip(pod: Manifest) -> bool:
+    annotations = pod.get("metadata", {}).get("annotations") or {}
+    return str(annotations.get(OWN_IP_ANNOTATION, "")).lower() == "true"
+
+
+class OwnIps:
+    """Hands out the addresses of OWN_IP_BLOCK in turn, from a random start (a restarted runner does not
+    hand out again the addresses its pods may still hold), never the block's first or last."""
+
+    def __init__(self, start: int | None = None) -> None:
+        size = OWN_IP_BLOCK.num_addresses - 2
+        self._next = (random.randrange(size) if start is None else start) % size
+
+    def take(self) -> str:
+        size = OWN_IP_BLOCK.num_addresses - 2
+        address = OWN_IP_BLOCK.network_address + 1 + self._next
+        self._next = (self._next + 1) % size
+        return str(address)
+
 
 def network_namespace(pod: Manifest) -> str | None:
     annotations = pod.get("metadata", {}).get("annotations") or {}
@@ -480,8 +516,9 @@ def _probe_port(port: Any, container: Manifest) -> int:
     raise ProbeError(f"probe port {text!r} is not a number nor a named container port")
 
 
-def parse_probe(probe: Manifest | None, container: Manifest) -> Probe | None:
-    """Turns a probe block (readinessProbe, livenessProbe, startupProbe) into a Probe."""
+def parse_probe(probe: Manifest | None, container: Manifest, pod_ip: str = LOCAL_IP) -> Probe | None:
+    """Turns a probe block (readinessProbe, livenessProbe, startupProbe) into a Probe; without a host of
+    its own, a probe asks the pod's address, as a kubelet's does."""
     if not probe:
         return None
     timing: dict[str, Any] = {
@@ -502,7 +539,7 @@ def parse_probe(probe: Manifest | None, container: Manifest) -> Probe | None:
         return Probe(
             "http",
             scheme=str(http.get("scheme", "HTTP")).upper(),
-            host=str(http.get("host") or LOCAL_IP),
+            host=str(http.get("host") or pod_ip),
             port=_probe_port(http.get("port"), container),
             path=str(http.get("path", "/")) or "/",
             headers=headers,
@@ -511,11 +548,11 @@ def parse_probe(probe: Manifest | None, container: Manifest) -> Probe | None:
     if "tcpSocket" in probe:
         tcp = probe["tcpSocket"]
         return Probe(
-            "tcp", host=str(tcp.get("host") or LOCAL_IP), port=_probe_port(tcp["port"], container), **timing
+            "tcp", host=str(tcp.get("host") or pod_ip), port=_probe_port(tcp["port"], container), **timing
         )
     if "grpc" in probe:
         # No gRPC health client here: an open port is the closest local meaning.
-        return Probe("tcp", port=_probe_port(probe["grpc"]["port"], container), **timing)
+        return Probe("tcp", host=pod_ip, port=_probe_port(probe["grpc"]["port"], container), **timing)
     raise ProbeError(f"probe has no supported action: {sorted(probe)}")
 
 

@@ -139,6 +139,7 @@ def pod_status(
     previous_status: Manifest,
     started_at: datetime,
     now: datetime,
+    pod_ip: str = LOCAL_IP,
 ) -> Manifest:
     """The status block to send as a JSON merge patch (lists inside it replace the server's lists)."""
     phase = pod_phase(containers, init_containers)
@@ -158,8 +159,8 @@ def pod_status(
         "conditions": conditions,
         "hostIP": LOCAL_IP,
         "hostIPs": [{"ip": LOCAL_IP}],
-        "podIP": LOCAL_IP,
-        "podIPs": [{"ip": LOCAL_IP}],
+        "podIP": pod_ip,
+        "podIPs": [{"ip": pod_ip}],
         "startTime": previous_status.get("startTime") or rfc3339(started_at),
         "containerStatuses": [container_status(c, pod_uid) for c in containers],
     }

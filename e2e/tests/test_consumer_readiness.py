@@ -1,16 +1,22 @@
-"""The example consumer's readiness over HTTP (READY_PORT): what an httpGet readiness probe asks."""
+"""The example consumer's readiness over HTTP (READY_PORT): what an httpGet readiness probe asks; and the
+operator's departure handshake on the same port, the operator's side (staticfleet.kube.departure) against
+the consumer's."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from e2e.localcluster.ports import free_port
+from staticfleet.kube import departure
 
 CONSUMER = Path(__file__).resolve().parents[2] / "examples" / "consumer" / "consumer.py"
 
@@ -52,3 +58,109 @@ def test_ready_answers_200_only_while_every_member_of_the_pod_is_in_the_group(
     finally:
         server.shutdown()
         server.server_close()
+
+
+def post(url: str, body: bytes) -> tuple[int, dict[str, object]]:
+    request = urllib.request.Request(
+        url, data=body, method="POST", headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+
+
+@pytest.fixture
+def pod(consumer: ModuleType, tmp_path: Path) -> Iterator[tuple[str, Path, ModuleType]]:
+    """A consumer's HTTP endpoint with its departure file (empty: not marked), as the pod has them."""
+    mark_file = tmp_path / "departing"
+    mark_file.write_text("")
+    readiness = consumer.Readiness(tmp_path / "ready", ["orders-1"])
+    departure_mark = consumer.Departure(str(mark_file))
+    port = free_port()
+    server = consumer.serve_readiness(readiness, port, host="127.0.0.1", departure_mark=departure_mark)
+    try:
+        yield f"http://127.0.0.1:{port}/departure", mark_file, departure_mark
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_departure_endpoint_brings_forward_only_the_mark_the_pod_holds(
+    pod: tuple[str, Path, ModuleType],
+) -> None:
+    url, mark_file, departure_mark = pod
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        assert json.loads(answer.read()) == {"mark": None}
+    # Not marked: a sooner moment is refused, and nothing changes.
+    assert post(url, b'{"mark": 5000000, "leaveAt": 4000000}')[0] == 409
+    assert departure_mark.leave_at() is None
+    mark_file.write_text("5000000")
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        assert json.loads(answer.read()) == {"mark": 5000000}
+    assert post(url, b'{"mark": 6000000, "leaveAt": 4000000}')[0] == 409  # another mark
+    assert departure_mark.leave_at() == 5000.0
+    assert post(url, b'{"mark": 5000000, "leaveAt": 4000000}') == (200, {"leaveAt": 4000000})
+    assert departure_mark.leave_at() == 4000.0
+    # The sooner moment lapses with its mark: unmarked, the pod stays; marked anew, the new moment holds.
+    mark_file.write_text("")
+    assert departure_mark.leave_at() is None
+    mark_file.write_text("7000000")
+    assert departure_mark.leave_at() == 7000.0
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"", b"not json", b'{"mark": 5000000}', b'{"mark": "x", "leaveAt": 1}', b"[1, 2]", b"x" * 2000],
+    ids=["empty", "not-json", "no-leave-at", "not-a-number", "not-an-object", "too-long"],
+)
+def test_a_malformed_handshake_is_refused_and_changes_nothing(
+    pod: tuple[str, Path, ModuleType], body: bytes
+) -> None:
+    url, mark_file, departure_mark = pod
+    mark_file.write_text("5000000")
+    code, answer = post(url, body)
+    assert code == 400 and "mark" in str(answer["error"])
+    assert departure_mark.leave_at() == 5000.0
+
+
+def test_the_operators_handshake_gives_every_marked_consumer_one_sooner_moment(
+    consumer: ModuleType, tmp_path: Path
+) -> None:
+    """The operator's side against the consumer's: two pods, one reading its mark later, leave together."""
+    pods = []
+    try:
+        for ordinal in (1, 2):
+            mark_file = tmp_path / f"departing-{ordinal}"
+            mark_file.write_text("")
+            readiness = consumer.Readiness(tmp_path / f"ready-{ordinal}", [f"orders-{ordinal}"])
+            departure_mark = consumer.Departure(str(mark_file))
+            port = free_port()
+            server = consumer.serve_readiness(
+                readiness, port, host="127.0.0.1", departure_mark=departure_mark
+            )
+            pods.append(
+                (
+                    departure.Endpoint(f"orders-{ordinal}", "127.0.0.1", port),
+                    mark_file,
+                    departure_mark,
+                    server,
+                )
+            )
+        mark_ms = int((time.time() + 1.0) * 1000)
+        pods[0][1].write_text(str(mark_ms))
+        late = pods[1][1]
+
+        def read(target: departure.Endpoint) -> int | departure.NoAnswer | None:
+            if time.time() > mark_ms / 1000 - 0.8:  # the second kubelet shows the mark 0.2 s later
+                late.write_text(str(mark_ms))
+            return departure.read_mark(target)
+
+        sooner = departure.hasten([p[0] for p in pods], mark_ms, read=read).sooner
+        assert sooner is not None and sooner < mark_ms / 1000 - 0.5
+        assert [p[2].leave_at() for p in pods] == [sooner, sooner]
+    finally:
+        for *_, server in pods:
+            server.shutdown()
+            server.server_close()

@@ -11,8 +11,10 @@ import pytest
 
 from e2e.localcluster.kubeconfig import kubeconfig
 from e2e.localcluster.podspec import (
+    OWN_IP_BLOCK,
     EnvResolutionError,
     Manifest,
+    OwnIps,
     Probe,
     ProbeError,
     TokenSpec,
@@ -36,6 +38,7 @@ from e2e.localcluster.podspec import (
     termination_grace_seconds,
     token_specs,
     volume_env_name,
+    wants_own_ip,
 )
 from e2e.localcluster.podstatus import ContainerSnapshot, Terminated, pod_phase, pod_status
 
@@ -466,3 +469,34 @@ def test_the_service_account_kubeconfig_reads_the_token_file_and_verifies_the_se
     assert document["contexts"][0]["context"]["namespace"] == "shop"
     unverified = service_account_kubeconfig("https://h", "ns", tmp_path / "token", None)
     assert unverified["clusters"][0]["cluster"]["insecure-skip-tls-verify"] is True
+
+
+def test_a_pod_with_an_address_of_its_own_is_seen_and_probed_there() -> None:
+    annotated: Manifest = {"metadata": {"name": "p-0", "annotations": {"ip.e2e.staticfleet.io/own": "true"}}}
+    assert wants_own_ip(annotated) and not wants_own_ip(POD)
+    ips = OwnIps(start=0)
+    first, second = ips.take(), ips.take()
+    assert first == "127.16.0.1" and second == "127.16.0.2"
+    assert OwnIps(start=OWN_IP_BLOCK.num_addresses - 3).take() == "127.31.255.254"  # never the last
+    assert field_value(POD, "status.podIP", node_name="n1", pod_ip=first) == first
+    env = resolve_env(
+        {"env": [{"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]},
+        POD,
+        SOURCES,
+        node_name="n1",
+        pod_ip=first,
+    )
+    assert env == {"IP": first}
+    source = {"items": [{"path": "ip", "fieldRef": {"fieldPath": "status.podIP"}}]}
+    assert downward_api_files(source, POD, node_name="n1", pod_ip=first) == {"ip": first}
+    container: Manifest = {"ports": [{"name": "departure", "containerPort": 8080}]}
+    probe = parse_probe({"httpGet": {"path": "/ready", "port": "departure"}}, container, first)
+    assert probe is not None and probe_url(probe) == f"http://{first}:8080/ready"
+    explicit = parse_probe({"tcpSocket": {"port": 9, "host": "127.0.0.1"}}, {}, first)
+    assert explicit is not None and explicit.host == "127.0.0.1"
+    status = pod_status(
+        [_snapshot(ready=True)], pod_uid="u", previous_status={}, started_at=T0, now=T0, pod_ip=first
+    )
+    assert (
+        status["podIP"] == first and status["podIPs"] == [{"ip": first}] and status["hostIP"] == "127.0.0.1"
+    )

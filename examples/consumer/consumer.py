@@ -22,7 +22,10 @@ Lifecycle, as Kubernetes and static membership want it:
   revokes the assignment and sends LeaveGroup, which a static member skips only when it closes), so the
   group rebalances once without all of them before their pods are even stopped, as it would for dynamic
   members; they stay out until SIGTERM. Should the mark go away (the scale-down was called off), they
-  join again.
+  join again. With READY_PORT set the process also answers the operator's departure handshake on that
+  port (a container port named `departure`): GET /departure says which mark it has read, and POST
+  /departure brings the moment forward once the operator has seen every departing pod read the same
+  mark, so that they leave together sooner than the mark's moment, which covers the slowest kubelet.
 - KAFKA_MEMBERSHIP=dynamic runs the same consumer with dynamic membership (no group.instance.id, even
   when KAFKA_GROUP_INSTANCE_ID is set): it sends LeaveGroup when it closes, and every start or stop costs
   the group a rebalance. It is the baseline the benchmarks and the demo compare static membership with.
@@ -60,6 +63,9 @@ CLASSIC, CONSUMER = "classic", "consumer"
 # Settings a consumer-protocol member leaves to the broker (librdkafka refuses them with that protocol).
 BROKER_SIDE = ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy")
 INCREMENTAL_ASSIGNORS = ("cooperative-sticky",)
+# The operator's departure handshake, on the READY_PORT server.
+DEPARTURE_PATH = "/departure"
+MAX_REQUEST_BYTES = 1024
 
 
 def log(event: str, **fields: Any) -> None:
@@ -204,6 +210,37 @@ def departure(path: str | None) -> float | None:
     return int(text) / 1000 if text.isdigit() else 0.0
 
 
+class Departure:
+    """This pod's departure: the operator's mark (the file), and the sooner moment the operator may send
+    once every departing pod has read that same mark (POST /departure). The sooner moment counts only
+    while the file still holds the mark it was sent for: a request can bring forward a departure the
+    operator marked, never start one, and it lapses with the mark."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self.guard = threading.Lock()
+        self.sooner: tuple[float, float] | None = None  # (the mark it was sent for, the moment)
+
+    def mark(self) -> float | None:
+        return departure(self.path)
+
+    def leave_at(self) -> float | None:
+        mark = self.mark()
+        if mark is None:
+            return None
+        with self.guard:
+            sooner = self.sooner
+        return min(mark, sooner[1]) if sooner is not None and sooner[0] == mark else mark
+
+    def hasten(self, mark: float, leave_at: float) -> bool:
+        """Leave at `leave_at` instead, if the file holds `mark`; False if it does not (not yet read)."""
+        if self.mark() != mark:
+            return False
+        with self.guard:
+            self.sooner = (mark, leave_at)
+        return True
+
+
 def is_fenced(error: KafkaError) -> bool:
     text = error.str().lower()
     return error.code() == KafkaError.FENCED_INSTANCE_ID or "fenced" in text or "fenced_instance_id" in text
@@ -236,22 +273,54 @@ class Readiness:
             self.ready_file.unlink(missing_ok=True)
 
 
-def serve_readiness(readiness: Readiness, port: int, host: str = "") -> ThreadingHTTPServer:
+def serve_readiness(
+    readiness: Readiness, port: int, host: str = "", departure_mark: Departure | None = None
+) -> ThreadingHTTPServer:
     """GET /ready on `port` (every address of the pod, where the kubelet probes it): 200 while the pod is
     ready, else 503, for an httpGet readiness probe, which the kubelet makes itself where an exec probe
-    starts a process in the container at every period."""
+    starts a process in the container at every period. With `departure_mark`, also the operator's
+    departure handshake: GET /departure answers {"mark": epoch ms or null}, the mark this pod has read;
+    POST /departure {"mark": ms, "leaveAt": ms} moves the moment to leave to leaveAt if the pod holds
+    that mark (200), else 409 (not read yet, or no longer marked)."""
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path != "/ready":
-                self.send_error(404)
-                return
-            status, body = (200, b"ready\n") if readiness.ready else (503, b"not ready\n")
+        def answer(self, status: int, body: bytes, content_type: str = "text/plain") -> None:
             self.send_response(status)
-            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+
+        def answer_json(self, status: int, value: dict[str, Any]) -> None:
+            self.answer(status, json.dumps(value).encode() + b"\n", "application/json")
+
+        def do_GET(self) -> None:
+            if self.path == "/ready":
+                self.answer(*((200, b"ready\n") if readiness.ready else (503, b"not ready\n")))
+            elif self.path == DEPARTURE_PATH and departure_mark is not None:
+                mark = departure_mark.mark()
+                self.answer_json(200, {"mark": None if mark is None else round(mark * 1000)})
+            else:
+                self.send_error(404)
+
+        def do_POST(self) -> None:
+            if self.path != DEPARTURE_PATH or departure_mark is None:
+                self.send_error(404)
+                return
+            try:
+                length = int(self.headers.get("Content-Length") or "0")
+                if not 0 < length <= MAX_REQUEST_BYTES:
+                    raise ValueError(f"a body of 1 to {MAX_REQUEST_BYTES} bytes, not {length}")
+                request = json.loads(self.rfile.read(length))
+                mark, leave_at = int(request["mark"]), int(request["leaveAt"])
+            except (ValueError, KeyError, TypeError) as exc:
+                self.answer_json(400, {"error": f'expected {{"mark": ms, "leaveAt": ms}}: {exc}'})
+                return
+            if departure_mark.hasten(mark / 1000, leave_at / 1000):
+                log("hastened", mark=mark / 1000, leave_at=leave_at / 1000)
+                self.answer_json(200, {"leaveAt": leave_at})
+            else:
+                self.answer_json(409, {"error": "this pod does not hold that mark"})
 
         def log_message(self, format: str, *args: Any) -> None:  # stdout is for the JSON lines
             pass
@@ -268,7 +337,7 @@ def run_member(
     instance: str,
     readiness: Readiness,
     stop: threading.Event,
-    departure_file: str | None,
+    departure_mark: Departure,
 ) -> int:
     """One consumer until `stop` is set or it fails for good; returns its exit code. Every member of
     the process reads the same departure mark, so all of a departing pod's members leave together."""
@@ -344,11 +413,12 @@ def run_member(
     marked_at: float | None = None  # the moment of the mark last read, logged once per mark
     try:
         while not stop.is_set() and not fatal:
-            leave_at = departure(departure_file)
-            if leave_at != marked_at:
-                marked_at = leave_at
-                if leave_at is not None:  # when each pod reads its mark: how long the moment must be
-                    log("marked", instance=instance, leave_at=leave_at)
+            mark = departure_mark.mark()
+            if mark != marked_at:
+                marked_at = mark
+                if mark is not None:  # when each pod reads its mark: how long the moment must be
+                    log("marked", instance=instance, leave_at=mark)
+            leave_at = departure_mark.leave_at()  # the mark's moment, or the handshake's sooner one
             wait = POLL_S
             if leave_at is not None and subscribed:
                 wait = leave_at - time.time()
@@ -398,7 +468,7 @@ def run_member(
                     )
     finally:
         readiness.left(instance)
-        if subscribed and not fatal and departure(departure_file) is not None:  # marked, then stopped
+        if subscribed and not fatal and departure_mark.mark() is not None:  # marked, then stopped
             leave("the pod is marked departing")
         # A static member's close sends no LeaveGroup: the coordinator keeps its partitions for it.
         # A dynamic member's close sends one: the group rebalances without it right away.
@@ -414,12 +484,14 @@ def main() -> int:
     base = config.get("group.instance.id") or config["client.id"]
     names = member_names(base, members_per_pod())
     readiness = Readiness(Path(os.environ.get("READY_FILE", "./ready")), names)
-    if os.environ.get("READY_PORT"):
-        serve_readiness(readiness, int(os.environ["READY_PORT"]))
     # LEAVE_WHEN_DEPARTING=false: behave as a consumer that does not read the mark (the operator then
     # removes its members once its pod has stopped).
     leaves = os.environ.get("LEAVE_WHEN_DEPARTING", "true").strip().lower() != "false"
-    departure_file = os.environ.get("STATICFLEET_DEPARTURE_FILE") if leaves else None
+    departure_mark = Departure(os.environ.get("STATICFLEET_DEPARTURE_FILE") if leaves else None)
+    if os.environ.get("READY_PORT"):
+        # READY_HOST: one address of the machine (a pod of the local pod runner, which shares the host's)
+        host = os.environ.get("READY_HOST", "")
+        serve_readiness(readiness, int(os.environ["READY_PORT"]), host, departure_mark)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:
@@ -434,7 +506,7 @@ def main() -> int:
         if "group.instance.id" in config:
             member["group.instance.id"] = instance
         try:
-            codes[instance] = run_member(member, topics, state, instance, readiness, stop, departure_file)
+            codes[instance] = run_member(member, topics, state, instance, readiness, stop, departure_mark)
         except Exception as exc:  # one consumer's failure stops the process, so Kubernetes restarts it
             log("fatal", instance=instance, message=repr(exc), exit_code=1)
             codes[instance] = 1

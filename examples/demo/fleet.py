@@ -214,35 +214,47 @@ def script(name: str, *, local: bool) -> str:
     return str(REPO_ROOT / "examples" / stem / name) if local else str(IMAGE_APP_DIR / name)
 
 
-# The example consumer's readiness over HTTP (READY_PORT), where pods have a network of their own.
+# The example consumer's readiness over HTTP (READY_PORT), and the operator's departure handshake on the
+# same port, which the container names `departure` so that the operator finds it.
 READY_PORT = 8080
+DEPARTURE_PORT_NAME = "departure"
+# The local pod runner's pods share this machine's network: annotated so, each gets a loopback address of
+# its own (e2e/localcluster/podspec.py), which the consumer listens on (READY_HOST).
+OWN_IP_ANNOTATION = "ip.e2e.staticfleet.io/own"
 
 
 def ready_probe(http_port: int | None = None) -> Manifest:
     """Every second: an httpGet on `http_port`, which the kubelet makes itself, or else an exec probe of the
-    ready file, which starts a process in the container each time (on the local pod runner, whose pods
-    share this machine's ports)."""
+    ready file, which starts a process in the container each time."""
     if http_port is not None:
         return {"httpGet": {"path": "/ready", "port": http_port}, "periodSeconds": 1}
     return {"exec": {"command": ["test", "-f", "/scratch/ready"]}, "periodSeconds": 1}
 
 
 def consumer_pod_template(
-    command: list[str], *, image: str, grace_seconds: int = 10, ready_port: int | None = None
+    command: list[str],
+    *,
+    image: str,
+    grace_seconds: int = 10,
+    ready_port: int | None = READY_PORT,
+    own_address: bool = False,
 ) -> Manifest:
     """The example consumer's pod: partition state under /state (the `state` claim), Ready once the
-    consumer writes /scratch/ready, or answers /ready on `ready_port`."""
+    consumer answers /ready on `ready_port` (where it also answers the departure handshake), or else
+    writes /scratch/ready. `own_address`: for the local pod runner, a pod address of its own to listen on."""
     env = [{"name": "STATE_DIR", "value": "/state"}, {"name": "READY_FILE", "value": "/scratch/ready"}]
+    container: Manifest = {"name": "consumer", "image": image, "command": command}
     if ready_port is not None:
         env.append({"name": "READY_PORT", "value": str(ready_port)})
-    return {
+        if own_address:
+            env.append({"name": "READY_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
+        container["ports"] = [{"name": DEPARTURE_PORT_NAME, "containerPort": ready_port}]
+    template: Manifest = {
         "spec": {
             "terminationGracePeriodSeconds": grace_seconds,
             "containers": [
                 {
-                    "name": "consumer",
-                    "image": image,
-                    "command": command,
+                    **container,
                     "env": env,
                     "volumeMounts": [
                         {"name": "state", "mountPath": "/state"},
@@ -254,6 +266,9 @@ def consumer_pod_template(
             "volumes": [{"name": "scratch", "emptyDir": {}}],
         }
     }
+    if own_address:
+        template["metadata"] = {"annotations": {OWN_IP_ANNOTATION: "true"}}
+    return template
 
 
 def consumer_fleet(
@@ -268,7 +283,7 @@ def consumer_fleet(
     chooses the consumer's membership and the fleet's name (FLEET_KINDS). The plain kinds run as
     plain_workload(this resource)."""
     template = consumer_pod_template(
-        ["python", script("consumer.py", local=local)], image=image, ready_port=None if local else READY_PORT
+        ["python", script("consumer.py", local=local)], image=image, own_address=local
     )
     return {
         "apiVersion": "staticfleet.io/v1alpha1",

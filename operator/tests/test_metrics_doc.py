@@ -64,6 +64,7 @@ def test_the_doc_lists_every_operator_metric_and_no_other() -> None:
     metrics.reconciles.labels("ok").inc()
     metrics.members_removed.labels("shop.orders").inc()
     metrics.removal_batches.labels("shop.orders", "ok").inc()
+    metrics.departure_handshakes.labels("shop.orders", "sooner").inc()
     metrics.scale_operations.labels("shop.orders", "Down").inc()
     metrics.scale_duration.labels("Down").observe(1.0)
     code = exposed(metrics.registry)

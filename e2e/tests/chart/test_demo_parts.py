@@ -292,13 +292,16 @@ def test_the_fleet_runs_scripts_that_exist_here_and_in_the_image() -> None:
         assert command == ["python", "/app/consumer.py"]
 
 
-def test_fleets_on_a_real_kubelet_are_probed_over_http_and_on_the_pod_runner_by_their_file() -> None:
+def test_fleets_are_probed_over_http_and_answer_the_departure_handshake_on_a_pod_address() -> None:
+    """On a real kubelet each pod has its address; on the pod runner each asks for one of its own, which
+    the consumer listens on, so that the operator and the probes reach every pod on the same port."""
     for kind in FLEET_KINDS:
-        remote = fleet.consumer_fleet(3, image="i", local=False, kind=kind)["spec"]["template"]
-        (container,) = remote["spec"]["containers"]
-        assert container["readinessProbe"]["httpGet"] == {"path": "/ready", "port": fleet.READY_PORT}
-        assert {"name": "READY_PORT", "value": str(fleet.READY_PORT)} in container["env"]
-        local = fleet.consumer_fleet(3, image="i", local=True, kind=kind)["spec"]["template"]
-        (container,) = local["spec"]["containers"]
-        assert container["readinessProbe"]["exec"] == {"command": ["test", "-f", "/scratch/ready"]}
-        assert "READY_PORT" not in {e["name"] for e in container["env"]}
+        for local in (False, True):
+            template = fleet.consumer_fleet(3, image="i", local=local, kind=kind)["spec"]["template"]
+            (container,) = template["spec"]["containers"]
+            assert container["readinessProbe"]["httpGet"] == {"path": "/ready", "port": fleet.READY_PORT}
+            assert {"name": "READY_PORT", "value": str(fleet.READY_PORT)} in container["env"]
+            assert container["ports"] == [{"name": "departure", "containerPort": fleet.READY_PORT}]
+            own = (template.get("metadata") or {}).get("annotations") == {fleet.OWN_IP_ANNOTATION: "true"}
+            host = [e for e in container["env"] if e["name"] == "READY_HOST"]
+            assert own == local and bool(host) == local

@@ -157,6 +157,16 @@ def test_scaling_three_to_one_is_one_rebalance_with_the_members_removed_as_the_p
     ]
     assert removed, "the operator reports the removal as an event"
     assert body["status"]["lastScale"]["toReplicas"] == 1
+    # The operator reached the departing pods at their pod IPs on the port named `departure`
+    # (examples/embedded.yaml): the departure handshake, whose outcome the Event says.
+    (handshake,) = [
+        e for e in fleet.kubectl.items("events", fleet.namespace) if e.get("reason") == "DepartureHandshake"
+    ]
+    print(f"\n[kind] scale 3->1 in {took:.1f} s: {handshake['message']}")
+    assert "did not answer" not in handshake["message"]
+    assert handshake["message"].startswith(
+        ("orders-1, orders-2 leave together", "orders-1, orders-2 had not read")
+    )
 
 
 def test_scaling_one_to_four_is_one_rebalance(fleet: Fleet) -> None:

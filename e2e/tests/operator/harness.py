@@ -208,7 +208,7 @@ def consumer_template(
             f"sleep $$((STATICFLEET_POD_ORDINAL * {start_stagger_s})); exec python {CONSUMER}",
         ]
     template = consumer_pod_template(
-        command, image="staticfleet-consumer-example", grace_seconds=grace_seconds
+        command, image="staticfleet-consumer-example", grace_seconds=grace_seconds, own_address=True
     )
     if not leaves_when_departing:
         (container,) = template["spec"]["containers"]

@@ -130,7 +130,7 @@ def test_a_consumer_protocol_fleet_rolls_without_moving_a_partition_and_scales_d
     # A rollout: every static member leaves with epoch -2 and its successor takes its partitions back.
     old_uids = pod_uids(kubectl, namespace, NAME)
     elapsed = stopwatch()
-    patch = '[{"op": "add", "path": "/spec/template/metadata", "value": {"annotations": {"rollout": "2"}}}]'
+    patch = '[{"op": "add", "path": "/spec/template/metadata/annotations/rollout", "value": "2"}]'
     kubectl.run("patch", "scg", NAME, "-n", namespace, "--type", "json", "-p", patch)
     wait_until(
         lambda: rolled_out(kubectl, namespace, NAME, 4, old_uids), timeout=240, what="every pod replaced"

@@ -94,7 +94,7 @@ def test_a_rolling_update_restarts_every_pod_once_without_a_rebalance(
     observed_before = len(events(kubectl, namespace, NAME, "RebalanceObserved"))
 
     elapsed = stopwatch()
-    patch = '[{"op": "add", "path": "/spec/template/metadata", "value": {"annotations": {"rollout": "2"}}}]'
+    patch = '[{"op": "add", "path": "/spec/template/metadata/annotations/rollout", "value": "2"}]'
     kubectl.run("patch", "scg", NAME, "-n", namespace, "--type", "json", "-p", patch)
 
     wait_until(
@@ -181,14 +181,19 @@ def test_departing_consumers_leave_the_group_themselves_before_their_pods_stop_i
         ("orders-1", "orders-2"), sorted(left, key=lambda e: e["instance_id"]), strict=True
     ):
         assert event["ts"] / 1000 <= last_stop(cluster, namespace, pod)
-        # It read its mark (the moment to leave, the same for both) before that moment, and left then.
+        # It read its mark (the moment to leave, the same for both) before that moment; once both had,
+        # the operator's departure handshake gave them one sooner moment, and they left then.
         (marked,) = consumer_events(cluster, namespace, pod, "marked")
+        (hastened,) = consumer_events(cluster, namespace, pod, "hastened")
         (departing,) = consumer_events(cluster, namespace, pod, "departing")
-        assert marked["ts"] <= marked["leave_at"] <= departing["ts"]
-    moments = {
-        consumer_events(cluster, namespace, pod, "marked")[0]["leave_at"] for pod in ("orders-1", "orders-2")
-    }
-    assert len(moments) == 1
+        assert hastened["mark"] == marked["leave_at"]
+        # (The handshake reads the file itself: the consumer's loop may log `marked` a moment after.)
+        assert hastened["ts"] <= hastened["leave_at"] <= departing["ts"] < marked["leave_at"]
+    for kind, field in (("marked", "leave_at"), ("hastened", "leave_at")):
+        moments = {
+            consumer_events(cluster, namespace, pod, kind)[0][field] for pod in ("orders-1", "orders-2")
+        }
+        assert len(moments) == 1, f"the departing pods were given different moments: {kind} {moments}"
     joined_after = [e for e in log if e["type"] == "member_joined" and e["ts"] > left[0]["ts"]]
     assert joined_after == []
     # The operator's removal, once the pods had stopped, found them gone.
@@ -197,8 +202,13 @@ def test_departing_consumers_leave_the_group_themselves_before_their_pods_stop_i
     assert [m["instanceId"] for m in status["members"]] == ["orders-0"]
     (event,) = events(kubectl, namespace, NAME, "MembersRemoved")
     assert "already gone: orders-1, orders-2" in event["message"]
+    (handshake,) = events(kubectl, namespace, NAME, "DepartureHandshake")
+    assert "orders-1, orders-2 leave together" in handshake["message"]
+    metrics = operator.metrics()
     removed_line = f'staticfleet_operator_members_removed_total{{group="{group_id(namespace)}"}} 0.0'
-    assert removed_line in operator.metrics()
+    assert removed_line in metrics
+    handshakes = "staticfleet_operator_departure_handshakes_total"
+    assert f'{handshakes}{{group="{group_id(namespace)}",result="sooner"}} 1.0' in metrics
 
 
 def test_scaling_down_removes_the_departed_members_right_after_their_consumers_stop(
@@ -228,6 +238,11 @@ def test_scaling_down_removes_the_departed_members_right_after_their_consumers_s
         assert removed[0]["ts"] / 1000 >= last_stop(cluster, namespace, pod)
     joined_after = [e for e in log if e["type"] == "member_joined" and e["ts"] > removed[0]["ts"]]
     assert joined_after == []
+    # They answered the departure handshake without a mark: the operator kept the mark's moment.
+    (handshake,) = events(kubectl, namespace, NAME, "DepartureHandshake")
+    assert handshake["message"].endswith(
+        "had not read the mark in time: the departing pods leave at their mark's moment"
+    )
 
     status = body["status"]
     assert "scaleDown" not in status

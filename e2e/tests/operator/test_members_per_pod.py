@@ -73,7 +73,7 @@ def test_two_member_pods_are_one_stable_group_grouped_by_pod_and_roll_without_a_
     # A rolling restart: every pod comes back with the same two members, and the group does not rebalance.
     old_uids = pod_uids(kubectl, namespace, NAME)
     elapsed = stopwatch()
-    patch = '[{"op": "add", "path": "/spec/template/metadata", "value": {"annotations": {"rollout": "2"}}}]'
+    patch = '[{"op": "add", "path": "/spec/template/metadata/annotations/rollout", "value": "2"}]'
     kubectl.run("patch", "scg", NAME, "-n", namespace, "--type", "json", "-p", patch)
 
     wait_until(

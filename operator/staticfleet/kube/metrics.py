@@ -119,6 +119,12 @@ class OperatorMetrics:
             ["group", "result"],
             registry=self.registry,
         )
+        self.departure_handshakes = Counter(
+            "staticfleet_operator_departure_handshakes_total",
+            "Departure handshakes with departing pods, by result (sooner, unread, unanswered, refused)",
+            ["group", "result"],
+            registry=self.registry,
+        )
         self.scale_operations = Counter(
             "staticfleet_operator_scale_operations_total",
             "Scale operations started on a fleet, by direction (Up, Down)",
@@ -157,6 +163,10 @@ class OperatorMetrics:
             (self.members_removed, (gone.group,)),
             *((self.removal_batches, (gone.group, result)) for result in ("ok", "failed")),
             *((self.scale_operations, (gone.group, direction)) for direction in ("Up", "Down")),
+            *(
+                (self.departure_handshakes, (gone.group, r))
+                for r in ("sooner", "unread", "unanswered", "refused")
+            ),
         ]
         for counter, labels in children:
             with contextlib.suppress(KeyError):  # never counted

@@ -7,6 +7,7 @@ parsing dates.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -409,7 +410,7 @@ def alerts(rows: Sequence[Mapping[str, Any]], body: Mapping[str, Any]) -> list[d
             and row.get("host")
             and row.get("podIP")
             and row["host"] != row["podIP"]
-            and row["podIP"] not in ("127.0.0.1", "::1")
+            and not _loopback(str(row["podIP"]))
         ):
             found.append(
                 {
@@ -422,6 +423,14 @@ def alerts(rows: Sequence[Mapping[str, Any]], body: Mapping[str, Any]) -> list[d
         if c.get("type") == "Degraded" and c.get("status") == "True" and c.get("reason") == "GroupIdConflict":
             found.append({"kind": "group-conflict", "message": str(c.get("message") or "")})
     return found
+
+
+def _loopback(address: str) -> bool:
+    """A pod at a loopback address shares the machine's network: its clients may come from any of them."""
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
 
 
 # -- the pages' JSON ---------------------------------------------------------------------------------------

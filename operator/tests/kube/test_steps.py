@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from staticfleet.admin.model import GroupDescription, MemberDescription, Node
+from staticfleet.kube import departure
 from staticfleet.kube.builders import DEPARTING_ANNOTATION
 from staticfleet.kube.claims import Claim
 from staticfleet.kube.fleetstatus import FleetStatus
@@ -122,6 +123,23 @@ def test_a_pod_no_scale_down_takes_away_loses_its_mark_so_that_its_consumer_join
     superseding = ScaleDownState(ScalePhase.SHRINKING, 3, 2, ("orders-2",), "Immediate", iso(NOW))
     obs = observed(2, 3, {0, 1, 2}, group("orders-0"), marked={1, 2}, scaleDown=superseding.to_status())
     assert MarkDeparting((), ("orders-1",)) in plan_actions(obs).steps
+
+
+def test_departing_pods_that_all_answer_the_handshake_are_marked_with_their_endpoints() -> None:
+    obs = observed(1, 3, {0, 1, 2}, group("orders-0", "orders-1", "orders-2"))
+    for pod in obs.pods:
+        ordinal = pod["metadata"]["name"].rsplit("-", 1)[1]
+        pod["status"]["podIP"] = f"10.0.0.{ordinal}"
+        pod["spec"] = {"containers": [{"name": "c", "ports": [{"name": "departure", "containerPort": 8080}]}]}
+    (marks,) = [s for s in plan_actions(obs).steps if isinstance(s, MarkDeparting)]
+    assert marks.endpoints == (
+        departure.Endpoint("orders-1", "10.0.0.1", 8080),
+        departure.Endpoint("orders-2", "10.0.0.2", 8080),
+    )
+    # One departing pod without the port: none leaves sooner, all leave at the mark's moment.
+    obs.pods[2]["spec"]["containers"][0]["ports"] = [{"name": "http", "containerPort": 8080}]
+    (marks,) = [s for s in plan_actions(obs).steps if isinstance(s, MarkDeparting)]
+    assert marks == MarkDeparting(("orders-1", "orders-2"))
 
 
 def test_a_fleet_that_waits_out_the_session_timeout_marks_no_pod() -> None:

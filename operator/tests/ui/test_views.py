@@ -59,6 +59,12 @@ def test_a_member_held_from_another_address_than_its_pod_is_a_duplicate_instance
     )
     (found,) = alerts(rows, fleet())
     assert found["kind"] == "duplicate-instance" and "10.0.0.66" in found["message"]
+    # A pod at a loopback address shares its machine's network: its consumer may come from any of them.
+    for ip in ("127.16.0.9", "::1"):
+        rows = members_beside_pods(
+            "orders", [pod("orders", 0, ip=ip)], group(member("orders-0", "127.0.0.1", {"orders": [0]}))
+        )
+        assert alerts(rows, fleet()) == []
 
 
 def test_a_pod_that_exited_fenced_is_an_alert() -> None:

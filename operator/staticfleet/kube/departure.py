@@ -1,0 +1,178 @@
+"""The departure handshake: leaving together sooner than the mark's moment.
+
+A scale-down marks the pods it takes away with a moment to leave (steps.MarkDeparting), far enough ahead
+for the slowest kubelet to show the mark in every pod's downwardAPI file. A pod whose container declares
+a port named `departure` also answers over HTTP which mark it has read (GET /departure) and accepts a
+sooner moment for that mark (POST /departure). Once every departing pod has read the mark, the operator
+names one moment a tenth of a second ahead and they all leave then, together, as they would have at the
+mark's moment: one rebalance, without the margin.
+
+Nothing here can make a pod leave that the operator has not marked: a pod takes the sooner moment only
+for the mark its own file holds, so the endpoint needs no credentials. A pod that does not answer, or
+answers late, keeps the mark's moment; should some pods confirm the sooner moment and others not, the
+step still waits for the mark's moment before the StatefulSet shrinks (a second rebalance at worst, never
+a lost departure).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from enum import Enum
+
+from staticfleet.kube.spec import Manifest
+
+log = logging.getLogger(__name__)
+
+PORT_NAME = "departure"
+PATH = "/departure"
+# The sooner moment is this far ahead when it is sent: the requests to every pod go out at once and
+# each takes milliseconds; a pod that answers after it leaves at the mark's moment instead.
+LEAD_S = 0.1
+# Between rounds of asking which mark each pod has read (a kubelet shows an annotation within a second).
+POLL_S = 0.02
+REQUEST_TIMEOUT_S = 0.25
+THREADS = 16
+SOONER, UNREAD, UNANSWERED, REFUSED = "sooner", "unread", "unanswered", "refused"
+
+
+class NoAnswer(Enum):
+    """A pod that did not answer the handshake (nothing listens, a NetworkPolicy drops it, a timeout)."""
+
+    NO_ANSWER = "no answer"
+
+
+NO_ANSWER = NoAnswer.NO_ANSWER
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Where one departing pod answers the handshake."""
+
+    pod: str
+    host: str
+    port: int
+
+
+def endpoint(pod: Manifest) -> Endpoint | None:
+    """The pod's handshake endpoint: its IP and the container port named `departure`, if it has both."""
+    ip = (pod.get("status") or {}).get("podIP")
+    if not ip:
+        return None
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        for port in container.get("ports") or []:
+            if port.get("name") == PORT_NAME and isinstance(port.get("containerPort"), int):
+                return Endpoint(str(pod["metadata"]["name"]), str(ip), int(port["containerPort"]))
+    return None
+
+
+def every_endpoint(pods: Iterable[Manifest]) -> tuple[Endpoint, ...]:
+    """The endpoints of all these pods, or none if any of them has none: they leave together or not at all
+    sooner."""
+    found = [endpoint(pod) for pod in pods]
+    return tuple(e for e in found if e is not None) if all(found) else ()
+
+
+# -- the wire ------------------------------------------------------------------------------------------------
+
+
+def _request(target: Endpoint, method: str, body: Mapping[str, int] | None = None) -> tuple[int, Manifest]:
+    """One request, without proxies (the pod network is reached directly); (status, JSON answer)."""
+    connection = http.client.HTTPConnection(target.host, target.port, timeout=REQUEST_TIMEOUT_S)
+    try:
+        payload = None if body is None else json.dumps(body).encode()
+        headers = {} if payload is None else {"Content-Type": "application/json"}
+        connection.request(method, PATH, body=payload, headers=headers)
+        answer = connection.getresponse()
+        data = answer.read(4096)
+        try:
+            value = json.loads(data) if data else {}
+        except ValueError:
+            value = {}
+        return answer.status, value if isinstance(value, dict) else {}
+    finally:
+        connection.close()
+
+
+def read_mark(target: Endpoint) -> int | NoAnswer | None:
+    """The mark (epoch ms) the pod has read, None if it has read none, NO_ANSWER if it did not answer."""
+    try:
+        status, value = _request(target, "GET")
+    except (OSError, http.client.HTTPException):
+        return NO_ANSWER
+    mark = value.get("mark")
+    if status != 200:
+        return NO_ANSWER
+    return mark if isinstance(mark, int) else None
+
+
+def send_sooner(target: Endpoint, mark_ms: int, leave_at_ms: int) -> bool:
+    """True if the pod took the sooner moment for this mark."""
+    try:
+        status, value = _request(target, "POST", {"mark": mark_ms, "leaveAt": leave_at_ms})
+    except (OSError, http.client.HTTPException):
+        return False
+    return status == 200 and value.get("leaveAt") == leave_at_ms
+
+
+# -- the handshake -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Handshake:
+    """How a handshake ended: `sooner` is the moment every pod took (epoch s), or None."""
+
+    result: str  # SOONER, UNREAD, UNANSWERED or REFUSED
+    sooner: float | None = None
+    pods: tuple[str, ...] = ()  # the pods that kept the others on the mark's moment
+
+    def message(self, pods: Sequence[str], mark_s: float) -> str:
+        """For the fleet's Event: what the departing pods did."""
+        if self.sooner is not None:
+            return f"{', '.join(pods)} leave together {mark_s - self.sooner:.2f} s before their mark's moment"
+        why = {
+            UNREAD: "had not read the mark in time",
+            UNANSWERED: "did not answer on the port named departure",
+            REFUSED: "did not take the sooner moment",
+        }[self.result]
+        return f"{', '.join(self.pods)} {why}: the departing pods leave at their mark's moment"
+
+
+def hasten(
+    targets: Sequence[Endpoint],
+    mark_ms: int,
+    *,
+    read: Callable[[Endpoint], int | NoAnswer | None] = read_mark,
+    send: Callable[[Endpoint, int, int], bool] = send_sooner,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Handshake:
+    """Waits until every target has read the mark `mark_ms`, then gives them all one sooner moment. Ends
+    `unread` (or `unanswered`, if some of those never answered) once a sooner moment would no longer come
+    well before the mark's; `refused` if a target did not take it (they leave at the mark's moment, or
+    some at either)."""
+    latest_start = mark_ms / 1000 - 2 * LEAD_S  # past this, a sooner moment gains little and risks much
+    pending = list(targets)
+    answered: set[str] = set()
+    with ThreadPoolExecutor(max_workers=max(1, min(THREADS, len(targets)))) as pool:
+        while pending:
+            if clock() > latest_start:
+                silent = tuple(t.pod for t in pending if t.pod not in answered)
+                if silent:
+                    return Handshake(UNANSWERED, pods=silent)
+                return Handshake(UNREAD, pods=tuple(t.pod for t in pending))
+            marks = list(pool.map(read, pending))
+            answered.update(t.pod for t, mark in zip(pending, marks, strict=True) if mark is not NO_ANSWER)
+            pending = [t for t, mark in zip(pending, marks, strict=True) if mark != mark_ms]
+            if pending:
+                sleep(POLL_S)
+        leave_at_ms = int((clock() + LEAD_S) * 1000)
+        taken = list(pool.map(lambda t: send(t, mark_ms, leave_at_ms), targets))
+    if all(taken):
+        return Handshake(SOONER, leave_at_ms / 1000)
+    return Handshake(REFUSED, pods=tuple(t.pod for t, ok in zip(targets, taken, strict=True) if not ok))

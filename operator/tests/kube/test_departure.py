@@ -1,0 +1,126 @@
+"""The departure handshake (departure.py): which pods answer it, and when the departing pods leave."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from staticfleet.kube import departure
+from staticfleet.kube.departure import Endpoint, endpoint, every_endpoint, hasten
+
+MARK_MS = 1_000_000_000
+
+
+def pod(name: str, ip: str | None = "10.1.0.7", *ports: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "sidecar"}, {"name": "consumer", "ports": list(ports)}]},
+        "status": {"podIP": ip} if ip else {},
+    }
+
+
+DEPARTURE_PORT = {"name": "departure", "containerPort": 8080}
+
+
+def test_a_pod_answers_on_its_address_and_the_container_port_named_departure() -> None:
+    assert endpoint(
+        pod("p-1", "10.1.0.7", {"name": "http", "containerPort": 80}, DEPARTURE_PORT)
+    ) == Endpoint("p-1", "10.1.0.7", 8080)
+    assert endpoint(pod("p-1", "10.1.0.7", {"name": "http", "containerPort": 8080})) is None
+    assert endpoint(pod("p-1", None, DEPARTURE_PORT)) is None  # not given an address yet
+
+
+def test_the_pods_leave_sooner_together_or_not_at_all() -> None:
+    both = every_endpoint([pod("p-1", "10.1.0.1", DEPARTURE_PORT), pod("p-2", "10.1.0.2", DEPARTURE_PORT)])
+    assert [e.pod for e in both] == ["p-1", "p-2"]
+    assert every_endpoint([pod("p-1", "10.1.0.1", DEPARTURE_PORT), pod("p-2", "10.1.0.2")]) == ()
+    assert every_endpoint([]) == ()
+
+
+class FakePods:
+    """Pods that read the mark at given moments, and take or refuse a sooner moment."""
+
+    def __init__(
+        self,
+        read_at: dict[str, float],
+        refuses: frozenset[str] = frozenset(),
+        silent: frozenset[str] = frozenset(),
+    ) -> None:
+        self.read_at = read_at
+        self.refuses = refuses
+        self.silent = silent
+        self.now = MARK_MS / 1000 - 1.0  # the mark is one second ahead
+        self.sent: dict[str, tuple[int, int]] = {}
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def read(self, target: Endpoint) -> int | departure.NoAnswer | None:
+        if target.pod in self.silent:
+            return departure.NO_ANSWER
+        return MARK_MS if self.now >= self.read_at[target.pod] else None
+
+    def send(self, target: Endpoint, mark_ms: int, leave_at_ms: int) -> bool:
+        self.sent[target.pod] = (mark_ms, leave_at_ms)
+        return target.pod not in self.refuses
+
+    def hasten(self, targets: list[Endpoint]) -> departure.Handshake:
+        return hasten(targets, MARK_MS, read=self.read, send=self.send, clock=self.clock, sleep=self.sleep)
+
+
+TARGETS = [Endpoint("p-1", "10.1.0.1", 8080), Endpoint("p-2", "10.1.0.2", 8080)]
+
+
+def test_once_every_pod_has_read_the_mark_all_get_one_moment_a_tenth_of_a_second_ahead() -> None:
+    start = MARK_MS / 1000 - 1.0
+    pods = FakePods({"p-1": start + 0.05, "p-2": start + 0.15})
+    handshake = pods.hasten(TARGETS)
+    sooner = handshake.sooner
+    assert handshake.result == "sooner" and sooner is not None
+    # p-2 read it within a poll of 0.15 s; the moment is LEAD_S after that, far before the mark's.
+    assert start + 0.15 + departure.LEAD_S <= sooner <= start + 0.15 + departure.POLL_S + departure.LEAD_S
+    assert pods.sent == {"p-1": (MARK_MS, round(sooner * 1000)), "p-2": (MARK_MS, round(sooner * 1000))}
+
+
+def test_a_pod_that_has_not_read_the_mark_in_time_keeps_everyone_on_the_marks_moment() -> None:
+    start = MARK_MS / 1000 - 1.0
+    pods = FakePods({"p-1": start, "p-2": start + 0.95})  # its kubelet is slow
+    assert pods.hasten(TARGETS) == departure.Handshake("unread", pods=("p-2",))
+    assert pods.sent == {}  # nobody was given a sooner moment
+    assert pods.now <= MARK_MS / 1000 - 2 * departure.LEAD_S + departure.POLL_S
+
+
+def test_a_pod_that_never_answers_is_named_apart_from_one_whose_kubelet_is_slow() -> None:
+    start = MARK_MS / 1000 - 1.0
+    pods = FakePods({"p-1": start + 0.95, "p-2": start}, silent=frozenset({"p-2"}))
+    assert pods.hasten(TARGETS) == departure.Handshake("unanswered", pods=("p-2",))
+    assert pods.sent == {}
+
+
+def test_a_pod_that_refuses_the_sooner_moment_makes_the_step_wait_for_the_marks() -> None:
+    start = MARK_MS / 1000 - 1.0
+    pods = FakePods({"p-1": start, "p-2": start}, refuses=frozenset({"p-2"}))
+    assert pods.hasten(TARGETS) == departure.Handshake("refused", pods=("p-2",))
+    assert set(pods.sent) == {"p-1", "p-2"}
+
+
+def test_a_pod_that_does_not_answer_reads_as_unmarked() -> None:
+    closed = Endpoint("p-1", "127.0.0.1", 9)  # the discard port: nothing listens there
+    assert departure.read_mark(closed) is departure.NO_ANSWER
+    assert departure.send_sooner(closed, MARK_MS, MARK_MS - 500) is False
+
+
+def test_the_event_says_how_much_sooner_or_which_pods_kept_the_marks_moment() -> None:
+    mark_s = MARK_MS / 1000
+    pods = ["p-1", "p-2"]
+    assert departure.Handshake("sooner", mark_s - 0.62).message(pods, mark_s) == (
+        "p-1, p-2 leave together 0.62 s before their mark's moment"
+    )
+    assert departure.Handshake("unread", pods=("p-2",)).message(pods, mark_s) == (
+        "p-2 had not read the mark in time: the departing pods leave at their mark's moment"
+    )
+    assert "did not take the sooner moment" in departure.Handshake("refused", pods=("p-1",)).message(
+        pods, mark_s
+    )
