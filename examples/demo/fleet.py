@@ -242,7 +242,10 @@ def consumer_pod_template(
     """The example consumer's pod: partition state under /state (the `state` claim), Ready once the
     consumer answers /ready on `ready_port` (where it also answers the departure handshake), or else
     writes /scratch/ready. `own_address`: for the local pod runner, a pod address of its own to listen on."""
-    env = [{"name": "STATE_DIR", "value": "/state"}, {"name": "READY_FILE", "value": "/scratch/ready"}]
+    env: list[Manifest] = [
+        {"name": "STATE_DIR", "value": "/state"},
+        {"name": "READY_FILE", "value": "/scratch/ready"},
+    ]
     container: Manifest = {"name": "consumer", "image": image, "command": command}
     if ready_port is not None:
         env.append({"name": "READY_PORT", "value": str(ready_port)})
