@@ -32,7 +32,8 @@ log = logging.getLogger(__name__)
 PORT_NAME = "departure"
 PATH = "/departure"
 # The sooner moment is this far ahead when it is sent: the requests to every pod go out at once and
-# each takes milliseconds; a pod that answers after it leaves at the mark's moment instead.
+# each takes milliseconds, and each consumer looks at its moment every 0.1 s. A pod the request reaches
+# after the moment leaves at once, a little after the others; one it does not reach keeps the mark's.
 LEAD_S = 0.1
 # Between rounds of asking which mark each pod has read (a kubelet shows an annotation within a second).
 POLL_S = 0.02
