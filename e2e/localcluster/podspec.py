@@ -482,14 +482,14 @@ class OwnIps:
     """Hands out the addresses of OWN_IP_BLOCK in turn, from a random start (a restarted runner does not
     hand out again the addresses its pods may still hold), never the block's first or last."""
 
+    SIZE = OWN_IP_BLOCK.num_addresses - 2
+
     def __init__(self, start: int | None = None) -> None:
-        size = OWN_IP_BLOCK.num_addresses - 2
-        self._next = (random.randrange(size) if start is None else start) % size
+        self._next = (random.randrange(self.SIZE) if start is None else start) % self.SIZE
 
     def take(self) -> str:
-        size = OWN_IP_BLOCK.num_addresses - 2
         address = OWN_IP_BLOCK.network_address + 1 + self._next
-        self._next = (self._next + 1) % size
+        self._next = (self._next + 1) % self.SIZE
         return str(address)
 
 

@@ -10,8 +10,11 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -71,24 +74,47 @@ def post(url: str, body: bytes) -> tuple[int, dict[str, object]]:
         return error.code, json.loads(error.read() or b"{}")
 
 
-@pytest.fixture
-def pod(consumer: ModuleType, tmp_path: Path) -> Iterator[tuple[str, Path, ModuleType]]:
-    """A consumer's HTTP endpoint with its departure file (empty: not marked), as the pod has them."""
-    mark_file = tmp_path / "departing"
+@dataclass
+class PodEndpoint:
+    """A consumer's HTTP endpoint with its departure file (empty: not marked), as a pod has them."""
+
+    name: str
+    port: int
+    mark_file: Path
+    departure_mark: Any
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/departure"
+
+    @property
+    def endpoint(self) -> departure.Endpoint:
+        return departure.Endpoint(self.name, "127.0.0.1", self.port)
+
+
+@contextmanager
+def serving(consumer: ModuleType, tmp_path: Path, name: str) -> Iterator[PodEndpoint]:
+    mark_file = tmp_path / f"departing-{name}"
     mark_file.write_text("")
-    readiness = consumer.Readiness(tmp_path / "ready", ["orders-1"])
+    readiness = consumer.Readiness(tmp_path / f"ready-{name}", [name])
     departure_mark = consumer.Departure(str(mark_file))
     port = free_port()
     server = consumer.serve_readiness(readiness, port, host="127.0.0.1", departure_mark=departure_mark)
     try:
-        yield f"http://127.0.0.1:{port}/departure", mark_file, departure_mark
+        yield PodEndpoint(name, port, mark_file, departure_mark)
     finally:
         server.shutdown()
         server.server_close()
 
 
+@pytest.fixture
+def pod(consumer: ModuleType, tmp_path: Path) -> Iterator[tuple[str, Path, Any]]:
+    with serving(consumer, tmp_path, "orders-1") as served:
+        yield served.url, served.mark_file, served.departure_mark
+
+
 def test_the_departure_endpoint_brings_forward_only_the_mark_the_pod_holds(
-    pod: tuple[str, Path, ModuleType],
+    pod: tuple[str, Path, Any],
 ) -> None:
     url, mark_file, departure_mark = pod
     with urllib.request.urlopen(url, timeout=5) as answer:
@@ -116,7 +142,7 @@ def test_the_departure_endpoint_brings_forward_only_the_mark_the_pod_holds(
     ids=["empty", "not-json", "no-leave-at", "not-a-number", "not-an-object", "too-long"],
 )
 def test_a_malformed_handshake_is_refused_and_changes_nothing(
-    pod: tuple[str, Path, ModuleType], body: bytes
+    pod: tuple[str, Path, Any], body: bytes
 ) -> None:
     url, mark_file, departure_mark = pod
     mark_file.write_text("5000000")
@@ -129,38 +155,15 @@ def test_the_operators_handshake_gives_every_marked_consumer_one_sooner_moment(
     consumer: ModuleType, tmp_path: Path
 ) -> None:
     """The operator's side against the consumer's: two pods, one reading its mark later, leave together."""
-    pods = []
-    try:
-        for ordinal in (1, 2):
-            mark_file = tmp_path / f"departing-{ordinal}"
-            mark_file.write_text("")
-            readiness = consumer.Readiness(tmp_path / f"ready-{ordinal}", [f"orders-{ordinal}"])
-            departure_mark = consumer.Departure(str(mark_file))
-            port = free_port()
-            server = consumer.serve_readiness(
-                readiness, port, host="127.0.0.1", departure_mark=departure_mark
-            )
-            pods.append(
-                (
-                    departure.Endpoint(f"orders-{ordinal}", "127.0.0.1", port),
-                    mark_file,
-                    departure_mark,
-                    server,
-                )
-            )
+    with serving(consumer, tmp_path, "orders-1") as early, serving(consumer, tmp_path, "orders-2") as late:
         mark_ms = int((time.time() + 1.0) * 1000)
-        pods[0][1].write_text(str(mark_ms))
-        late = pods[1][1]
+        early.mark_file.write_text(str(mark_ms))
 
         def read(target: departure.Endpoint) -> int | departure.NoAnswer | None:
             if time.time() > mark_ms / 1000 - 0.8:  # the second kubelet shows the mark 0.2 s later
-                late.write_text(str(mark_ms))
+                late.mark_file.write_text(str(mark_ms))
             return departure.read_mark(target)
 
-        sooner = departure.hasten([p[0] for p in pods], mark_ms, read=read).sooner
+        sooner = departure.hasten([early.endpoint, late.endpoint], mark_ms, read=read).sooner
         assert sooner is not None and sooner < mark_ms / 1000 - 0.5
-        assert [p[2].leave_at() for p in pods] == [sooner, sooner]
-    finally:
-        for *_, server in pods:
-            server.shutdown()
-            server.server_close()
+        assert [early.departure_mark.leave_at(), late.departure_mark.leave_at()] == [sooner, sooner]

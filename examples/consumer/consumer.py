@@ -225,7 +225,10 @@ class Departure:
         return departure(self.path)
 
     def leave_at(self) -> float | None:
-        mark = self.mark()
+        return self.moment(self.mark())
+
+    def moment(self, mark: float | None) -> float | None:
+        """When to leave, given the mark the file holds: its moment, or the sooner one sent for it."""
         if mark is None:
             return None
         with self.guard:
@@ -418,7 +421,7 @@ def run_member(
                 marked_at = mark
                 if mark is not None:  # when each pod reads its mark: how long the moment must be
                     log("marked", instance=instance, leave_at=mark)
-            leave_at = departure_mark.leave_at()  # the mark's moment, or the handshake's sooner one
+            leave_at = departure_mark.moment(mark)  # the mark's, or the handshake's sooner one
             wait = POLL_S
             if leave_at is not None and subscribed:
                 wait = leave_at - time.time()
