@@ -11,6 +11,7 @@ one can also run alone (`-k`).
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -164,9 +165,12 @@ def test_scaling_three_to_one_is_one_rebalance_with_the_members_removed_as_the_p
     ]
     print(f"\n[kind] scale 3->1 in {took:.1f} s: {handshake['message']}")
     assert "did not answer" not in handshake["message"]
-    assert handshake["message"].startswith(
-        ("orders-1, orders-2 leave together", "orders-1, orders-2 had not read")
-    )
+    # On a real kubelet the downward-API file can trail the annotation past the handshake's deadline;
+    # then the Event names the pods that had not read it, and they leave at the mark's moment.
+    assert re.match(
+        r"orders-1, orders-2 leave together |(orders-1, orders-2|orders-1|orders-2) had not read the mark",
+        handshake["message"],
+    ), handshake["message"]
 
 
 def test_scaling_one_to_four_is_one_rebalance(fleet: Fleet) -> None:
