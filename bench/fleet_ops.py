@@ -996,7 +996,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             local_cluster(tmp) as (cluster, kubectl),
         ):
             kubectl.run("apply", "-f", str(CRD_DIR))
-            kubectl.run("wait", "--for=condition=Established", "crd/staticconsumergroups.staticfleet.io")
+            kubectl.wait_established("staticconsumergroups.staticfleet.io")
             for backend in backends:
                 samples += bench_backend(backend, cluster, kubectl, tmp / backend, args)
     summaries = summarize(samples)

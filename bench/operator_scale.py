@@ -372,7 +372,7 @@ def run(args: argparse.Namespace, workdir: Path) -> list[SizeResult]:
             operators_running(cluster, workdir) as operators,
         ):
             kubectl.run("apply", "-f", str(CRD_DIR))
-            kubectl.run("wait", "--for=condition=Established", "crd/staticconsumergroups.staticfleet.io")
+            kubectl.wait_established("staticconsumergroups.staticfleet.io")
             for namespace in (NAMESPACE, LEASE_NAMESPACE):
                 kubectl.run("create", "namespace", namespace)
             wait_until(

@@ -45,6 +45,15 @@ class Kubectl:
     def json(self, *args: str) -> Any:
         return json.loads(self.run(*args, "-o", "json").stdout)
 
+    def wait_established(self, *crds: str, timeout: float = 60) -> None:
+        """Until every CRD named is Established. Polled: `kubectl wait --for=condition=Established` fails at
+        once, instead of waiting, while a new CRD has no status.conditions yet."""
+        wait_until(
+            lambda: all(established(self.json("get", "crd", name)) for name in crds),
+            timeout=timeout,
+            what=f"{', '.join(crds)} to be Established",
+        )
+
     def get(self, kind: str, name: str, namespace: str) -> Manifest:
         found: Manifest = self.json("get", kind, name, "-n", namespace)
         return found
@@ -127,6 +136,12 @@ def _forwarded_port(process: subprocess.Popen[str], errors: IO[str], timeout: fl
             process.wait(timeout=10)
             errors.seek(0)
             raise KubectlError(f"{what} did not start: {errors.read().strip() or 'no answer'}")
+
+
+def established(crd: Manifest) -> bool:
+    """A CustomResourceDefinition the API server serves."""
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 
 def wait_until(probe: Callable[[], T | None], *, timeout: float, what: str, interval: float = 0.2) -> T:

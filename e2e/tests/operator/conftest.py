@@ -28,12 +28,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture(scope="session")
 def crd(cluster: Cluster) -> None:
     cluster.kubectl.run("apply", "-f", str(CRD_DIR))
-    cluster.kubectl.run(
-        "wait",
-        "--for=condition=Established",
-        "crd/staticconsumergroups.staticfleet.io",
-        "crd/staticfleettenancypolicies.staticfleet.io",
-        "--timeout=60s",
+    cluster.kubectl.wait_established(
+        "staticconsumergroups.staticfleet.io", "staticfleettenancypolicies.staticfleet.io"
     )
 
 
