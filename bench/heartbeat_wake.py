@@ -25,7 +25,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from confluent_kafka import Consumer
 from bench.fleet_kinds import EMBEDDED, KAFKA, backend_name
 from bench.fleet_ops import Embedded, Kafka
 from bench.report import publish, table
+from e2e.helpers import wait_until
 
 IDLE = "idle"
 WOKEN = "woken"
@@ -48,6 +49,7 @@ TOPIC = "heartbeat-wake"
 PARTITIONS = 16
 SETTLE_S = 2.5
 TRIAL_BOUND_S = 10.0
+CHECK_S = 0.005  # how often a trial looks at the members' assignments: the measure's resolution
 
 
 def wake_due(now: float, last: float, every: float = WAKE_EVERY_S) -> bool:
@@ -119,20 +121,12 @@ class Group:
     def leaving(self) -> Member:
         return self.members[-1]
 
-    def all_reassigned_since(self, moment: float) -> bool:
-        return all(m.assigned_at > moment for m in self.members[:-1])
-
     def reassigned_after(self, moment: float) -> float:
         return max(m.assigned_at for m in self.members[:-1]) - moment
 
 
-def wait_for(done: Callable[[], bool], bound_s: float) -> bool:
-    deadline = time.monotonic() + bound_s
-    while time.monotonic() < deadline:
-        if done():
-            return True
-        time.sleep(0.005)
-    return done()
+def assigned_since(members: Sequence[Member], moment: float) -> bool:
+    return all(m.assigned_at > moment for m in members)
 
 
 def leave_and_rejoin(group: Group) -> float:
@@ -140,13 +134,22 @@ def leave_and_rejoin(group: Group) -> float:
     member joins again, and the group is whole before the next trial."""
     left = time.time()
     group.leaving.leave.set()
-    if not wait_for(lambda: group.all_reassigned_since(left), TRIAL_BOUND_S):
-        raise RuntimeError(f"{group.variant}: the others had no new assignment within {TRIAL_BOUND_S} s")
+    others = group.members[:-1]
+    wait_until(
+        lambda: assigned_since(others, left),
+        timeout=TRIAL_BOUND_S,
+        what=f"{group.variant}: a new assignment",
+        interval=0.005,
+    )
     seconds = group.reassigned_after(left)
     rejoined = time.time()
     group.leaving.rejoin.set()
-    if not wait_for(lambda: all(m.assigned_at > rejoined for m in group.members), 30):
-        raise RuntimeError(f"{group.variant}: the member did not join again within 30 s")
+    wait_until(
+        lambda: assigned_since(group.members, rejoined),
+        timeout=30,
+        what=f"{group.variant}: the rejoin",
+        interval=0.005,
+    )
     return seconds
 
 
@@ -168,8 +171,9 @@ def measure(bootstrap: str, members: int, trials: int, heartbeat_ms: int, tag: s
         member.start()
     results: dict[str, list[float]] = {g.variant: [] for g in groups}
     try:
-        if not wait_for(lambda: all(m.assigned_at > started for m in every), 60):
-            raise RuntimeError("the groups did not form within 60 s")
+        wait_until(
+            lambda: assigned_since(every, started), timeout=60, what="the groups to form", interval=0.005
+        )
         time.sleep(SETTLE_S)
         for trial in range(trials):
             for group in groups:  # side by side: each trial leaves from one group, then the other
