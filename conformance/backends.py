@@ -256,7 +256,12 @@ class StaticfleetBackend(Backend):
         self._process = process
         _SPAWNED.add(process)
         ready = asyncio.create_task(
-            wait_until_serving(self.host, self.port, timeout=STATICFLEET_START_TIMEOUT_S)
+            wait_until_serving(
+                self.host,
+                self.port,
+                timeout=STATICFLEET_START_TIMEOUT_S,
+                other_ports=self.listener_ports.values(),
+            )
         )
         try:
             while not ready.done():

@@ -1562,10 +1562,40 @@ async def topic_ids(connection: Connection, names: Sequence[str]) -> dict[uuid.U
     return found
 
 
+async def wait_until_accepting(host: str, ports: Iterable[int], *, timeout: float = 60.0) -> None:
+    """Waits until every port takes a TCP connection.
+
+    Kafka opens the listener its brokers talk on first and the others only once its authorizer has
+    loaded, so a broker that serves groups on PLAINTEXT may still refuse its SASL and SSL listeners.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    waiting = list(ports)
+    while waiting:
+        port = waiting[0]
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout=2.0)
+        except (OSError, TimeoutError) as exc:
+            if loop.time() >= deadline:
+                raise TimeoutError(f"{host}:{port} takes no connection after {timeout:.0f}s: {exc}") from exc
+            await asyncio.sleep(0.1)
+            continue
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+        waiting.pop(0)
+
+
 async def wait_until_serving(
-    host: str, port: int, *, timeout: float = 60.0, group_probe: str = "ready"
+    host: str,
+    port: int,
+    *,
+    timeout: float = 60.0,
+    group_probe: str = "ready",
+    other_ports: Iterable[int] = (),
 ) -> str:
-    """Waits until the broker answers ApiVersions and serves groups.
+    """Waits until the broker answers ApiVersions and serves groups, and then until its `other_ports`
+    (its other listeners) take connections.
 
     FindCoordinator for a group makes Kafka create its offsets topic lazily; until that is done it answers
     COORDINATOR_NOT_AVAILABLE. Then the coordinator loads the partition (DescribeGroups answers
@@ -1590,6 +1620,9 @@ async def wait_until_serving(
                     described = await connection.request(describe_groups(5, group_probe), timeout=5.0)
                     code = described.groups[0].error_code
                     if code == ErrorCode.none:
+                        await wait_until_accepting(
+                            host, other_ports, timeout=max(deadline - loop.time(), 1.0)
+                        )
                         return "ready"
                     last = f"DescribeGroups {code.name}"
         except (OSError, ConnectionError, StillParked, TimeoutError) as exc:

@@ -340,7 +340,11 @@ class KafkaBroker:
         process = self._process
         if process is None:
             raise RuntimeError("broker not launched")
-        ready = asyncio.create_task(wait_until_serving(self.host, self.port, timeout=timeout))
+        ready = asyncio.create_task(
+            wait_until_serving(
+                self.host, self.port, timeout=timeout, other_ports=self.listener_ports.values()
+            )
+        )
         try:
             while not ready.done():
                 if process.poll() is not None:

@@ -26,6 +26,7 @@ from kio.static.primitive import i8, i32, i32Timedelta
 from conformance import driver as d
 from conformance.kafka_broker import GroupSettings
 from conformance.report import compact
+from e2e.localcluster.ports import free_port
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3])
@@ -416,3 +417,19 @@ def test_group_settings_reach_both_backends_by_kafkas_names() -> None:
         "--group-consumer-assignors",
         "range,uniform",
     ]
+
+
+def test_waiting_for_listeners_lasts_until_each_port_takes_connections() -> None:
+    # Kafka opens its SASL and SSL listeners after the one it serves groups on; the wait spans that gap.
+    async def body() -> None:
+        late, never = free_port(), free_port()  # free ports, below the range the kernel picks from
+        waiting = asyncio.create_task(d.wait_until_accepting("127.0.0.1", [late], timeout=30.0))
+        await asyncio.sleep(0.3)
+        assert not waiting.done()
+        server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", late)
+        async with server:
+            await asyncio.wait_for(waiting, timeout=10.0)
+        with pytest.raises(TimeoutError, match=str(never)):
+            await d.wait_until_accepting("127.0.0.1", [never], timeout=0.3)
+
+    asyncio.run(body())
