@@ -34,6 +34,9 @@ Lifecycle, as Kubernetes and static membership want it:
   callbacks then name the partitions added and taken away, not the whole assignment, and the log says so.
 - KAFKA_GROUP_PROTOCOL=consumer uses Kafka 4's consumer protocol (KIP-848): the broker assigns, and the
   session timeout, heartbeat interval and assignor are the broker's, so the client's own are not set.
+- Heartbeats at the interval set: the poll loop wakes librdkafka's main thread every WAKE_S, which
+  sends a classic group's heartbeats only when it wakes (see WAKE_S). A member then learns of a
+  rebalance within its heartbeat interval, not at the next 500 ms tick of an idle client.
 - A fatal error exits non-zero so that Kubernetes restarts the pod; FENCED_INSTANCE_ID (another process
   took this instance id) exits with 82, the Kafka error code, which the operator reports as InstanceFenced.
 """
@@ -55,6 +58,10 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 FENCED_EXIT_CODE = 82
 POLL_S = 0.1
+# librdkafka sends a classic group's heartbeat from its main thread, and only when that thread wakes: in a
+# consumer with nothing to read, every 500 ms (its max.poll.interval.ms check), whatever
+# heartbeat.interval.ms says. A call that thread serves wakes it; the loop makes one this often.
+WAKE_S = 0.05
 # How long leaving waits for the revocation, after which librdkafka sends the LeaveGroup.
 LEAVE_WAIT_S = 2.0
 STATIC, DYNAMIC = "static", "dynamic"
@@ -414,6 +421,7 @@ def run_member(
     )
     exit_code = 0
     marked_at: float | None = None  # the moment of the mark last read, logged once per mark
+    woke = 0.0
     try:
         while not stop.is_set() and not fatal:
             mark = departure_mark.mark()
@@ -436,6 +444,9 @@ def run_member(
             # A short poll: the stop flag set by SIGTERM is seen within POLL_S, so a departing pod
             # closes (and, dynamic, leaves) at once instead of up to half a second later.
             message: Message | None = consumer.poll(min(POLL_S, wait))
+            if time.monotonic() - woke >= WAKE_S:  # so that the member heartbeats at its interval
+                consumer.assignment()
+                woke = time.monotonic()
             if message is None:
                 continue
             error = message.error()
