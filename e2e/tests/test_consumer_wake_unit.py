@@ -43,6 +43,9 @@ class IdleClient:
         if self.calls.count("poll") == POLLS:
             self.stop.set()
 
+    def unsubscribe(self) -> None:
+        self.calls.append("unsubscribe")
+
     def assignment(self) -> list[Any]:
         self.calls.append("assignment")
         return []
@@ -51,13 +54,10 @@ class IdleClient:
         self.calls.append("close")
 
 
-def test_an_idle_member_wakes_the_client_after_every_poll_that_waited_longer_than_the_wake_period(
-    consumer: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    assert consumer.POLL_S >= consumer.WAKE_S  # so every idle poll is followed by a wake
+def run_idle(consumer: ModuleType, tmp_path: Path, departure_file: str | None) -> list[str]:
+    """What an idle member asked of its client over POLLS polls, between subscribing and closing."""
     stop = threading.Event()
     IdleClient.calls, IdleClient.stop = [], stop
-    monkeypatch.setattr(consumer, "Consumer", IdleClient)
     code = consumer.run_member(
         {"group.id": "g", "client.id": "m-0"},
         ["t"],
@@ -65,10 +65,30 @@ def test_an_idle_member_wakes_the_client_after_every_poll_that_waited_longer_tha
         "m-0",
         consumer.Readiness(tmp_path / "ready", ["m-0"]),
         stop,
-        consumer.Departure(None),
+        consumer.Departure(departure_file),
     )
     assert code == 0
     calls = IdleClient.calls
     assert calls[0] == "subscribe" and calls[-1] == "close"
-    between = calls[1:-1]
-    assert between == ["poll", "assignment"] * POLLS
+    return calls[1:-1]
+
+
+def test_an_idle_member_wakes_the_client_after_every_poll_that_waited_longer_than_the_wake_period(
+    consumer: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert consumer.POLL_S >= consumer.WAKE_S  # so every idle poll is followed by a wake
+    monkeypatch.setattr(consumer, "Consumer", IdleClient)
+    assert run_idle(consumer, tmp_path, None) == ["poll", "assignment"] * POLLS
+
+
+def test_a_member_marked_departing_is_not_woken(
+    consumer: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A heartbeat as the other departing members leave would draw it into their rebalance.
+    monkeypatch.setattr(consumer, "Consumer", IdleClient)
+    mark = tmp_path / "departing"
+    mark.write_text(str(int((time.time() + 3600) * 1000)))  # marked, its moment far ahead
+    monkeypatch.setattr(consumer, "LEAVE_WAIT_S", 0.2)  # stopped while marked, it leaves as it closes
+    calls = run_idle(consumer, tmp_path, str(mark))
+    assert calls[: POLLS + 1] == ["poll"] * POLLS + ["unsubscribe"]
+    assert "assignment" not in calls

@@ -36,7 +36,8 @@ Lifecycle, as Kubernetes and static membership want it:
   session timeout, heartbeat interval and assignor are the broker's, so the client's own are not set.
 - Heartbeats at the interval set: the poll loop wakes librdkafka's main thread every WAKE_S, which
   sends a classic group's heartbeats only when it wakes (see WAKE_S). A member then learns of a
-  rebalance within its heartbeat interval, not at the next 500 ms tick of an idle client.
+  rebalance within its heartbeat interval, not at the next 500 ms tick of an idle client. A member whose
+  pod is marked departing is not woken: it leaves within a second, with the others.
 - A fatal error exits non-zero so that Kubernetes restarts the pod; FENCED_INSTANCE_ID (another process
   took this instance id) exits with 82, the Kafka error code, which the operator reports as InstanceFenced.
 """
@@ -444,7 +445,10 @@ def run_member(
             # A short poll: the stop flag set by SIGTERM is seen within POLL_S, so a departing pod
             # closes (and, dynamic, leaves) at once instead of up to half a second later.
             message: Message | None = consumer.poll(min(POLL_S, wait))
-            if time.monotonic() - woke >= WAKE_S:  # so that the member heartbeats at its interval
+            # Woken, the member heartbeats at its interval; not while it is about to leave, where a
+            # heartbeat sent as the first of the departing members leave would make it join the
+            # rebalance they start before its own LeaveGroup goes out (and cost a second one).
+            if leave_at is None and time.monotonic() - woke >= WAKE_S:
                 consumer.assignment()
                 woke = time.monotonic()
             if message is None:
