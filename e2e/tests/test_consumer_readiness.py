@@ -4,7 +4,6 @@ the consumer's."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import time
 import urllib.error
@@ -20,17 +19,6 @@ import pytest
 
 from e2e.localcluster.ports import free_port
 from staticfleet.kube import departure
-
-CONSUMER = Path(__file__).resolve().parents[2] / "examples" / "consumer" / "consumer.py"
-
-
-@pytest.fixture(scope="module")
-def consumer() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("example_consumer", CONSUMER)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def status(url: str) -> int:

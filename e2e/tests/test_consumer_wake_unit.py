@@ -3,7 +3,6 @@ at its interval (bench/heartbeat_wake.py measures why it matters); here with a s
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 import time
 from pathlib import Path
@@ -12,17 +11,7 @@ from typing import Any
 
 import pytest
 
-CONSUMER = Path(__file__).resolve().parents[2] / "examples" / "consumer" / "consumer.py"
 POLLS = 6
-
-
-@pytest.fixture(scope="module")
-def consumer() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("example_consumer_wake", CONSUMER)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 class IdleClient:
