@@ -112,7 +112,11 @@ from staticfleet.admin.coordinator_api import fetch_group_json
 NAME = "fleet"
 CONSUMER_APP = "consumer"
 SETTLE_S = 5.0
+# How often each group is observed while an operation runs: every 0.05 s while one fleet is watched (a
+# scale step, whose seconds to Stable are short), every 0.2 s while several are (a rolling restart, a
+# coordinator restart), so that the polls of three fleets do not load the machine they are measured on.
 POLL_S = 0.2
+ALONE_POLL_S = 0.05
 README = ROOT / "README.md"
 SAVED: list[Sample] = []  # every sample of this process, in order
 
@@ -567,7 +571,7 @@ def measure(
             watch.last = now
             if watch.done(view):
                 watch.finished = now
-        time.sleep(POLL_S)
+        time.sleep(ALONE_POLL_S if len(watches) == 1 else POLL_S)
     time.sleep(SETTLE_S)  # a rebalance still to come counts
     samples = []
     ended_wall = time.time()

@@ -80,12 +80,15 @@ class PodEndpoint:
         return departure.Endpoint(self.name, "127.0.0.1", self.port)
 
 
+FLEET_KEY = departure.fleet_key(b"s" * 32, "shop", "orders", "uid-1")
+
+
 @contextmanager
-def serving(consumer: ModuleType, tmp_path: Path, name: str) -> Iterator[PodEndpoint]:
+def serving(consumer: ModuleType, tmp_path: Path, name: str, key: str | None = None) -> Iterator[PodEndpoint]:
     mark_file = tmp_path / f"departing-{name}"
     mark_file.write_text("")
     readiness = consumer.Readiness(tmp_path / f"ready-{name}", [name])
-    departure_mark = consumer.Departure(str(mark_file))
+    departure_mark = consumer.Departure(str(mark_file), key=key, pod=name)
     port = free_port()
     server = consumer.serve_readiness(readiness, port, host="127.0.0.1", departure_mark=departure_mark)
     try:
@@ -155,3 +158,105 @@ def test_the_operators_handshake_gives_every_marked_consumer_one_sooner_moment(
         sooner = departure.hasten([early.endpoint, late.endpoint], mark_ms, read=read).sooner
         assert sooner is not None and sooner < mark_ms / 1000 - 0.5
         assert [early.departure_mark.leave_at(), late.departure_mark.leave_at()] == [sooner, sooner]
+
+
+def test_a_mark_handed_with_the_fleets_key_is_held_before_the_file_shows_it(
+    consumer: ModuleType, tmp_path: Path
+) -> None:
+    with serving(consumer, tmp_path, "orders-1", key=FLEET_KEY) as pod:
+        mark_ms = int((time.time() + 1.0) * 1000)
+        # Refused: another fleet's key, a signature for another pod, a mark whose moment has passed (a
+        # request sent again later), a mark far ahead.
+        other_key = departure.fleet_key(b"s" * 32, "shop", "orders", "uid-2")
+        assert departure.hand_mark(pod.endpoint, other_key, mark_ms) is None
+        stranger = departure.Endpoint("orders-2", "127.0.0.1", pod.port)
+        assert departure.hand_mark(stranger, FLEET_KEY, mark_ms) is None
+        assert departure.hand_mark(pod.endpoint, FLEET_KEY, int(time.time() * 1000) - 10) is None
+        far = int((time.time() + consumer.HANDED_MARK_AHEAD_S + 1) * 1000)  # would keep it out that long
+        assert departure.hand_mark(pod.endpoint, FLEET_KEY, far) is None
+        assert pod.departure_mark.leave_at() is None
+        code, answer = post(pod.url, json.dumps({"mark": mark_ms, "signature": "00"}).encode())
+        assert code == 403 and "signed" in str(answer["error"])
+        # Signed for this pod with its fleet's key: held at once, the file still empty.
+        assert departure.hand_mark(pod.endpoint, FLEET_KEY, mark_ms) == mark_ms
+        assert departure.read_mark(pod.endpoint) == mark_ms
+        assert pod.departure_mark.leave_at() == mark_ms / 1000
+        # The file shows it, then no longer does (the scale-down was called off): the mark lapses.
+        pod.mark_file.write_text(str(mark_ms))
+        assert pod.departure_mark.leave_at() == mark_ms / 1000
+        pod.mark_file.write_text("")
+        assert pod.departure_mark.leave_at() is None
+        # Another mark in the file: a handed one is refused.
+        pod.mark_file.write_text(str(mark_ms + 5000))
+        assert departure.hand_mark(pod.endpoint, FLEET_KEY, mark_ms) is None
+        assert pod.departure_mark.leave_at() == mark_ms / 1000 + 5
+
+
+def test_a_pod_without_the_key_takes_no_handed_mark(consumer: ModuleType, tmp_path: Path) -> None:
+    with serving(consumer, tmp_path, "orders-1") as pod:
+        mark_ms = int((time.time() + 1.0) * 1000)
+        assert departure.hand_mark(pod.endpoint, FLEET_KEY, mark_ms) is None
+        assert pod.departure_mark.leave_at() is None
+
+
+def test_a_handed_mark_the_file_never_shows_lapses(consumer: ModuleType, tmp_path: Path) -> None:
+    mark_file = tmp_path / "departing"
+    mark_file.write_text("")
+    now = [1000.0]
+    held = consumer.Departure(str(mark_file), key=FLEET_KEY, pod="orders-1", clock=lambda: now[0])
+    assert held.hand(1_001_000, departure.signature(FLEET_KEY, "orders-1", 1_001_000))
+    now[0] = 1001.0 + consumer.HANDED_MARK_S - 0.1
+    assert held.mark() == 1001.0
+    now[0] = 1001.0 + consumer.HANDED_MARK_S
+    assert held.mark() is None  # the operator wrote no annotation after all: the pod stays
+
+
+def test_the_operator_hands_the_marks_and_the_pods_leave_together_without_their_files(
+    consumer: ModuleType, tmp_path: Path
+) -> None:
+    """The operator's side against the consumer's: handed their mark, both pods take one sooner moment
+    at once, before any file shows the mark."""
+    with (
+        serving(consumer, tmp_path, "orders-1", key=FLEET_KEY) as first,
+        serving(consumer, tmp_path, "orders-2", key=FLEET_KEY) as second,
+    ):
+        mark_ms = int((time.time() + 1.0) * 1000)
+
+        def never_read(target: departure.Endpoint) -> int | departure.NoAnswer | None:
+            raise AssertionError(f"{target.pod} was asked for its file's mark")
+
+        began = time.time()
+        targets = [first.endpoint, second.endpoint]
+        held = departure.hand_marks(targets, FLEET_KEY, mark_ms)
+        assert held == {"orders-1", "orders-2"}
+        handshake = departure.hasten(targets, mark_ms, held=held, read=never_read)
+        sooner = handshake.sooner
+        assert handshake.result == "sooner" and sooner is not None
+        assert began + departure.LEAD_S <= sooner < began + departure.LEAD_S + 0.5
+        assert [first.departure_mark.leave_at(), second.departure_mark.leave_at()] == [sooner, sooner]
+
+
+def test_a_pod_that_takes_no_handed_mark_is_asked_for_its_files(consumer: ModuleType, tmp_path: Path) -> None:
+    """An older consumer, or one without the key, beside one that has it: the handshake reads the
+    file of the first, and both leave together."""
+    with (
+        serving(consumer, tmp_path, "orders-1", key=FLEET_KEY) as keyed,
+        serving(consumer, tmp_path, "orders-2") as keyless,
+    ):
+        mark_ms = int((time.time() + 1.0) * 1000)
+        keyless.mark_file.write_text(str(mark_ms))
+        read: list[str] = []
+
+        def read_file(target: departure.Endpoint) -> int | departure.NoAnswer | None:
+            read.append(target.pod)
+            return departure.read_mark(target)
+
+        began = time.time()
+        targets = [keyed.endpoint, keyless.endpoint]
+        held = departure.hand_marks(targets, FLEET_KEY, mark_ms)
+        assert held == {"orders-1"}
+        handshake = departure.hasten(targets, mark_ms, held=held, read=read_file)
+        sooner = handshake.sooner
+        assert handshake.result == "sooner" and sooner is not None and read == ["orders-2"]
+        assert sooner >= began + departure.LEAD_S
+        assert [keyed.departure_mark.leave_at(), keyless.departure_mark.leave_at()] == [sooner, sooner]

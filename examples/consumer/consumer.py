@@ -23,9 +23,11 @@ Lifecycle, as Kubernetes and static membership want it:
   group rebalances once without all of them before their pods are even stopped, as it would for dynamic
   members; they stay out until SIGTERM. Should the mark go away (the scale-down was called off), they
   join again. With READY_PORT set the process also answers the operator's departure handshake on that
-  port (a container port named `departure`): GET /departure says which mark it has read, and POST
-  /departure brings the moment forward once the operator has seen every departing pod read the same
-  mark, so that they leave together sooner than the mark's moment, which covers the slowest kubelet.
+  port (a container port named `departure`): POST /departure {"mark", "signature"} hands it the mark
+  itself, signed with the fleet's key (STATICFLEET_DEPARTURE_KEY), before any kubelet shows it; GET
+  /departure says which mark it holds, and POST /departure {"mark", "leaveAt"} brings the moment forward
+  once the operator has seen every departing pod hold the same mark, so that they leave together sooner
+  than the mark's moment, which covers the slowest kubelet.
 - KAFKA_MEMBERSHIP=dynamic runs the same consumer with dynamic membership (no group.instance.id, even
   when KAFKA_GROUP_INSTANCE_ID is set): it sends LeaveGroup when it closes, and every start or stop costs
   the group a rebalance. It is the baseline the benchmarks and the demo compare static membership with.
@@ -44,6 +46,8 @@ Lifecycle, as Kubernetes and static membership want it:
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -58,6 +62,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 FENCED_EXIT_CODE = 82
+# How often the loop looks at the stop flag and the departure mark. librdkafka (confluent-kafka) serves
+# no other call on a consumer while its poll waits, so another thread cannot make it act sooner.
 POLL_S = 0.1
 # librdkafka sends a classic group's heartbeat from its main thread, and only when that thread wakes: in a
 # consumer with nothing to read, every 500 ms (its max.poll.interval.ms check), whatever
@@ -74,6 +80,11 @@ INCREMENTAL_ASSIGNORS = ("cooperative-sticky",)
 # The operator's departure handshake, on the READY_PORT server.
 DEPARTURE_PATH = "/departure"
 MAX_REQUEST_BYTES = 1024
+# A mark handed to the pod (signed) counts until its file shows it, or for this long after its moment if
+# the file never does (the operator wrote the annotation, which the kubelet shows within seconds).
+HANDED_MARK_S = 10.0
+# The operator's marks are a second ahead: one much further ahead is not one of its own.
+HANDED_MARK_AHEAD_S = 5.0
 
 
 def log(event: str, **fields: Any) -> None:
@@ -219,32 +230,70 @@ def departure(path: str | None) -> float | None:
 
 
 class Departure:
-    """This pod's departure: the operator's mark (the file), and the sooner moment the operator may send
-    once every departing pod has read that same mark (POST /departure). The sooner moment counts only
-    while the file still holds the mark it was sent for: a request can bring forward a departure the
-    operator marked, never start one, and it lapses with the mark."""
+    """This pod's departure: the operator's mark (the file, or the same mark handed to it signed with the
+    fleet's departure key, POST /departure {"mark", "signature"}), and the sooner moment the operator may
+    send once every departing pod holds that same mark (POST /departure {"mark", "leaveAt"}). A request
+    can bring forward a departure the operator marked, never start one: the sooner moment counts only
+    for the mark the pod holds, and it lapses with the mark. A handed mark lapses once the file has shown
+    it and no longer does (the scale-down was called off), or if the file never shows it within
+    HANDED_MARK_S of its moment."""
 
-    def __init__(self, path: str | None) -> None:
+    def __init__(
+        self, path: str | None, key: str | None = None, pod: str | None = None, clock: Any = time.time
+    ) -> None:
         self.path = path
+        self.key = key.encode() if key else None
+        self.pod = pod
+        self.clock = clock
         self.guard = threading.Lock()
         self.sooner: tuple[float, float] | None = None  # (the mark it was sent for, the moment)
+        # A mark handed to the pod, and whether the file has shown it since.
+        self.handed: tuple[float, bool] | None = None
 
     def mark(self) -> float | None:
-        return departure(self.path)
+        filed = departure(self.path)
+        with self.guard:
+            if self.handed is None:
+                return filed
+            handed, shown = self.handed
+            if filed == handed:
+                self.handed = (handed, True)
+                return filed
+            if filed is None and not shown and self.clock() < handed + HANDED_MARK_S:
+                return handed
+            self.handed = None  # unmarked, marked again, or never shown
+            return filed
 
     def leave_at(self) -> float | None:
         return self.moment(self.mark())
 
     def moment(self, mark: float | None) -> float | None:
-        """When to leave, given the mark the file holds: its moment, or the sooner one sent for it."""
+        """When to leave, given the mark the pod holds: its moment, or the sooner one sent for it."""
         if mark is None:
             return None
         with self.guard:
             sooner = self.sooner
         return min(mark, sooner[1]) if sooner is not None and sooner[0] == mark else mark
 
+    def hand(self, mark_ms: int, signature: str) -> bool:
+        """Holds `mark_ms` as if the file showed it, if the operator signed it for this pod, the mark's
+        moment has not come (an old request sent again counts for nothing) and is at most
+        HANDED_MARK_AHEAD_S ahead, and the file holds no other mark."""
+        if self.path is None or self.key is None or self.pod is None:
+            return False
+        expected = hmac.new(self.key, f"departure\n{self.pod}\n{mark_ms}".encode(), hashlib.sha256)
+        if not hmac.compare_digest(expected.hexdigest(), signature):
+            return False
+        mark, now = mark_ms / 1000, self.clock()
+        filed = departure(self.path)
+        if not now < mark <= now + HANDED_MARK_AHEAD_S or filed not in (None, mark):
+            return False
+        with self.guard:
+            self.handed = (mark, filed == mark)
+        return True
+
     def hasten(self, mark: float, leave_at: float) -> bool:
-        """Leave at `leave_at` instead, if the file holds `mark`; False if it does not (not yet read)."""
+        """Leave at `leave_at` instead, if the pod holds `mark`; False if it does not (not yet read)."""
         if self.mark() != mark:
             return False
         with self.guard:
@@ -323,9 +372,19 @@ def serve_readiness(
                 if not 0 < length <= MAX_REQUEST_BYTES:
                     raise ValueError(f"a body of 1 to {MAX_REQUEST_BYTES} bytes, not {length}")
                 request = json.loads(self.rfile.read(length))
-                mark, leave_at = int(request["mark"]), int(request["leaveAt"])
-            except (ValueError, KeyError, TypeError) as exc:
-                self.answer_json(400, {"error": f'expected {{"mark": ms, "leaveAt": ms}}: {exc}'})
+                mark = int(request["mark"])
+                signature = request.get("signature")
+                leave_at = None if isinstance(signature, str) else int(request["leaveAt"])
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                expected = '{"mark": ms, "leaveAt": ms} or {"mark": ms, "signature": hex}'
+                self.answer_json(400, {"error": f"expected {expected}: {exc}"})
+                return
+            if leave_at is None:  # the operator hands the pod its mark
+                if departure_mark.hand(mark, str(signature)):
+                    log("handed", mark=mark / 1000)
+                    self.answer_json(200, {"mark": mark})
+                else:
+                    self.answer_json(403, {"error": "not a mark signed for this pod with its fleet's key"})
                 return
             if departure_mark.hasten(mark / 1000, leave_at / 1000):
                 log("hastened", mark=mark / 1000, leave_at=leave_at / 1000)
@@ -505,7 +564,11 @@ def main() -> int:
     # LEAVE_WHEN_DEPARTING=false: behave as a consumer that does not read the mark (the operator then
     # removes its members once its pod has stopped).
     leaves = os.environ.get("LEAVE_WHEN_DEPARTING", "true").strip().lower() != "false"
-    departure_mark = Departure(os.environ.get("STATICFLEET_DEPARTURE_FILE") if leaves else None)
+    departure_mark = Departure(
+        os.environ.get("STATICFLEET_DEPARTURE_FILE") if leaves else None,
+        key=os.environ.get("STATICFLEET_DEPARTURE_KEY"),
+        pod=os.environ.get("STATICFLEET_POD_NAME"),
+    )
     if os.environ.get("READY_PORT"):
         # READY_HOST: one address of the machine (a pod of the local pod runner, which shares the host's)
         host = os.environ.get("READY_HOST", "")

@@ -108,6 +108,10 @@ under the headless Service. */}}
 {{- end -}}
 {{- end -}}
 
+{{- define "staticfleet.departureSigningKeySecret" -}}
+{{- default (printf "%s-departure-signing-key" (include "staticfleet.fullname" .)) .Values.operator.departureSigningKeySecret -}}
+{{- end -}}
+
 {{- define "staticfleet.httpTokenSecret" -}}
 {{- if eq (include "staticfleet.coordinatorSecured" .) "true" -}}
 {{- default (printf "%s-coordinator-http-token" (include "staticfleet.fullname" .)) .Values.coordinator.httpTokenSecret -}}

@@ -41,6 +41,8 @@ TENANCY_RULES: Rules = {
 }
 # With the secured coordinator (the default) the operator provisions each fleet's user in a Secret.
 FLEET_SECRETS: Rules = {("", "secrets"): {"get", "create", "patch"}}
+# Otherwise it only creates each fleet's departure key's Secret, which it never reads or changes.
+DEPARTURE_KEY_SECRETS: Rules = {("", "secrets"): {"create"}}
 # Everything security-related off, explicitly.
 OPEN = {
     "coordinator.security.enabled": False,
@@ -112,7 +114,10 @@ def test_the_operator_cluster_role_grants_exactly_what_the_operator_does(helm: H
         **TENANCY_RULES,
     }
     open_docs = helm.template(OPEN)
-    assert rules(one(open_docs, "ClusterRole", "sf-staticfleet-operator")) == OPERATOR_RULES
+    assert rules(one(open_docs, "ClusterRole", "sf-staticfleet-operator")) == {
+        **OPERATOR_RULES,
+        **DEPARTURE_KEY_SECRETS,
+    }
     assert rules(one(open_docs, "ClusterRole", "sf-staticfleet-operator-discovery")) == DISCOVERY_RULES
     # Watching every namespace: bound cluster-wide, to the chart's service account only.
     for name in ("sf-staticfleet-operator", "sf-staticfleet-operator-discovery"):
@@ -164,7 +169,8 @@ def test_the_dashboard_is_a_service_on_the_operator_with_its_token_from_a_secret
 
 
 def test_no_role_uses_a_wildcard_and_none_touches_secrets_unless_asked(helm: Helm) -> None:
-    """Secrets only for the fleets' own users, which the secured default provisions."""
+    """Secrets only for the fleets' own users, which the secured default provisions, and otherwise only
+    to create each fleet's departure key."""
     for values in ({}, EXTERNAL, {"operator.watchNamespaces": ["a", "b"]}, OPEN):
         docs = helm.template(values)
         roles = find(docs, "ClusterRole") + find(docs, "Role")
@@ -174,11 +180,11 @@ def test_no_role_uses_a_wildcard_and_none_touches_secrets_unless_asked(helm: Hel
                 for key in ("apiGroups", "resources", "verbs"):
                     assert "*" not in rule[key], (role["metadata"]["name"], rule)
                 if "secrets" in rule["resources"]:
-                    assert provisions and role["metadata"]["name"] == "sf-staticfleet-operator", rule
+                    assert role["metadata"]["name"] == "sf-staticfleet-operator", rule
                     assert rule == {
                         "apiGroups": [""],
                         "resources": ["secrets"],
-                        "verbs": ["get", "create", "patch"],
+                        "verbs": ["get", "create", "patch"] if provisions else ["create"],
                     }
                 assert "escalate" not in rule["verbs"] and "bind" not in rule["verbs"]
                 assert "impersonate" not in rule["verbs"]
@@ -517,3 +523,30 @@ def test_an_ipv6_bind_address_renders_flags_the_programs_parse(helm: Helm) -> No
     )
     listen = flag(plain["args"], "listen")
     assert listen is not None and host_port(listen) == ("::", 9092)
+
+
+def test_the_operator_derives_departure_keys_from_a_signing_key_the_chart_keeps(helm: Helm) -> None:
+    """Every replica reads the same signing key, from a Secret made at install (looked up and kept on
+    upgrades), so that the fleets' departure keys survive a restart and a change of leader."""
+    for values in ({}, OPEN, EXTERNAL):
+        docs = helm.template(values)
+        secret = one(docs, "Secret", "sf-staticfleet-departure-signing-key")
+        assert len(secret["stringData"]["key"]) >= 32
+        deployment = one(docs, "Deployment", "sf-staticfleet-operator")
+        operator = container(deployment)
+        assert flag(operator["args"], "departure-signing-key-file") == "/etc/staticfleet/departure/key"
+        (mount,) = [m for m in operator["volumeMounts"] if m["name"] == "departure-signing-key"]
+        assert mount == {
+            "name": "departure-signing-key",
+            "mountPath": "/etc/staticfleet/departure",
+            "readOnly": True,
+        }
+        (volume,) = [
+            v
+            for v in deployment["spec"]["template"]["spec"]["volumes"]
+            if v["name"] == "departure-signing-key"
+        ]
+        assert volume["secret"] == {
+            "secretName": "sf-staticfleet-departure-signing-key",
+            "items": [{"key": "key", "path": "key"}],
+        }

@@ -37,6 +37,7 @@ YOUR_SECRETS: dict[str, Any] = {
     "coordinator.security.superUsers": ["User:admin"],
     "coordinator.httpTokenSecret": "coordinator-http-token",
     "operator.kafka.configSecret": "operator-kafka",
+    "operator.departureSigningKeySecret": "departure-signing-key",
 }
 POLICED: dict[str, Any] = {
     "networkPolicy.metricsFrom": [
@@ -313,6 +314,7 @@ def test_your_own_secrets_stand_in_for_those_the_install_makes(helm: Helm) -> No
     assert flag(operator_args, "kafka-ca-file") is None, "your client.properties names its CA"
     assert volumes(operator)["kafka"]["secret"] == {"secretName": "operator-kafka"}
     assert "kafka-ca" not in volumes(operator)
+    assert volumes(operator)["departure-signing-key"]["secret"]["secretName"] == "departure-signing-key"
 
 
 def test_security_off_is_explicit_and_said_in_notes(helm: Helm, tmp_path: Path) -> None:
@@ -320,7 +322,9 @@ def test_security_off_is_explicit_and_said_in_notes(helm: Helm, tmp_path: Path) 
     args = container(one(docs, "StatefulSet", "sf-staticfleet-coordinator"))["args"]
     assert flag(args, "listen") == "0.0.0.0:9092" and flag(args, "authorizer") is None
     assert flag(args, "http-tls-cert") is None and flag(args, "http-token-file") is None
-    assert not find(docs, "Secret") and not find(docs, "NetworkPolicy")
+    assert not find(docs, "NetworkPolicy")
+    # The one Secret: what the fleets' departure keys are derived from, which no setting makes public.
+    assert [s["metadata"]["name"] for s in find(docs, "Secret")] == ["sf-staticfleet-departure-signing-key"]
     operator_args = container(one(docs, "Deployment", "sf-staticfleet-operator"))["args"]
     assert flag(operator_args, "tenancy") == "off" and flag(operator_args, "kafka-config") is None
 

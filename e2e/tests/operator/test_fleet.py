@@ -181,12 +181,15 @@ def test_departing_consumers_leave_the_group_themselves_before_their_pods_stop_i
         ("orders-1", "orders-2"), sorted(left, key=lambda e: e["instance_id"]), strict=True
     ):
         assert event["ts"] / 1000 <= last_stop(cluster, namespace, pod)
-        # It read its mark (the moment to leave, the same for both) before that moment; once both had,
-        # the operator's departure handshake gave them one sooner moment, and they left then.
+        # The operator handed it its mark (the moment to leave, the same for both), signed with the
+        # fleet's key from the Secret it made; once both held it, the departure handshake gave them one
+        # sooner moment, and they left then.
+        (handed,) = consumer_events(cluster, namespace, pod, "handed")
         (marked,) = consumer_events(cluster, namespace, pod, "marked")
         (hastened,) = consumer_events(cluster, namespace, pod, "hastened")
         (departing,) = consumer_events(cluster, namespace, pod, "departing")
-        assert hastened["mark"] == marked["leave_at"]
+        assert handed["mark"] == hastened["mark"] == marked["leave_at"]
+        assert handed["ts"] <= hastened["ts"]
         # (The handshake reads the file itself: the consumer's loop may log `marked` a moment after.)
         assert hastened["ts"] <= hastened["leave_at"] <= departing["ts"] < marked["leave_at"]
     for kind, field in (("marked", "leave_at"), ("hastened", "leave_at")):

@@ -12,6 +12,7 @@ import urllib.parse
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from secrets import token_bytes
 from typing import TYPE_CHECKING, Any
 
 from staticfleet.commands.arguments import (
@@ -88,6 +89,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="FILE",
         help="bearer token of the default coordinator's HTTP API (its --http-token-file); sent to "
         "--default-coordinator-api only (env STATICFLEET_COORDINATOR_API_TOKEN_FILE)",
+    )
+    p.add_argument(
+        "--departure-signing-key-file",
+        type=Path,
+        default=os.environ.get("STATICFLEET_DEPARTURE_SIGNING_KEY_FILE"),
+        metavar="FILE",
+        help="the secret each fleet's departure key is derived from (at least 32 bytes); every replica "
+        "needs the same one. Default: a key of this process, so after a restart a fleet's running pods "
+        "hold a stale key and take their departure by the slower handshake until they restart (env "
+        "STATICFLEET_DEPARTURE_SIGNING_KEY_FILE)",
     )
     p.add_argument(
         "--coordinator-api-ca-file",
@@ -206,6 +217,25 @@ def _env_list(name: str) -> list[str]:
     return [value] if value else []
 
 
+MIN_SIGNING_KEY_BYTES = 32
+
+
+def _departure_signing_key(path: Path | None) -> bytes | str | None:
+    """The file's key, None without a file, or why it cannot be used."""
+    if path is None:
+        return None
+    try:
+        key = path.read_bytes().strip()
+    except OSError as exc:
+        return f"--departure-signing-key-file {path}: {exc.strerror or exc}"
+    if len(key) < MIN_SIGNING_KEY_BYTES:
+        return (
+            f"--departure-signing-key-file {path}: {len(key)} bytes, at least {MIN_SIGNING_KEY_BYTES} "
+            "expected (e.g. head -c 48 /dev/urandom | base64)"
+        )
+    return key
+
+
 def run(args: argparse.Namespace) -> int:
     from staticfleet import logs
 
@@ -280,6 +310,10 @@ def run(args: argparse.Namespace) -> int:
             "TENANCY IS OFF: a fleet in any namespace may claim any topic and group id, and gets READ "
             "on them with its own Kafka user"
         )
+    signing_key = _departure_signing_key(args.departure_signing_key_file)
+    if isinstance(signing_key, str):
+        logging.error("%s", signing_key)
+        return 2
     metrics = OperatorMetrics()
     if args.metrics_port:
         start_http_server(args.metrics_port, addr=args.metrics_host, registry=metrics.registry)
@@ -293,6 +327,7 @@ def run(args: argparse.Namespace) -> int:
         api_token_file=args.coordinator_api_token_file,
         api_ca_file=args.coordinator_api_ca_file,
         tenancy_enforced=tenancy,
+        departure_signing_key=signing_key or token_bytes(32),
         limits=Limits.from_flags(
             args.max_replicas,
             args.allowed_bootstrap_servers,

@@ -54,6 +54,10 @@ class AppliedChildren:
     ) -> bool:
         return needs_apply(self._last.get(fleet), children, statefulset, self._clock())
 
+    def first(self, fleet: tuple[str, str]) -> bool:
+        """Nothing applied to this fleet by this process yet."""
+        return fleet not in self._last
+
     def record(self, fleet: tuple[str, str], children: tuple[Manifest, ...], statefulset: Manifest) -> None:
         self._last[fleet] = Applied(children, resource_version(statefulset) or "", self._clock())
 

@@ -15,6 +15,7 @@ from typing import Any, cast
 
 import kopf
 
+from staticfleet.kube import departure
 from staticfleet.kube.access import CA_KEY, PASSWORD_KEY, USERNAME_KEY, FleetAccess
 from staticfleet.kube.spec import (
     API_VERSION,
@@ -236,7 +237,30 @@ def _mounts(spec: GroupSpec, access: FleetAccess | None) -> list[tuple[Manifest,
     return pairs
 
 
-def _with_contract(container: Manifest, env: list[Manifest], mounts: list[Manifest]) -> Manifest:
+def departure_key_env(spec: GroupSpec) -> Manifest:
+    """The fleet's departure key, for a container that answers the departure handshake: it checks the
+    marks the operator hands it (departure.py). Optional, so that a pod starts without it (and is then
+    asked for the mark its file shows)."""
+    ref = {"name": departure.key_secret_name(spec.name), "key": departure.KEY_SECRET_ENTRY, "optional": True}
+    return {"name": departure.KEY_ENV, "valueFrom": {"secretKeyRef": ref}}
+
+
+def departure_key_secret(spec: GroupSpec, key: str) -> Manifest:
+    """The Secret of the fleet's departure key, owned by the resource so that it goes with it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": child_metadata(spec, departure.key_secret_name(spec.name)),
+        "type": "Opaque",
+        "data": {departure.KEY_SECRET_ENTRY: base64.b64encode(key.encode()).decode()},
+    }
+
+
+def _with_contract(
+    container: Manifest, env: list[Manifest], mounts: list[Manifest], spec: GroupSpec
+) -> Manifest:
+    if departure.departure_port(container) is not None:
+        env = [*env, departure_key_env(spec)]
     ours = {e["name"] for e in env}
     out = dict(container)
     out["env"] = [*env, *(e for e in container.get("env", []) or [] if e.get("name") not in ours)]
@@ -286,7 +310,7 @@ def pod_template(spec: GroupSpec, bootstrap_servers: str, access: FleetAccess | 
     env = consumer_env(spec, bootstrap_servers, access)
     pairs = _mounts(spec, access)
     mounts = [mount for _, mount in pairs]
-    pod["containers"] = [_with_contract(c, env, mounts) for c in pod.get("containers", []) or []]
+    pod["containers"] = [_with_contract(c, env, mounts, spec) for c in pod.get("containers", []) or []]
     if pairs:
         names = {volume["name"] for volume, _ in pairs}
         volumes = [v for v in pod.get("volumes", []) or [] if v.get("name") not in names]

@@ -10,9 +10,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from secrets import token_bytes
 from typing import Any, Protocol, cast
 
 from staticfleet.admin import GroupAdmin, KafkaConnection
+from staticfleet.kube import departure
 from staticfleet.kube.access import OperatorKafka
 from staticfleet.kube.applied import AppliedChildren
 from staticfleet.kube.fleetstatus import EventSpec
@@ -124,12 +126,18 @@ class OperatorContext:
     """The apply conflict last reported per resource (namespace, name): each is reported once."""
     applied: AppliedChildren = field(default_factory=AppliedChildren)
     """The children last applied per resource: a pass at rest applies nothing (applied.py)."""
+    departure_signing_key: bytes = field(default_factory=lambda: token_bytes(32), repr=False)
+    """What each fleet's departure key is derived from (--departure-signing-key-file); every replica of
+    the operator must have the same one. Without the file: one of this process's own."""
 
     def __post_init__(self) -> None:
         self.admins = AdminCache(lambda c: GroupAdmin(c, timeout_s=self.admin_timeout_s))
 
     def admin(self, connection: KafkaConnection) -> GroupAdmin:
         return self.admins(connection)
+
+    def departure_key(self, spec: GroupSpec) -> str:
+        return departure.fleet_key(self.departure_signing_key, spec.namespace, spec.name, spec.uid)
 
     def own_options(self) -> dict[str, object] | None:
         """The operator's own connection settings, read again (a rotated Secret applies at once)."""

@@ -7,8 +7,16 @@ sooner moment for that mark (POST /departure). Once every departing pod has read
 names one moment a tenth of a second ahead and they all leave then, together, as they would have at the
 mark's moment: one rebalance, without the margin.
 
+The operator need not wait for the kubelet to show the mark: it also hands each pod the mark itself, at
+the moment it writes the annotation (POST /departure {"mark", "signature"}). The signature is an
+HMAC-SHA256, under the fleet's departure key, of the pod's name and the mark; the key is in a Secret the
+operator makes for the fleet (owned by it) and each consumer container reads from STATICFLEET_DEPARTURE_KEY.
+A pod that checks the signature holds that mark as if its file showed it, so the sooner moment can follow
+at once. A pod without the key, or one that does not check, answers otherwise and is asked for the mark
+its file holds, as before.
+
 Nothing here can make a pod leave that the operator has not marked: a pod takes the sooner moment only
-for the mark its own file holds, so the endpoint needs no credentials. A pod that does not answer, or
+for a mark its own file holds or that came signed with its fleet's key. A pod that does not answer, or
 answers late, keeps the mark's moment; should some pods confirm the sooner moment and others not, the
 step still waits for the mark's moment before the StatefulSet shrinks (a second rebalance at worst, never
 a lost departure).
@@ -16,6 +24,8 @@ a lost departure).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import http.client
 import json
 import logging
@@ -32,14 +42,38 @@ log = logging.getLogger(__name__)
 PORT_NAME = "departure"
 PATH = "/departure"
 # The sooner moment is this far ahead when it is sent: the requests to every pod go out at once and
-# each takes milliseconds, and each consumer looks at its moment every 0.1 s. A pod the request reaches
-# after the moment leaves at once, a little after the others; one it does not reach keeps the mark's.
+# each takes milliseconds, and a consumer looks at its mark and its moment between polls, every 0.1 s
+# (a librdkafka client serves no other call on a consumer while its poll waits, so nothing can cut
+# that wait short). A pod the request reaches after the moment leaves at once, a little after the
+# others; one it does not reach keeps the mark's.
 LEAD_S = 0.1
 # Between rounds of asking which mark each pod has read (a kubelet shows an annotation within a second).
 POLL_S = 0.02
 REQUEST_TIMEOUT_S = 0.25
 THREADS = 16
 SOONER, UNREAD, UNANSWERED, REFUSED = "sooner", "unread", "unanswered", "refused"
+
+# The fleet's departure key: a Secret the operator makes for each fleet (owned by it), which every
+# consumer container reads as an environment variable.
+KEY_SECRET_SUFFIX = "-departure-key"
+KEY_SECRET_ENTRY = "key"
+KEY_ENV = "STATICFLEET_DEPARTURE_KEY"
+
+
+def key_secret_name(fleet: str) -> str:
+    return f"{fleet}{KEY_SECRET_SUFFIX}"
+
+
+def fleet_key(signing_key: bytes, namespace: str, name: str, uid: str) -> str:
+    """The fleet's departure key, derived from the operator's signing key and the resource's identity:
+    every replica of the operator derives the same one without reading a Secret back, and a resource
+    created again under the same name gets another."""
+    return hmac.new(signing_key, f"{namespace}/{name}/{uid}".encode(), hashlib.sha256).hexdigest()
+
+
+def signature(key: str, pod: str, mark_ms: int) -> str:
+    """What a pod checks before it holds a mark it was handed: HMAC-SHA256 of its name and the mark."""
+    return hmac.new(key.encode(), f"departure\n{pod}\n{mark_ms}".encode(), hashlib.sha256).hexdigest()
 
 
 class NoAnswer(Enum):
@@ -60,15 +94,27 @@ class Endpoint:
     port: int
 
 
+def departure_port(container: Manifest) -> int | None:
+    """The container's port named `departure`: where it answers the handshake, if it does."""
+    for port in container.get("ports") or []:
+        if port.get("name") == PORT_NAME and isinstance(port.get("containerPort"), int):
+            return int(port["containerPort"])
+    return None
+
+
+def answers_handshake(pod_spec: Manifest) -> bool:
+    return any(departure_port(c) is not None for c in pod_spec.get("containers") or [])
+
+
 def endpoint(pod: Manifest) -> Endpoint | None:
     """The pod's handshake endpoint: its IP and the container port named `departure`, if it has both."""
     ip = (pod.get("status") or {}).get("podIP")
     if not ip:
         return None
     for container in (pod.get("spec") or {}).get("containers") or []:
-        for port in container.get("ports") or []:
-            if port.get("name") == PORT_NAME and isinstance(port.get("containerPort"), int):
-                return Endpoint(str(pod["metadata"]["name"]), str(ip), int(port["containerPort"]))
+        port = departure_port(container)
+        if port is not None:
+            return Endpoint(str(pod["metadata"]["name"]), str(ip), port)
     return None
 
 
@@ -82,7 +128,9 @@ def every_endpoint(pods: Iterable[Manifest]) -> tuple[Endpoint, ...]:
 # -- the wire ------------------------------------------------------------------------------------------------
 
 
-def _request(target: Endpoint, method: str, body: Mapping[str, int] | None = None) -> tuple[int, Manifest]:
+def _request(
+    target: Endpoint, method: str, body: Mapping[str, int | str] | None = None
+) -> tuple[int, Manifest]:
     """One request, without proxies (the pod network is reached directly); (status, JSON answer)."""
     connection = http.client.HTTPConnection(target.host, target.port, timeout=REQUEST_TIMEOUT_S)
     try:
@@ -110,6 +158,18 @@ def read_mark(target: Endpoint) -> int | NoAnswer | None:
     if status != 200:
         return NO_ANSWER
     return mark if isinstance(mark, int) else None
+
+
+def hand_mark(target: Endpoint, key: str, mark_ms: int) -> int | NoAnswer | None:
+    """Hands the pod its mark, signed: `mark_ms` if it took it, None if not (no key, another key, a
+    consumer that does not take marks this way: it is then asked for the mark its file shows), NO_ANSWER
+    if it did not answer."""
+    body: dict[str, int | str] = {"mark": mark_ms, "signature": signature(key, target.pod, mark_ms)}
+    try:
+        status, value = _request(target, "POST", body)
+    except (OSError, http.client.HTTPException):
+        return NO_ANSWER
+    return mark_ms if status == 200 and value.get("mark") == mark_ms else None
 
 
 def send_sooner(target: Endpoint, mark_ms: int, leave_at_ms: int) -> bool:
@@ -144,22 +204,32 @@ class Handshake:
         return f"{', '.join(self.pods)} {why}: the departing pods leave at their mark's moment"
 
 
+def hand_marks(targets: Sequence[Endpoint], key: str, mark_ms: int) -> frozenset[str]:
+    """Hands every target its mark at once (hand_mark); the pods that took it."""
+    if not targets:
+        return frozenset()
+    with ThreadPoolExecutor(max_workers=min(THREADS, len(targets))) as pool:
+        marks = list(pool.map(lambda target: hand_mark(target, key, mark_ms), targets))
+    return frozenset(t.pod for t, mark in zip(targets, marks, strict=True) if mark == mark_ms)
+
+
 def hasten(
     targets: Sequence[Endpoint],
     mark_ms: int,
     *,
+    held: frozenset[str] = frozenset(),
     read: Callable[[Endpoint], int | NoAnswer | None] = read_mark,
     send: Callable[[Endpoint, int, int], bool] = send_sooner,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Handshake:
-    """Waits until every target has read the mark `mark_ms`, then gives them all one sooner moment. Ends
-    `unread` (or `unanswered`, if some of those never answered) once a sooner moment would no longer come
-    well before the mark's; `refused` if a target did not take it (they leave at the mark's moment, or
-    some at either)."""
+    """Waits until every target has read the mark `mark_ms` (those in `held` took it by hand_marks and
+    are not asked), then gives them all one sooner moment LEAD_S ahead. Ends `unread` (or `unanswered`,
+    if some of those never answered) once a sooner moment would no longer come well before the mark's;
+    `refused` if a target did not take it (they leave at the mark's moment, or some at either)."""
     latest_start = mark_ms / 1000 - 2 * LEAD_S  # past this, a sooner moment gains little and risks much
-    pending = list(targets)
-    answered: set[str] = set()
+    pending = [t for t in targets if t.pod not in held]
+    answered: set[str] = set(held)
     with ThreadPoolExecutor(max_workers=max(1, min(THREADS, len(targets)))) as pool:
         while pending:
             if clock() > latest_start:

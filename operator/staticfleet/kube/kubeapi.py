@@ -250,5 +250,16 @@ class KubeApi:
     def list_pods(self, namespace: str, label_selector: str) -> list[Manifest]:
         return self.list_items(f"/api/v1/namespaces/{namespace}/pods", label_selector)
 
+    def create_secret(self, secret: Manifest) -> bool:
+        """Creates the Secret; False if one of that name exists (it is neither read nor changed)."""
+        namespace = secret["metadata"]["namespace"]
+        try:
+            self.request("POST", f"/api/v1/namespaces/{namespace}/secrets", body=secret)
+        except KubeError as exc:
+            if exc.status != 409:
+                raise
+            return False
+        return True
+
     def get_secret(self, namespace: str, name: str) -> Manifest | None:
         return self.get(secret_path(namespace, name))

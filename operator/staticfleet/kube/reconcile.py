@@ -83,6 +83,10 @@ class PassIO:
     def written(self) -> FleetStatus:
         return FleetStatus.of(self.status)
 
+    @property
+    def departure_key(self) -> str:
+        return self.ctx.departure_key(self.observed.spec)
+
     def write_status(self, status: FleetStatus) -> None:
         self.status, self.resource_version = write_status(
             self.ctx.api, self.body, status.to_status(), self.resource_version, self.status

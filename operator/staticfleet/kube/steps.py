@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
@@ -118,6 +118,11 @@ class StepIO(AccessIO, Protocol):
         """The status as the API server holds it now."""
         ...
 
+    @property
+    def departure_key(self) -> str:
+        """The fleet's departure key (departure.fleet_key), which signs the marks handed to its pods."""
+        ...
+
     def write_status(self, status: FleetStatus) -> None: ...
     def post(self, event: EventSpec) -> None: ...
     def watch_hold(self, member_id: str, instance_ids: tuple[str, ...], bound_s: float) -> None:
@@ -166,18 +171,28 @@ class MarkDeparting:
             except KubeError as exc:  # without the mark the consumer waits for the removal: slower, not wrong
                 log.info("%s/%s: could not mark pod %s: %s", spec.namespace, spec.name, name, exc)
 
-        with ThreadPoolExecutor(max_workers=min(MARKING_THREADS, len(changes) or 1)) as pool:
-            list(pool.map(annotate, changes))
+        handshake: Future[departure.Handshake] | None = None
+        with ThreadPoolExecutor(max_workers=1) as aside:
+            if self.mark and self.endpoints:
+                # Handed their mark, the pods need not wait for a kubelet to show the annotation: when
+                # all took it, they are given their sooner moment before the annotations are written.
+                mark_ms = int(leave_at)
+                held = departure.hand_marks(self.endpoints, io.departure_key, mark_ms)
+                handshake = aside.submit(departure.hasten, self.endpoints, mark_ms, held=held)
+                if len(held) == len(self.endpoints):
+                    handshake.result()
+            with ThreadPoolExecutor(max_workers=min(MARKING_THREADS, len(changes) or 1)) as pool:
+                list(pool.map(annotate, changes))
+            moment = int(leave_at) / 1000
+            if handshake is not None:
+                result = handshake.result()
+                io.metrics.departure_handshakes.labels(spec.group_id, result.result).inc()
+                message = result.message(self.mark, moment)
+                log.info("%s/%s: departure handshake: %s", spec.namespace, spec.name, message)
+                io.post(EventSpec("Normal", "DepartureHandshake", message))
+                moment = result.sooner or moment
         if not self.mark:
             return
-        moment = int(leave_at) / 1000
-        if self.endpoints:
-            handshake = departure.hasten(self.endpoints, int(leave_at))
-            io.metrics.departure_handshakes.labels(spec.group_id, handshake.result).inc()
-            message = handshake.message(self.mark, moment)
-            log.info("%s/%s: departure handshake: %s", spec.namespace, spec.name, message)
-            io.post(EventSpec("Normal", "DepartureHandshake", message))
-            moment = handshake.sooner or moment
         # the pass goes on to shrink the StatefulSet: not before the moment
         time.sleep(max(0.0, moment - time.time()))
 
@@ -406,8 +421,9 @@ class RetireFleetUser:
 
 @dataclass(frozen=True, slots=True)
 class ApplyChildren:
-    """The StatefulSet at `replicas`, the headless Service and the PDB. A new StatefulSet comes last (it
-    names the Service); an existing one first, so that a scale does not wait for the other two."""
+    """The StatefulSet at `replicas`, the headless Service, the PDB and, for pods that answer the departure
+    handshake, the Secret of the fleet's departure key. A new StatefulSet comes last (it names the Service
+    and the Secret); an existing one first, so that a scale does not wait for the others."""
 
     replicas: int
     grows: bool = False
@@ -419,12 +435,17 @@ class ApplyChildren:
         access = io.observed.fleet_access
         statefulset = builders.statefulset(spec, spec.bootstrap_servers, self.replicas, access)
         service, budget = builders.headless_service(spec), builders.pod_disruption_budget(spec)
-        fleet, children = (spec.namespace, spec.name), (statefulset, service, budget)
+        fleet = (spec.namespace, spec.name)
+        children: tuple[Manifest, ...] = (statefulset, service, budget)
+        if departure.answers_handshake(statefulset["spec"]["template"]["spec"]):
+            children += (builders.departure_key_secret(spec, io.departure_key),)
         record = io.outcome.scale_down
         shrinking = record is not None and record.phase is ScalePhase.SHRINKING
         if observed is not None and not shrinking and not io.applied.needed(fleet, children, observed):
             io.outcome.statefulset = observed  # at rest: as applied, and unchanged since
             return
+        if len(children) > 3 and io.applied.first(fleet):
+            _create_departure_key(io, children[3])
         try:
             if observed is not None:  # a scale takes effect before the rest is applied
                 applied = io.api.apply(statefulset)
@@ -448,6 +469,27 @@ class ApplyChildren:
             faults.crash_after(faults.STATEFULSET_GROWN)
         if record is not None and shrinking:
             io.outcome.scale_down = record.shrunk(int(applied["metadata"].get("generation", 0)))
+
+
+def _create_departure_key(io: StepIO, secret: Manifest) -> None:
+    """Once per fleet and operator process, before the StatefulSet, so that new pods start with the key;
+    created, never read or changed (one of that name is left as it is). Without it (the operator may not
+    create Secrets there, or an older one holds another key) the pods are only slower to leave: they are
+    asked for the mark their file shows instead of being handed it."""
+    spec = io.observed.spec
+    name = secret["metadata"]["name"]
+    try:
+        if not io.api.create_secret(secret):
+            log.debug("%s/%s: the departure key's Secret %s exists", spec.namespace, spec.name, name)
+    except KubeError as exc:
+        log.warning(
+            "%s/%s: could not create the departure key's Secret %s (departing pods wait for their kubelet "
+            "to show the mark): %s",
+            spec.namespace,
+            spec.name,
+            name,
+            exc,
+        )
 
 
 @dataclass(frozen=True, slots=True)

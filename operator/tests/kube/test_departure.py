@@ -66,14 +66,16 @@ class FakePods:
         self.sent[target.pod] = (mark_ms, leave_at_ms)
         return target.pod not in self.refuses
 
-    def hasten(self, targets: list[Endpoint]) -> departure.Handshake:
-        return hasten(targets, MARK_MS, read=self.read, send=self.send, clock=self.clock, sleep=self.sleep)
+    def hasten(self, targets: list[Endpoint], held: frozenset[str] = frozenset()) -> departure.Handshake:
+        return hasten(
+            targets, MARK_MS, held=held, read=self.read, send=self.send, clock=self.clock, sleep=self.sleep
+        )
 
 
 TARGETS = [Endpoint("p-1", "10.1.0.1", 8080), Endpoint("p-2", "10.1.0.2", 8080)]
 
 
-def test_once_every_pod_has_read_the_mark_all_get_one_moment_a_tenth_of_a_second_ahead() -> None:
+def test_once_every_pod_has_read_the_mark_all_get_one_moment_lead_s_ahead() -> None:
     start = MARK_MS / 1000 - 1.0
     pods = FakePods({"p-1": start + 0.05, "p-2": start + 0.15})
     handshake = pods.hasten(TARGETS)
@@ -82,6 +84,20 @@ def test_once_every_pod_has_read_the_mark_all_get_one_moment_a_tenth_of_a_second
     # p-2 read it within a poll of 0.15 s; the moment is LEAD_S after that, far before the mark's.
     assert start + 0.15 + departure.LEAD_S <= sooner <= start + 0.15 + departure.POLL_S + departure.LEAD_S
     assert pods.sent == {"p-1": (MARK_MS, round(sooner * 1000)), "p-2": (MARK_MS, round(sooner * 1000))}
+
+
+def test_pods_handed_their_mark_are_not_asked_and_get_their_moment_at_once() -> None:
+    start = MARK_MS / 1000 - 1.0
+    never = {"p-1": float("inf"), "p-2": float("inf")}  # no kubelet has shown the mark yet
+    pods = FakePods(never)
+    handshake = pods.hasten(TARGETS, held=frozenset({"p-1", "p-2"}))
+    assert handshake == departure.Handshake("sooner", start + departure.LEAD_S)
+    # One handed, the other read from its file once its kubelet shows it.
+    pods = FakePods({"p-1": float("inf"), "p-2": start + 0.05})
+    handshake = pods.hasten(TARGETS, held=frozenset({"p-1"}))
+    sooner = handshake.sooner
+    assert handshake.result == "sooner" and sooner is not None
+    assert start + 0.05 + departure.LEAD_S <= sooner <= start + 0.05 + departure.POLL_S + departure.LEAD_S
 
 
 def test_a_pod_that_has_not_read_the_mark_in_time_keeps_everyone_on_the_marks_moment() -> None:
@@ -110,6 +126,8 @@ def test_a_pod_that_does_not_answer_reads_as_unmarked() -> None:
     closed = Endpoint("p-1", "127.0.0.1", 9)  # the discard port: nothing listens there
     assert departure.read_mark(closed) is departure.NO_ANSWER
     assert departure.send_sooner(closed, MARK_MS, MARK_MS - 500) is False
+    assert departure.hand_mark(closed, "key", MARK_MS) is departure.NO_ANSWER
+    assert departure.hand_marks([closed], "key", MARK_MS) == frozenset()
 
 
 def test_the_event_says_how_much_sooner_or_which_pods_kept_the_marks_moment() -> None:

@@ -3,6 +3,7 @@ the order of the I/O and what ends up in status (the real thing runs in e2e/test
 
 from __future__ import annotations
 
+import base64
 import copy
 import time
 from typing import Any, cast
@@ -33,7 +34,7 @@ from staticfleet.kube.kubeapi import KubeApi, KubeError, prune
 from staticfleet.kube.limits import Limits
 from staticfleet.kube.metrics import OperatorMetrics
 from staticfleet.kube.reconcile import Retry, finalize, reconcile
-from staticfleet.kube.spec import OperatorDefaults
+from staticfleet.kube.spec import OperatorDefaults, parse_group
 from staticfleet.kube.steps import DEPARTURE_DELAY_S
 
 from .fixtures import resource
@@ -50,6 +51,7 @@ class FakeKube:
         self.events: list[Manifest] = []
         self.calls: list[str] = []
         self.reject_statefulset: KubeError | None = None
+        self.secrets: dict[str, Manifest] = {}
 
     def get_group(self, namespace: str, name: str) -> Manifest | None:
         return copy.deepcopy(self.group)
@@ -90,6 +92,14 @@ class FakeKube:
             }
         self.objects[kind] = stored
         return copy.deepcopy(stored)
+
+    def create_secret(self, secret: Manifest) -> bool:
+        name = secret["metadata"]["name"]
+        self.calls.append(f"create Secret {name}")
+        if name in self.secrets:
+            return False
+        self.secrets[name] = copy.deepcopy(secret)
+        return True
 
     def get_statefulset(self, namespace: str, name: str) -> Manifest | None:
         return copy.deepcopy(self.objects.get("StatefulSet"))
@@ -358,6 +368,48 @@ def test_a_pass_at_rest_applies_nothing_until_the_statefulset_changes_or_a_minut
     kube.group["spec"]["topics"] = ["orders", "returns"]  # what the resource asks changed
     reconcile(ctx, "shop", "orders", {})
     assert kube.calls[:3] == ["apply StatefulSet(3)", "apply Service", "apply PodDisruptionBudget"]
+
+
+def test_pods_that_answer_the_handshake_get_their_fleets_departure_key_created_once_per_process() -> None:
+    body = resource()
+    body["spec"]["template"]["spec"]["containers"][0]["ports"] = [
+        {"name": "departure", "containerPort": 8080}
+    ]
+    kube, admin = FakeKube(body), FakeAdmin(set())
+    ctx = context(kube, admin)
+    reconcile(ctx, "shop", "orders", {})
+    # Before the StatefulSet, whose pods read it as they start.
+    secret_call = kube.calls.index("create Secret orders-departure-key")
+    assert secret_call < kube.calls.index("apply StatefulSet(3)")
+    secret = kube.secrets["orders-departure-key"]
+    key = ctx.departure_key(parse_group(body))
+    assert base64.b64decode(secret["data"]["key"]).decode() == key
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+    (container,) = kube.objects["StatefulSet"]["spec"]["template"]["spec"]["containers"]
+    (ref,) = [e for e in container["env"] if e["name"] == "STATICFLEET_DEPARTURE_KEY"]
+    assert ref["valueFrom"]["secretKeyRef"] == {
+        "name": "orders-departure-key",
+        "key": "key",
+        "optional": True,
+    }
+    kube.calls.clear()
+    kube.objects["StatefulSet"]["metadata"]["resourceVersion"] = "42"  # the children are applied again
+    reconcile(ctx, "shop", "orders", {})
+    assert not [c for c in kube.calls if c.startswith("create Secret")]
+    # Another process (a restart, a new leader) tries once: the Secret is there, and left as it is.
+    again = context(kube, admin)
+    again.departure_signing_key = ctx.departure_signing_key
+    reconcile(again, "shop", "orders", {})
+    assert [c for c in kube.calls if c.startswith("create Secret")] == ["create Secret orders-departure-key"]
+    assert kube.secrets["orders-departure-key"] == secret
+
+
+def test_pods_that_do_not_answer_the_handshake_get_no_departure_key() -> None:
+    kube, admin = FakeKube(resource()), FakeAdmin(set())
+    reconcile(context(kube, admin), "shop", "orders", {})
+    assert kube.secrets == {}
+    (container,) = kube.objects["StatefulSet"]["spec"]["template"]["spec"]["containers"]
+    assert "STATICFLEET_DEPARTURE_KEY" not in {e["name"] for e in container["env"]}
 
 
 def test_a_pass_writes_its_status_once_and_again_only_where_a_later_step_needs_a_record_durable() -> None:
