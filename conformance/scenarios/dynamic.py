@@ -116,8 +116,10 @@ async def join_unknown_group_with_member_id(ctx: ScenarioContext) -> Outcome:
     sanity=expect_all(("heartbeat.B", {"error_code": "UNKNOWN_MEMBER_ID"})),
 )
 async def dynamic_member_removed_at_rebalance_timeout(ctx: ScenarioContext) -> Outcome:
-    a = await ctx.member(None, client_id="ca", rebalance_ms=800)
-    b = await ctx.member(None, client_id="cb", rebalance_ms=800)
+    # 2 s: A's sync must come within one rebalance timeout of the join's completion, which a busy
+    # machine's broker (a GC pause, the other test workers) has been seen to miss at 0.8 s.
+    a = await ctx.member(None, client_id="ca", rebalance_ms=2000)
+    b = await ctx.member(None, client_id="cb", rebalance_ms=2000)
     ctx.record_each(("join.A", "join.B"), await join_all(ctx, [a, b], version=3))
     await sync_all(ctx, [a, b])
     rejoin = a.join(3)
