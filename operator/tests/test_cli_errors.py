@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -127,3 +128,22 @@ def test_every_converted_option_answers_garbage_with_one_line_or_takes_it(
             assert exited.code == 2 and err.count("\n") == 1 and action.option_strings[-1] in err, err
         checked += 1
     assert checked > 30
+
+
+def test_a_departure_signing_key_file_that_cannot_be_used_says_why(tmp_path: Path) -> None:
+    from staticfleet.commands.operator import _departure_signing_key
+
+    assert _departure_signing_key(None) is None
+    missing = _departure_signing_key(tmp_path / "absent")
+    assert (
+        isinstance(missing, str) and "--departure-signing-key-file" in missing and "No such file" in missing
+    )
+    short = tmp_path / "short"
+    short.write_text("too short\n")
+    assert _departure_signing_key(short) == (
+        f"--departure-signing-key-file {short}: 9 bytes, at least 32 expected "
+        "(e.g. head -c 48 /dev/urandom | base64)"
+    )
+    good = tmp_path / "key"
+    good.write_text("k" * 48 + "\n")
+    assert _departure_signing_key(good) == b"k" * 48  # the newline a Secret's file may end with is not key
