@@ -126,6 +126,9 @@ class OperatorContext:
     """The apply conflict last reported per resource (namespace, name): each is reported once."""
     applied: AppliedChildren = field(default_factory=AppliedChildren)
     """The children last applied per resource: a pass at rest applies nothing (applied.py)."""
+    written_versions: dict[tuple[str, str], str] = field(default_factory=dict)
+    """The resourceVersion this process's last status write left per resource (namespace, name): the
+    watch event of that version is our own write, which needs no pass of its own."""
     departure_signing_key: bytes = field(default_factory=lambda: token_bytes(32), repr=False)
     """What each fleet's departure key is derived from (--departure-signing-key-file); every replica of
     the operator must have the same one. Without the file: one of this process's own."""

@@ -1,11 +1,13 @@
 """The kopf wiring: thin handlers around reconcile.reconcile and reconcile.finalize.
 
-One daemon per StaticConsumerGroup runs a reconcile pass every `interval` seconds, and at once when a
-pod, the StatefulSet or the resource itself changes (watch events poke it), so that members leave the
-group right after their pods have stopped. Claims on consumer groups are a kopf index. With tenancy
-enforced (enable_tenancy), the StaticFleetTenancyPolicies and the namespaces' labels are indexes too, and a
-change to either pokes the fleets it may concern, so a narrowed policy revokes access within one pass;
-kopf starts no handler before every index holds its first full listing.
+One daemon per StaticConsumerGroup runs a reconcile pass every `interval` seconds, and at once when the
+resource itself changes (watch events poke it). A change to a pod or the StatefulSet starts one at once
+while a scale step is in flight, so that members leave the group right after their pods have stopped;
+otherwise (a rollout, a pod restarting) CHILD_EVENTS_DELAY_S after the change. Claims on consumer groups
+are a kopf index. With tenancy enforced (enable_tenancy), the StaticFleetTenancyPolicies and the
+namespaces' labels are indexes too, and a change to either pokes the fleets it may concern, so a narrowed
+policy revokes access within one pass; kopf starts no handler before every index holds its first full
+listing.
 """
 
 from __future__ import annotations
@@ -34,16 +36,49 @@ registry = kopf.OperatorRegistry()
 PREFIX = "staticfleet.io"
 
 
+CHILD_EVENTS_DELAY_S = 1.0
+"""Outside a scale step, how long a pass waits after a pod or the StatefulSet changed: a pod being replaced
+changes four or five times within its start, and a pass at its first change (three reads, perhaps a status
+write) competes with it for the API server and the CPU just as it starts. The pass that follows, a second
+later, sees all of them."""
+
+
+@dataclass(eq=False)
+class Wake:
+    """What woke one fleet's daemon since its last pass: any change, and whether one was the resource's."""
+
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    urgent: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def set(self, *, urgent: bool = True) -> None:
+        self.changed.set()
+        if urgent:
+            self.urgent.set()
+
+    def clear(self) -> None:
+        self.changed.clear()
+        self.urgent.clear()
+
+    async def next_pass(self, stopped: Any, interval_s: float, child_delay_s: float) -> None:
+        """Until the next pass is due: at once for a change to the resource; `child_delay_s` after a change
+        to its children, or sooner if the resource changes meanwhile; without any change, after
+        `interval_s`."""
+        await _wait(self.changed, stopped, interval_s)
+        if self.changed.is_set() and not self.urgent.is_set() and child_delay_s > 0 and not stopped:
+            await _wait(self.urgent, stopped, child_delay_s)
+
+
 @dataclass
 class OperatorMemo:
     ctx: OperatorContext
     interval_s: float = 2.0
-    triggers: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
+    triggers: dict[tuple[str, str], Wake] = field(default_factory=dict)
 
-    def poke(self, namespace: str | None, name: str | None) -> None:
+    def poke(self, namespace: str | None, name: str | None, *, urgent: bool = True) -> None:
+        """`urgent` False: a child (a pod, the StatefulSet) changed, not the resource."""
         trigger = self.triggers.get((namespace or "", name or ""))
         if trigger is not None:
-            trigger.set()
+            trigger.set(urgent=urgent)
 
     def poke_namespace(self, namespace: str | None) -> None:
         """Every fleet of one namespace (None: of every namespace)."""
@@ -115,18 +150,19 @@ async def fleet(
 ) -> None:
     key = (namespace or "", name)
     logs.set_fleet(*key, str((kwargs.get("spec") or {}).get("groupId") or f"{key[0]}.{name}"))
-    trigger = memo.triggers.setdefault(key, asyncio.Event())
+    trigger = memo.triggers.setdefault(key, Wake())
     try:
         while not stopped:
             trigger.clear()
+            in_step = True
             try:
                 claims, tenancy = _pass_inputs(memo, namespace or "", kwargs)
-                await asyncio.to_thread(reconcile, memo.ctx, namespace or "", name, claims, tenancy)
+                in_step = await asyncio.to_thread(reconcile, memo.ctx, namespace or "", name, claims, tenancy)
             except Exception as exc:
                 logger.warning(
                     "reconcile failed (retrying in %.0fs): %s", memo.interval_s, exc, exc_info=True
                 )
-            await _wait(trigger, stopped, memo.interval_s)
+            await trigger.next_pass(stopped, memo.interval_s, 0.0 if in_step else CHILD_EVENTS_DELAY_S)
     finally:
         memo.triggers.pop(key, None)
 
@@ -144,18 +180,21 @@ async def _wait(trigger: asyncio.Event, stopped: kopf.DaemonStopped, timeout: fl
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
-async def resource_changed(namespace: str | None, name: str, memo: Any, **_: Any) -> None:
+async def resource_changed(namespace: str | None, name: str, body: kopf.Body, memo: Any, **_: Any) -> None:
+    version = body.get("metadata", {}).get("resourceVersion")
+    if version is not None and memo.ctx.written_versions.get((namespace or "", name)) == version:
+        return  # the status this process just wrote: the pass that wrote it has seen it
     memo.poke(namespace, name)
 
 
 @kopf.on.event("", "v1", "pods", labels={MANAGED_BY_LABEL: MANAGER}, registry=registry)
 async def pod_changed(namespace: str | None, labels: kopf.Labels, memo: Any, **_: Any) -> None:
-    memo.poke(namespace, labels.get(GROUP_LABEL))
+    memo.poke(namespace, labels.get(GROUP_LABEL), urgent=False)
 
 
 @kopf.on.event("apps", "v1", "statefulsets", labels={MANAGED_BY_LABEL: MANAGER}, registry=registry)
 async def statefulset_changed(namespace: str | None, name: str, memo: Any, **_: Any) -> None:
-    memo.poke(namespace, name)
+    memo.poke(namespace, name, urgent=False)
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL, registry=registry)

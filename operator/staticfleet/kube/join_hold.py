@@ -55,10 +55,17 @@ def release_when_joined(
     while clock() < deadline:
         try:
             if everyone_joined(admin.describe_group(group_id), instance_ids):
+                log.info(
+                    "group %s: all %d instances joined; releasing the join phase", group_id, len(instance_ids)
+                )
                 break
         except AdminError as exc:  # the group may not exist yet, or the coordinator is moving
             log.debug("group %s: waiting for %s to join: %s", group_id, ", ".join(instance_ids), exc)
         sleep(poll_s)
+    else:
+        log.info(
+            "group %s: not every instance joined within %.0f s; releasing the join phase", group_id, bound_s
+        )
     try:
         return admin.release_join_phase(group_id, member_id)
     except AdminError as exc:

@@ -88,9 +88,13 @@ class PassIO:
         return self.ctx.departure_key(self.observed.spec)
 
     def write_status(self, status: FleetStatus) -> None:
+        before = self.resource_version
         self.status, self.resource_version = write_status(
             self.ctx.api, self.body, status.to_status(), self.resource_version, self.status
         )
+        if self.resource_version != before:
+            meta = self.body["metadata"]
+            self.ctx.written_versions[(str(meta["namespace"]), str(meta["name"]))] = self.resource_version
 
     def post(self, event: EventSpec) -> None:
         post_event(self.ctx, self.body, event)
@@ -176,15 +180,16 @@ def reconcile(
     name: str,
     claims: Mapping[str, Sequence[Claim]],
     tenancy: Tenancy | None = None,
-) -> None:
+) -> bool:
+    """One pass. True while a scale step is in flight (its records are in the status): the fleet's next
+    pass should follow its pods' changes at once."""
     with ctx.locks(namespace, name):
         for attempt in range(1, CONFLICT_ATTEMPTS + 1):
             body = ctx.api.get_group(namespace, name)
             if body is None or body["metadata"].get("deletionTimestamp"):
-                return
+                return False
             try:
-                _reconcile(ctx, body, claims, tenancy)
-                return
+                return _reconcile(ctx, body, claims, tenancy)
             except KubeError as exc:
                 if exc.status == 409 and attempt < CONFLICT_ATTEMPTS:
                     log.info("%s/%s: %s; starting again from a fresh read", namespace, name, exc)
@@ -194,11 +199,12 @@ def reconcile(
             except Exception:
                 ctx.metrics.reconciles.labels("error").inc()
                 raise
+    return True  # not reached: the last attempt returns or raises
 
 
 def _reconcile(
     ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequence[Claim]], tenancy: Tenancy | None
-) -> None:
+) -> bool:
     observation, admin = observe(ctx, body, claims, tenancy)
     if isinstance(observation, Invalid):
         outcome = Outcome()
@@ -207,11 +213,11 @@ def _reconcile(
             step.run(WithdrawalIO(admin, outcome))
         _write_only(ctx, body, plan_invalid(observation, outcome))
         ctx.metrics.reconciles.labels("invalid").inc()
-        return
+        return False
     if isinstance(observation, Conflicting):
         _write_only(ctx, body, plan_conflict(observation))
         ctx.metrics.reconciles.labels("conflict").inc()
-        return
+        return False
     assert admin is not None
     obs = observation
     plan = plan_actions(obs)
@@ -220,7 +226,7 @@ def _reconcile(
     run_steps(plan.steps, io)
     if outcome.conflict is not None:
         _report_conflict(ctx, body, outcome.conflict)
-        return
+        return False
     ctx.conflicts.pop((obs.spec.namespace, obs.spec.name), None)
     if plan.scale.started is not None and outcome.rejected is None:
         ctx.metrics.scale_operations.labels(obs.spec.group_id, plan.scale.started.direction.value).inc()
@@ -244,6 +250,7 @@ def _reconcile(
         obs.spec.namespace, obs.spec.name, obs.spec.group_id, obs.spec.replicas, io.status
     )
     ctx.metrics.reconciles.labels("invalid" if outcome.rejected else "ok").inc()
+    return io.written.scale_down is not None or io.written.pre_registration is not None
 
 
 def _report_conflict(ctx: OperatorContext, body: Manifest, conflict: ApplyConflict) -> None:

@@ -242,10 +242,12 @@ def test_the_first_pass_pre_registers_then_creates_the_children() -> None:
 def test_the_pre_registration_is_withdrawn_once_the_group_has_every_instance() -> None:
     kube, admin = FakeKube(resource()), FakeAdmin(set())
     ctx = context(kube, admin)
-    reconcile(ctx, "shop", "orders", {})
+    assert reconcile(ctx, "shop", "orders", {}) is True  # the scale-up is in flight until withdrawn
+    # The version its status write left is remembered: that version's watch event needs no pass.
+    assert ctx.written_versions == {("shop", "orders"): kube.group["metadata"]["resourceVersion"]}
     admin.members = {"orders-0", "orders-1", "orders-2"}
     kube.set_pods(0, 1, 2)
-    reconcile(ctx, "shop", "orders", {})
+    assert reconcile(ctx, "shop", "orders", {}) is False
     assert admin.configs == {}
     assert "preRegistration" not in kube.group["status"]
     assert conditions(kube)["Ready"]["status"] == "True"
@@ -313,7 +315,8 @@ def test_scale_down_records_first_shrinks_then_removes_only_after_the_pods_are_g
     kube, admin, ctx = steady(3)
     kube.group["spec"]["replicas"] = 1
     marked_at = time.time()
-    reconcile(ctx, "shop", "orders", {})
+    # In a scale step: the daemon follows the pods' changes at once (handlers.Wake).
+    assert reconcile(ctx, "shop", "orders", {}) is True
     assert kube.calls[0] == "status(scaleDown)"
     # The departing pods are marked (at once) after the record is durable and before the shrink.
     assert sorted(kube.calls[1:3]) == ["annotate orders-1", "annotate orders-2"]
@@ -335,7 +338,7 @@ def test_scale_down_records_first_shrinks_then_removes_only_after_the_pods_are_g
     assert admin.removals == []
     kube.set_pods(0)
     kube.calls.clear()
-    reconcile(ctx, "shop", "orders", {})
+    assert reconcile(ctx, "shop", "orders", {}) is False  # the step is over
     assert admin.removals == [["orders-1", "orders-2"]]
     # The acknowledged removal is recorded first thing; the children, unchanged since their last apply,
     # are not applied again.
@@ -349,7 +352,7 @@ def test_a_pass_at_rest_applies_nothing_until_the_statefulset_changes_or_a_minut
     kube, _, ctx = steady(3)
     clock = [0.0]
     ctx.applied = AppliedChildren(clock=lambda: clock[0])
-    reconcile(ctx, "shop", "orders", {})  # this process has applied nothing yet
+    assert reconcile(ctx, "shop", "orders", {}) is False  # this process has applied nothing yet
     assert kube.calls == ["apply StatefulSet(3)", "apply Service", "apply PodDisruptionBudget"]
     kube.calls.clear()
     reconcile(ctx, "shop", "orders", {})

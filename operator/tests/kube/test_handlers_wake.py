@@ -1,0 +1,101 @@
+"""When a fleet's daemon runs its next pass: at once for a change to the resource, and for a change to a
+pod or the StatefulSet after the delay it is given (handlers.Wake); the watch event of the
+operator's own status write starts none."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+from staticfleet.kube.handlers import OperatorMemo, Wake, resource_changed
+
+
+class Running:
+    """kopf's DaemonStopped for a daemon that is not being stopped."""
+
+    def __bool__(self) -> bool:
+        return False
+
+    async def wait(self, timeout: float | None = None) -> None:
+        await asyncio.sleep(timeout if timeout is not None else 3600)
+
+
+async def _pending(wake: Wake, child_delay_s: float, interval_s: float = 3600) -> asyncio.Task[None]:
+    task = asyncio.ensure_future(wake.next_pass(Running(), interval_s, child_delay_s))
+    await asyncio.sleep(0.05)  # the task is waiting now
+    return task
+
+
+def test_a_change_to_the_resource_starts_the_next_pass_at_once() -> None:
+    async def run() -> None:
+        wake = Wake()
+        wake.set()
+        await asyncio.wait_for(wake.next_pass(Running(), 3600, 3600), 5)
+
+    asyncio.run(run())
+
+
+def test_a_change_to_a_child_waits_for_the_delay_given_unless_the_resource_changes_meanwhile() -> None:
+    async def run() -> None:
+        wake = Wake()
+        wake.set(urgent=False)
+        task = await _pending(wake, 3600)
+        assert not task.done()
+        wake.set()  # the resource changed: no more waiting
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(run())
+
+
+def test_a_change_to_a_child_starts_the_next_pass_at_once_when_no_delay_is_given() -> None:
+    async def run() -> None:
+        wake = Wake()
+        task = await _pending(wake, 0.0)  # a scale step is in flight
+        assert not task.done()  # nothing changed yet
+        wake.set(urgent=False)
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(run())
+
+
+def test_without_a_change_the_next_pass_comes_after_the_interval() -> None:
+    async def run() -> None:
+        await asyncio.wait_for(Wake().next_pass(Running(), 0.05, 3600), 5)
+
+    asyncio.run(run())
+
+
+def test_pods_and_the_statefulset_poke_their_fleet_as_a_child_change() -> None:
+    async def run() -> None:
+        memo = OperatorMemo(ctx=None)  # type: ignore[arg-type]
+        wake = memo.triggers[("shop", "orders")] = Wake()
+        memo.poke("shop", "orders", urgent=False)
+        assert wake.changed.is_set() and not wake.urgent.is_set()
+        memo.poke("shop", "orders")
+        assert wake.urgent.is_set()
+        wake.clear()
+        memo.poke_namespace("shop")  # a tenancy change concerns the fleet itself
+        assert wake.urgent.is_set()
+        memo.poke("shop", "other")  # no such fleet: nothing to wake
+
+    asyncio.run(run())
+
+
+def test_the_watch_event_of_the_operators_own_status_write_starts_no_pass() -> None:
+    async def run() -> None:
+        ctx = SimpleNamespace(written_versions={("shop", "orders"): "7"})
+        memo = OperatorMemo(ctx=ctx)  # type: ignore[arg-type]
+        wake = memo.triggers[("shop", "orders")] = Wake()
+        handler: Any = resource_changed  # kopf's decorator types it as a watch handler
+
+        async def event(version: str) -> None:
+            body = {"metadata": {"resourceVersion": version}}
+            await handler(namespace="shop", name="orders", body=body, memo=memo)
+
+        await event("7")
+        assert not wake.changed.is_set()
+        await event("8")
+        assert wake.urgent.is_set()  # a version it did not write: the spec, a label, another writer
+
+    asyncio.run(run())
