@@ -16,8 +16,9 @@ Three fleets of the same consumer and pod template run at once, each with its ow
 - plain dynamic: the same plain StatefulSet with the consumer in dynamic membership
   (KAFKA_MEMBERSHIP=dynamic: no group.instance.id; it sends LeaveGroup when it stops).
 
-A rolling restart and a coordinator restart are applied to the three fleets one right after the other; a
-scale step to one fleet at a time, each alone with the control plane. Each is timed per fleet, from its own
+A rolling restart goes to every fleet, each beginning at a random moment of a 3 s span (so that no fleet's
+pods keep one place in the others' replacement cycle); a coordinator restart to all at once; a scale step
+to one fleet at a time, each alone with the control plane. Each is timed per fleet, from its own
 command until its group is Stable with exactly the expected members, every one of them assigned (for a
 rolling restart: and every pod replaced and ready). Rebalances are counted by the coordinator over the
 operation plus a settle period: the generation on the embedded coordinator, the broker's "Preparing to
@@ -117,6 +118,12 @@ SETTLE_S = 5.0
 # coordinator restart), so that the polls of three fleets do not load the machine they are measured on.
 POLL_S = 0.2
 ALONE_POLL_S = 0.05
+# A rolling restart of several fleets at once replaces their pods in lockstep: each pod takes about as
+# long, so fleets begun a fixed interval apart keep it, and a fleet whose pods always start just before or
+# after another's always meets that fleet's starts (the operated fleets begin later, by the operator's
+# pass). Each fleet therefore begins at a random moment of this span, drawn anew each run, about one
+# pod's replacement: no fleet keeps one place in the others' cycle.
+ROLLOUT_SPREAD_S = 3.0
 README = ROOT / "README.md"
 SAVED: list[Sample] = []  # every sample of this process, in order
 
@@ -445,6 +452,7 @@ class Kube:
         api_client = config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
         self.custom = client.CustomObjectsApi(api_client)
         self.apps = client.AppsV1Api(api_client)
+        self.core = client.CoreV1Api(api_client)
 
     def _patch(self, fleet: Fleet, patch: dict[str, Any]) -> None:
         """The fleet's resource: its StaticConsumerGroup, or the plain StatefulSet nobody operates."""
@@ -486,6 +494,14 @@ class Kube:
         """Exactly `replicas` pods, every one ready."""
         _, status = self.statefulset(fleet)
         return bool(status.get("replicas", 0) == replicas and status.get("readyReplicas", 0) == replicas)
+
+    def pods_at_size(self, fleet: Fleet) -> bool:
+        """The fleet's namespace holds exactly its replicas' pods, none of them terminating: a pod of the
+        last scale-down still being deleted would hold back the StatefulSet's next pod of that name."""
+        pods: Any = self.core.list_namespaced_pod(fleet.namespace)
+        return len(pods.items) == fleet.replicas and all(
+            p.metadata.deletion_timestamp is None for p in pods.items
+        )
 
     def operator_done(self, fleet: Fleet) -> bool:
         """An operated fleet's resource records no scale step still under way (a scale-down waiting for
@@ -543,11 +559,13 @@ def measure(
     timeout_s: float,
     begin_all: Callable[[], None] | None = None,
     cost: Callable[[Fleet, float, float], Mapping[str, Any]] | None = None,
+    offsets: Sequence[float] | None = None,
 ) -> list[Sample]:
     """Runs `act` on each fleet (it returns the fleet's done-check), polls every group until done, then
     counts the rebalances over the operation and a settle period, and with `cost` what the operation cost
     the application over the same window (the Sample fields it returns: the partition-seconds without a
-    consumer, or the records a Kafka Streams fleet restored)."""
+    consumer, or the records a Kafka Streams fleet restored). With `offsets`, fleet i begins that many
+    seconds after the first call (each fleet's time counts from its own beginning)."""
     marks = {f.kind: backend.rebalance_mark(f.group) for f in fleets}
     watches: list[Watch] = []
     if begin_all is not None:  # one action for every fleet (a coordinator restart)
@@ -556,7 +574,12 @@ def measure(
         back = time.monotonic()  # the groups were unreachable until now
         watches = [Watch(f, began, act(f), began_wall, unstable=back - began, last=back) for f in fleets]
     else:
-        for fleet in fleets:
+        start = time.monotonic()
+        order = sorted(range(len(fleets)), key=lambda i: offsets[i] if offsets else 0.0)
+        for index in order:
+            if offsets:
+                time.sleep(max(0.0, start + offsets[index] - time.monotonic()))
+            fleet = fleets[index]
             began, began_wall = time.monotonic(), time.time()
             watches.append(Watch(fleet, began, act(fleet), began_wall, last=began))
     deadline = time.monotonic() + timeout_s
@@ -610,15 +633,16 @@ def wait_settled(
     strict: bool = True,
     kube: Kube | None = None,
 ) -> None:
-    """Every fleet Stable at its size (and, with `kube`, an operated fleet's operator done with the step, so
-    that the next operation does not meet the end of this one); `strict` False: a fleet that does not get
-    there is reported and the run goes on (its next operation then shows as timed out)."""
+    """Every fleet Stable at its size (and, with `kube`, its pods exactly its replicas and an operated fleet's
+    operator done with the step, so that the next operation does not meet the end of this one); `strict`
+    False: a fleet that does not get there is reported and the run goes on (its next operation then shows
+    as timed out)."""
     for fleet in fleets:
         try:
             wait_until(
                 lambda f=fleet: (
                     f.settled(observe(backend, f), f.replicas)  # type: ignore[misc]
-                    and (kube is None or kube.operator_done(f))
+                    and (kube is None or (kube.pods_at_size(f) and kube.operator_done(f)))
                 ),
                 timeout=timeout_s,
                 what=f"{fleet.group} to be Stable with {fleet.replicas} members",
@@ -701,6 +725,15 @@ def wait_for_phase(backend: Backend, fleet: Fleet, fraction: float, rng: random.
     time.sleep(max(0.0, cycle_moment(origin, now, cycle_s, fraction) - now))
 
 
+def rollout_offsets(run: int, fleets: int) -> list[float] | None:
+    """When each fleet's rolling restart begins, in seconds after the first: a random moment of
+    ROLLOUT_SPREAD_S for each, the same for a run number every time (None for a lone fleet)."""
+    if fleets < 2:
+        return None
+    spread = random.Random(f"rollout {run}")
+    return [spread.uniform(0, ROLLOUT_SPREAD_S) for _ in range(fleets)]
+
+
 def run_operations(
     backend: Backend,
     kube: Kube,
@@ -744,7 +777,8 @@ def run_operations(
 
     if ROLLING_RESTART in args.operations:
         report(measure(backend, fleets, restart, operation=ROLLING_RESTART, run=run, replicas=n,
-                       timeout_s=slow + per_pod_s * n, cost=cost))  # fmt: skip
+                       timeout_s=slow + per_pod_s * n, cost=cost,
+                       offsets=rollout_offsets(run, len(fleets))))  # fmt: skip
         wait_settled(backend, fleets, slow, strict=False)
 
     def scaler(replicas: int) -> Callable[[Fleet], Callable[[GroupView | None], bool]]:
@@ -1143,7 +1177,10 @@ def _doc_body(args: argparse.Namespace, summaries: Sequence[Summary], backends: 
         "times out keeps its instance id taken until the session times out). Operations patch the "
         "StaticConsumerGroup or "
         "the plain StatefulSet, as `kubectl scale` and `kubectl rollout restart` do. A rolling restart "
-        "goes to every fleet one right after the other; a scale step to one fleet at a time (scaled at "
+        f"goes to every fleet, each beginning at a random moment of a {ROLLOUT_SPREAD_S:.0f} s span drawn "
+        "anew each run (begun one right after the other, the fleets' pods are replaced in lockstep, and "
+        "the fleet begun first, or last, always meets the others' pods starting at the same point of its "
+        "own restarts); a scale step to one fleet at a time (scaled at "
         "once, the fleets' pods would queue behind each other in the controller manager's client rate "
         "limit). Members learn of a rebalance from their next heartbeat, which keeps the phase of the "
         "group's last rebalance, so where a command lands in that cycle decides how long its rebalance "

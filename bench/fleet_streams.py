@@ -242,8 +242,9 @@ def doc_body(
         "written during the operations: a task's store holds a record per record of its partition, and a "
         "task that moves to a pod which never ran it restores its partition's from the changelog.",
         "",
-        "Operations and timing as for the consumer fleets above: a rolling restart goes to every fleet "
-        "one right after the other, a scale step to one fleet at a time, a coordinator restart to all. "
+        "Operations and timing as for the consumer fleets above: a rolling restart goes to every fleet, "
+        "each beginning at a random moment of a 3 s span, a scale step to one fleet at a time, a "
+        "coordinator restart to all. "
         "Each fleet's time runs from its command until its group is Stable with exactly the expected "
         "members, each with a task, and every pod is ready (its instance RUNNING: stores restored). "
         "Rebalances are counted over the operation plus 5 s; in brackets, how many of them were "

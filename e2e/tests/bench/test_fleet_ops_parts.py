@@ -1,13 +1,16 @@
 """The fleet benchmark's and the demo's pure parts: where in a heartbeat cycle a scale command is sent,
-the cycle's length and origin, and when Apache Kafka last logged a group Stable."""
+the cycle's length and origin, when Apache Kafka last logged a group Stable, when each fleet's rolling
+restart begins, and when a fleet's pods are at its size."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
-from bench.fleet_ops import last_stabilized_at, step_finished
+from bench.fleet_ops import ROLLOUT_SPREAD_S, Kube, last_stabilized_at, rollout_offsets, step_finished
 from examples.demo.fleet import CLIENT_HEARTBEAT_MS, cycle_moment, heartbeat_ms, last_rebalance_at
 
 BROKER_LOG = """\
@@ -75,3 +78,41 @@ def test_a_fleet_is_settled_for_the_next_operation_only_once_its_operator_has_fi
     pending = {"phase": "WaitingForPods", "pendingInstanceIds": ["fleet-10"]}
     assert not step_finished({"scaleDown": pending})
     assert not step_finished({"preRegistration": {"instanceIds": ["fleet-15"], "accepted": True}})
+
+
+def test_each_fleets_rolling_restart_begins_at_its_own_random_moment_drawn_anew_each_run() -> None:
+    first, second = rollout_offsets(1, 9), rollout_offsets(2, 9)
+    assert first is not None and second is not None
+    assert len(first) == 9 and all(0 <= o < ROLLOUT_SPREAD_S for o in first + second)
+    assert first == rollout_offsets(1, 9)  # the same run number draws the same moments
+    assert first != second
+    assert len(set(first)) == 9
+    # Across runs the fleets trade places: none always begins first.
+    firsts = {min(range(9), key=(rollout_offsets(run, 9) or []).__getitem__) for run in range(1, 30)}
+    assert len(firsts) > 3
+    assert rollout_offsets(1, 1) is None  # a lone fleet begins at once
+
+
+def _pods(*deleting: bool) -> Any:
+    def pod(deleted: bool) -> Any:
+        return SimpleNamespace(metadata=SimpleNamespace(deletion_timestamp="now" if deleted else None))
+
+    return SimpleNamespace(items=[pod(d) for d in deleting])
+
+
+@pytest.mark.parametrize(
+    ("deleting", "replicas", "at_size"),
+    [
+        ((False,) * 10, 10, True),
+        ((False,) * 10 + (True,), 10, False),  # a pod of the last scale-down still being deleted
+        ((False,) * 9 + (True,), 10, False),
+        ((False,) * 9, 10, False),  # one not created yet
+    ],
+)
+def test_a_fleet_is_ready_for_the_next_step_only_with_exactly_its_pods_none_terminating(
+    deleting: tuple[bool, ...], replicas: int, at_size: bool
+) -> None:
+    kube = Kube.__new__(Kube)
+    kube.core = SimpleNamespace(list_namespaced_pod=lambda namespace: _pods(*deleting))  # type: ignore[assignment]
+    fleet = SimpleNamespace(namespace="ns", replicas=replicas)
+    assert kube.pods_at_size(fleet) is at_size  # type: ignore[arg-type]
