@@ -726,7 +726,7 @@ def wait_for_phase(backend: Backend, fleet: Fleet, fraction: float, rng: random.
 
 
 def rollout_offsets(run: int, fleets: int) -> list[float] | None:
-    """When each fleet's rolling restart begins, in seconds after the first: a random moment of
+    """When each fleet's rolling restart begins, in seconds after the operation does: a random moment of
     ROLLOUT_SPREAD_S for each, the same for a run number every time (None for a lone fleet)."""
     if fleets < 2:
         return None

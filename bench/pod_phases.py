@@ -81,6 +81,11 @@ def _consuming_at(run: ConsumerRun) -> float | None:
     return None
 
 
+def _last(runner: Sequence[RunnerEvent], what: str, low: float, high: float) -> float | None:
+    """The pod runner's last `what` line within [low, high]."""
+    return max((e.at for e in runner if e.what == what and low <= e.at <= high), default=None)
+
+
 def restarts(runs: Sequence[ConsumerRun], runner: Sequence[RunnerEvent]) -> list[dict[str, float]]:
     """The moments of each restart of one pod: the k-th container start of the pod runner is the k-th
     run of the consumer's log; a restart is a run that logged its stop and the run after it. A restart
@@ -95,22 +100,18 @@ def restarts(runs: Sequence[ConsumerRun], runner: Sequence[RunnerEvent]) -> list
         stopped = _event_at(before, "stopped")
         if stopped is None:
             continue
-
-        def last(what: str, low: float, high: float) -> float | None:
-            return max((e.at for e in runner if e.what == what and low <= e.at <= high), default=None)
-
         moments = {
-            "signalled": last("stopping", starts[k - 1], stopped),
+            "signalled": _last(runner, "stopping", starts[k - 1], stopped),
             "consumer_stopped": stopped,
-            "pod_stopped": last("stopped", stopped, spawned),
-            "bound": last("bound", stopped, spawned),
+            "pod_stopped": _last(runner, "stopped", stopped, spawned),
+            "bound": _last(runner, "bound", stopped, spawned),
             "spawned": spawned,
             "subscribed": _event_at(after, "started"),
             "assigned": _event_at(after, "assigned"),
             "consuming": _consuming_at(after),
         }
         if all(v is not None for v in moments.values()):
-            found.append({k: float(v) for k, v in moments.items() if v is not None})
+            found.append({moment: float(at) for moment, at in moments.items() if at is not None})
     return found
 
 
@@ -123,10 +124,11 @@ def summary(restarts_by_fleet: Mapping[str, Sequence[Mapping[str, float]]]) -> s
     fleets = sorted(restarts_by_fleet)
     header = "| phase | " + " | ".join(f"{f} ({len(restarts_by_fleet[f])} restarts)" for f in fleets) + " |"
     lines = [header, "|---|" + "---|" * len(fleets)]
+    split = {fleet: [phases(m) for m in restarts_by_fleet[fleet]] for fleet in fleets}
     for name, _, _ in PHASES:
         cells = []
         for fleet in fleets:
-            values = [phases(m)[name] for m in restarts_by_fleet[fleet]]
+            values = [p[name] for p in split[fleet]]
             middle = f"{statistics.median(values):.3f} ({statistics.mean(values):.3f})" if values else "-"
             cells.append(middle)
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
