@@ -2,13 +2,16 @@
 
 Every pass builds the StatefulSet, the headless Service and the PDB again; applying them again is a no-op on
 the server, but three requests a pass, every pass of every fleet. They are applied again only when they
-differ from what this process last applied, when the StatefulSet changed since (its resourceVersion: a
-`kubectl scale statefulset`, an edit, another operator's apply, its controller's status), and at least once
-every REAPPLY_S, which puts a deleted or edited Service or PDB back.
+differ from what this process last applied, when someone changed the StatefulSet since (a `kubectl scale
+statefulset`, an edit, another operator's apply: its spec's generation, its labels or annotations, or a new
+object under the same name), and at least once every REAPPLY_S, which puts a deleted or edited Service or
+PDB back. The StatefulSet controller's status updates change none of these: a rollout's passes, which follow
+its pods, apply nothing.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,12 +25,20 @@ REAPPLY_S = 60.0
 class Applied:
     children: tuple[Manifest, ...]
     statefulset_version: str
-    """The StatefulSet's resourceVersion as our apply left it."""
+    """The StatefulSet's `spec_version` as our apply left it."""
     at: float
 
 
-def resource_version(obj: Manifest | None) -> str | None:
-    return str(obj["metadata"].get("resourceVersion") or "") if obj is not None else None
+def spec_version(statefulset: Manifest | None) -> str | None:
+    """What of a StatefulSet changes when someone changes it (uid, spec generation, labels, annotations),
+    and not when its controller writes its status, as the resourceVersion does."""
+    if statefulset is None:
+        return None
+    meta = statefulset["metadata"]
+    return json.dumps(
+        [meta.get("uid"), meta.get("generation"), meta.get("labels"), meta.get("annotations")],
+        sort_keys=True,
+    )
 
 
 def needs_apply(
@@ -37,7 +48,7 @@ def needs_apply(
     return (
         last is None
         or last.children != children
-        or resource_version(statefulset) != last.statefulset_version
+        or spec_version(statefulset) != last.statefulset_version
         or now - last.at >= REAPPLY_S
     )
 
@@ -59,7 +70,7 @@ class AppliedChildren:
         return fleet not in self._last
 
     def record(self, fleet: tuple[str, str], children: tuple[Manifest, ...], statefulset: Manifest) -> None:
-        self._last[fleet] = Applied(children, resource_version(statefulset) or "", self._clock())
+        self._last[fleet] = Applied(children, spec_version(statefulset) or "", self._clock())
 
     def forget(self, fleet: tuple[str, str]) -> None:
         self._last.pop(fleet, None)

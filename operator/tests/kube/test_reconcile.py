@@ -357,7 +357,17 @@ def test_a_pass_at_rest_applies_nothing_until_the_statefulset_changes_or_a_minut
     kube.calls.clear()
     reconcile(ctx, "shop", "orders", {})
     assert kube.calls == []
-    kube.objects["StatefulSet"]["metadata"]["resourceVersion"] = "42"  # kubectl scale statefulset, say
+    statefulset = kube.objects["StatefulSet"]
+    statefulset["metadata"]["resourceVersion"] = "41"  # its controller wrote its status (a rollout)
+    statefulset["status"]["readyReplicas"] = 2
+    reconcile(ctx, "shop", "orders", {})
+    assert not [c for c in kube.calls if c.startswith("apply")]  # the fleet's own status follows it
+    statefulset["status"]["readyReplicas"] = 3
+    reconcile(ctx, "shop", "orders", {})
+    assert not [c for c in kube.calls if c.startswith("apply")]
+    kube.calls.clear()
+    statefulset["metadata"]["resourceVersion"] = "42"  # kubectl scale statefulset, say
+    statefulset["metadata"]["generation"] += 1
     reconcile(ctx, "shop", "orders", {})
     assert kube.calls == ["apply StatefulSet(3)", "apply Service", "apply PodDisruptionBudget"]
     kube.calls.clear()
@@ -397,6 +407,7 @@ def test_pods_that_answer_the_handshake_get_their_fleets_departure_key_created_o
     }
     kube.calls.clear()
     kube.objects["StatefulSet"]["metadata"]["resourceVersion"] = "42"  # the children are applied again
+    kube.objects["StatefulSet"]["metadata"]["generation"] += 1
     reconcile(ctx, "shop", "orders", {})
     assert not [c for c in kube.calls if c.startswith("create Secret")]
     # Another process (a restart, a new leader) tries once: the Secret is there, and left as it is.
