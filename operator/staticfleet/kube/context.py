@@ -168,6 +168,7 @@ class OperatorContext:
         self.locks.forget(namespace, name)
         self.conflicts.pop((namespace, name), None)
         self.applied.forget((namespace, name))
+        self.written_versions.pop((namespace, name), None)
 
     def close(self) -> None:
         self.admins.close()

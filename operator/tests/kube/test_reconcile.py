@@ -252,6 +252,8 @@ def test_the_pre_registration_is_withdrawn_once_the_group_has_every_instance() -
     assert "preRegistration" not in kube.group["status"]
     assert conditions(kube)["Ready"]["status"] == "True"
     assert kube.group["status"]["lastScale"]["completedAt"]
+    ctx.forget("shop", "orders")  # the resource is gone: nothing of it is kept
+    assert ctx.written_versions == {}
 
 
 def steady(replicas: int) -> tuple[FakeKube, FakeAdmin, Context]:
