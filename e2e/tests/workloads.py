@@ -10,16 +10,21 @@ from typing import Any
 Manifest = dict[str, Any]
 
 # A long-running pod program: records its start (pid + environment) in its working directory, and on
-# SIGTERM writes a marker file before exiting. Optional: DATA_DIR gets a start counter.
+# SIGTERM writes a marker file before exiting. Optional: DATA_DIR gets a start counter. Each record
+# appears whole (written aside, then renamed), so a test that polls for it never reads half of one.
 SERVER = r"""
 import json, os, signal, sys, time
 from pathlib import Path
+def record(path, text):
+    part = path.with_name("." + path.name + ".part")
+    part.write_text(text)
+    os.replace(part, path)
 pid = os.getpid()
-Path(f"started-{pid}.json").write_text(json.dumps(dict(os.environ)))
+record(Path(f"started-{pid}.json"), json.dumps(dict(os.environ)))
 data = os.environ.get("DATA_DIR")
 if data:
     counter = Path(data) / "starts"
-    counter.write_text(str(int(counter.read_text()) + 1 if counter.exists() else 1))
+    record(counter, str(int(counter.read_text()) + 1 if counter.exists() else 1))
 def stop(signum, frame):
     Path(f"sigterm-{pid}").write_text(os.environ.get("HOSTNAME", ""))
     sys.exit(0)
