@@ -247,3 +247,50 @@ def hasten(
     if all(taken):
         return Handshake(SOONER, leave_at_ms / 1000)
     return Handshake(REFUSED, pods=tuple(t.pod for t, ok in zip(targets, taken, strict=True) if not ok))
+
+
+# -- after the moment ----------------------------------------------------------------------------------------
+
+# How often the group is described while the operator waits for it to settle without the departed members.
+SETTLED_POLL_S = 0.05
+# The wait is bounded: members learn of the rebalance from their next heartbeat, so it takes a heartbeat
+# interval or two; past the bound the StatefulSet shrinks anyway, as it would have without the wait.
+SETTLED_BOUND_S = 3.0
+CLIENT_HEARTBEAT_MS = 3000  # heartbeat.interval.ms when the fleet sets none (librdkafka's and Java's)
+
+
+def settle_bound_s(heartbeat_ms: int | None) -> float:
+    """How long to wait for the group to settle after the departing members left: two heartbeats and a
+    second, at most SETTLED_BOUND_S."""
+    return min(SETTLED_BOUND_S, 2 * (heartbeat_ms or CLIENT_HEARTBEAT_MS) / 1000 + 1.0)
+
+
+def wait_until_settled(
+    describe: Callable[[], tuple[str, frozenset[str]] | None],
+    leaving: Iterable[str],
+    bound_s: float,
+    *,
+    poll_s: float = SETTLED_POLL_S,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> bool:
+    """Waits until the group (`describe`: its state and its members' instance ids, None when it cannot be
+    described) is Stable with none of the `leaving` instance ids, or `bound_s` passes, or the group cannot
+    be described. True if it settled.
+
+    The departing consumers left at the sooner moment; their pods stop once the StatefulSet shrinks. Shrunk
+    at the moment, their pods' shutdown (the processes closing, the kubelet's work) came while the members
+    left behind joined again and the leader sent its assignment, and slowed that rebalance: after it, the
+    shutdown costs the group nothing."""
+    gone = frozenset(leaving)
+    deadline = clock() + bound_s
+    while True:
+        found = describe()
+        if found is None:  # the coordinator moving or unreachable: shrink now, as before
+            return False
+        state, members = found
+        if state == "Stable" and not members & gone:
+            return True
+        if clock() + poll_s > deadline:
+            return False
+        sleep(poll_s)

@@ -41,6 +41,10 @@ CHILD_EVENTS_DELAY_S = 1.0
 changes four or five times within its start, and a pass at its first change (three reads, perhaps a status
 write) competes with it for the API server and the CPU just as it starts. The pass that follows, a second
 later, sees all of them."""
+STEP_CHILD_EVENTS_DELAY_S = 0.25
+"""During a scale step, the same wait, shorter: the step's next move follows its pods (the removal once they
+have stopped), but a pass at every one of the changes of pods starting together ran back to back with their
+starts."""
 
 
 @dataclass(eq=False)
@@ -162,7 +166,9 @@ async def fleet(
                 logger.warning(
                     "reconcile failed (retrying in %.0fs): %s", memo.interval_s, exc, exc_info=True
                 )
-            await trigger.next_pass(stopped, memo.interval_s, 0.0 if in_step else CHILD_EVENTS_DELAY_S)
+            await trigger.next_pass(
+                stopped, memo.interval_s, STEP_CHILD_EVENTS_DELAY_S if in_step else CHILD_EVENTS_DELAY_S
+            )
     finally:
         memo.triggers.pop(key, None)
 

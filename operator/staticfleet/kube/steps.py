@@ -19,6 +19,7 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from staticfleet.admin import AclBinding, AdminError, ConfigRejected, RemovalReport
@@ -151,13 +152,15 @@ class MarkDeparting:
     in epoch milliseconds, the same for every pod of the step): a consumer that reads it leaves the
     group itself then, as a dynamic one does as it stops, and the removal that follows the pods finds
     it gone. When every marked pod answers the departure handshake (`endpoints`), they leave together as
-    soon as all have read the mark instead. The operator still removes no member of a pod that may run;
-    a consumer that leaves on its own is not removed. Pods a scale-down no longer takes away lose the
-    mark, and their consumers join again."""
+    soon as all have read the mark instead, and the step returns (the StatefulSet shrinks) once the group
+    is Stable without their members (`leaving`), or a bound passes. The operator still removes no member
+    of a pod that may run; a consumer that leaves on its own is not removed. Pods a scale-down no longer
+    takes away lose the mark, and their consumers join again."""
 
     mark: tuple[str, ...]
     clear: tuple[str, ...] = ()
     endpoints: tuple[departure.Endpoint, ...] = ()
+    leaving: tuple[str, ...] = ()  # the instance ids of the marked pods' members
 
     def run(self, io: StepIO) -> None:
         spec = io.observed.spec
@@ -172,6 +175,7 @@ class MarkDeparting:
                 log.info("%s/%s: could not mark pod %s: %s", spec.namespace, spec.name, name, exc)
 
         handshake: Future[departure.Handshake] | None = None
+        hastened = False
         with ThreadPoolExecutor(max_workers=1) as aside:
             if self.mark and self.endpoints:
                 # Handed their mark, the pods need not wait for a kubelet to show the annotation: when
@@ -191,10 +195,33 @@ class MarkDeparting:
                 log.info("%s/%s: departure handshake: %s", spec.namespace, spec.name, message)
                 io.post(EventSpec("Normal", "DepartureHandshake", message))
                 moment = result.sooner or moment
+                hastened = result.sooner is not None
         if not self.mark:
             return
         # the pass goes on to shrink the StatefulSet: not before the moment
         time.sleep(max(0.0, moment - time.time()))
+        if hastened:
+            # Every departing consumer took the sooner moment and has left: their pods stop once the
+            # group has settled without them (departure.wait_until_settled says why).
+            bound_s = departure.settle_bound_s(spec.heartbeat_interval_ms)
+            describe = partial(_state_and_members, io, spec.group_id)
+            if not departure.wait_until_settled(describe, self.leaving, bound_s):
+                log.info(
+                    "%s/%s: the group did not settle without the departed members within %.1f s; "
+                    "shrinking the StatefulSet now",
+                    spec.namespace,
+                    spec.name,
+                    bound_s,
+                )
+
+
+def _state_and_members(io: StepIO, group_id: str) -> tuple[str, frozenset[str]] | None:
+    try:
+        group = io.admin.describe_group(group_id)
+    except AdminError as exc:
+        log.info("group %s: could not describe it while it settles: %s", group_id, exc)
+        return None
+    return group.state, group.instance_ids
 
 
 def departure_marks(obs: Observed, scale: ScalePlan) -> MarkDeparting | None:
@@ -226,7 +253,9 @@ def departure_marks(obs: Observed, scale: ScalePlan) -> MarkDeparting | None:
         return None
     mark.sort(key=lambda pod: str(pod["metadata"]["name"]))
     names = tuple(str(pod["metadata"]["name"]) for pod in mark)
-    return MarkDeparting(names, tuple(sorted(clear)), departure.every_endpoint(mark))
+    ordinals = (builders.pod_ordinal(pod, obs.spec.name) for pod in mark)
+    leaving = tuple(i for o in ordinals if o is not None for i in obs.spec.pod_member_ids(o))
+    return MarkDeparting(names, tuple(sorted(clear)), departure.every_endpoint(mark), leaving)
 
 
 @dataclass(frozen=True, slots=True)

@@ -142,3 +142,50 @@ def test_the_event_says_how_much_sooner_or_which_pods_kept_the_marks_moment() ->
     assert "did not take the sooner moment" in departure.Handshake("refused", pods=("p-1",)).message(
         pods, mark_s
     )
+
+
+class SettlingGroup:
+    """A group described at a fake clock: Stable with the departing members until they leave, then
+    rebalancing, then Stable without them; None (undescribable) from `gone_at` on."""
+
+    def __init__(self, left_at: float, stable_at: float, gone_at: float = float("inf")) -> None:
+        self.left_at, self.stable_at, self.gone_at = left_at, stable_at, gone_at
+        self.now = 0.0
+        self.described = 0
+
+    def describe(self) -> tuple[str, frozenset[str]] | None:
+        self.described += 1
+        if self.now >= self.gone_at:
+            return None
+        if self.now < self.left_at:
+            return "Stable", frozenset({"p-0", "p-1", "p-2"})
+        return ("Stable" if self.now >= self.stable_at else "PreparingRebalance"), frozenset({"p-0"})
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def wait(self, bound_s: float) -> bool:
+        return departure.wait_until_settled(
+            self.describe, ("p-1", "p-2"), bound_s, clock=lambda: self.now, sleep=self.sleep
+        )
+
+
+def test_the_pods_stop_once_the_group_is_stable_without_the_departed_members() -> None:
+    group = SettlingGroup(left_at=0.1, stable_at=0.6)
+    assert group.wait(1.5)
+    # Stable before the leave counts for nothing: it waited for the rebalance after it.
+    assert 0.6 <= group.now <= 0.6 + departure.SETTLED_POLL_S + 1e-9
+
+
+def test_a_group_that_does_not_settle_in_time_or_cannot_be_described_holds_the_pods_no_longer() -> None:
+    slow = SettlingGroup(left_at=0.1, stable_at=9.0)
+    assert not slow.wait(1.5)
+    assert 1.5 - departure.SETTLED_POLL_S <= slow.now <= 1.5
+    unreachable = SettlingGroup(left_at=0.1, stable_at=0.6, gone_at=0.2)
+    assert not unreachable.wait(1.5)
+    assert unreachable.now < 0.3
+
+
+def test_the_wait_is_two_heartbeats_and_a_second_at_most_three_seconds() -> None:
+    assert departure.settle_bound_s(250) == 1.5
+    assert departure.settle_bound_s(None) == departure.SETTLED_BOUND_S == 3.0  # the clients' 3 s default

@@ -96,7 +96,7 @@ def test_a_scale_down_persists_its_record_then_marks_the_departing_pods_before_t
 ):
     obs = observed(1, 3, {0, 1, 2}, group("orders-0", "orders-1", "orders-2"))
     plan = plan_actions(obs)
-    marks = MarkDeparting(("orders-1", "orders-2"))
+    marks = MarkDeparting(("orders-1", "orders-2"), leaving=("orders-1", "orders-2"))
     assert plan.steps == (Checkpoint("scale-down-recorded"), marks, ApplyChildren(1))
     record = plan.outcome(obs).scale_down  # what the checkpoint writes
     assert record is not None and record.pending_instance_ids == ("orders-1", "orders-2")
@@ -109,7 +109,7 @@ def test_departing_pods_stay_marked_until_they_stop_and_a_mark_left_from_before_
     members = group("orders-0", "orders-1", "orders-2")
     # An operator that stopped after marking orders-1 marks orders-2 on its next pass.
     half = observed(1, 1, {0, 1, 2}, members, marked={1}, scaleDown=waiting.to_status())
-    assert MarkDeparting(("orders-2",)) in plan_actions(half).steps
+    assert MarkDeparting(("orders-2",), leaving=("orders-2",)) in plan_actions(half).steps
     # Marked, or stopped for good: nothing to do.
     done = observed(1, 1, {0, 1, 2}, members, marked={1}, stopped={2}, scaleDown=waiting.to_status())
     assert not [s for s in plan_actions(done).steps if isinstance(s, MarkDeparting)]
@@ -139,7 +139,7 @@ def test_departing_pods_that_all_answer_the_handshake_are_marked_with_their_endp
     # One departing pod without the port: none leaves sooner, all leave at the mark's moment.
     obs.pods[2]["spec"]["containers"][0]["ports"] = [{"name": "http", "containerPort": 8080}]
     (marks,) = [s for s in plan_actions(obs).steps if isinstance(s, MarkDeparting)]
-    assert marks == MarkDeparting(("orders-1", "orders-2"))
+    assert marks == MarkDeparting(("orders-1", "orders-2"), leaving=("orders-1", "orders-2"))
 
 
 def test_a_fleet_that_waits_out_the_session_timeout_marks_no_pod() -> None:
@@ -230,7 +230,7 @@ def test_a_scale_down_of_two_member_pods_records_every_member_and_marks_each_dep
     obs = observed(1, 3, {0, 1, 2}, group(*pod_members(0, 1, 2)), members_per_pod=2)
     plan = plan_actions(obs)
     # The mark is on the pod: every member the pod runs reads the same file and leaves with the others.
-    marks = MarkDeparting(("orders-1", "orders-2"))
+    marks = MarkDeparting(("orders-1", "orders-2"), leaving=pod_members(1, 2))
     assert plan.steps == (Checkpoint("scale-down-recorded"), marks, ApplyChildren(1))
     record = plan.outcome(obs).scale_down
     assert record is not None and record.pending_instance_ids == pod_members(1, 2)
