@@ -209,22 +209,26 @@ def collect(workdir: Path, steps: Sequence[Step]) -> dict[tuple[str, str], dict[
     runner_log = workdir / "cluster" / "logs" / "podrunner.log"
     by_pod = runner_events(runner_log.read_text(errors="replace")) if runner_log.exists() else {}
     histories = _histories(workdir)
+    # One fleet's logs serve each of its runs' steps: read once.
+    fleets: dict[str, tuple[dict[int, str], dict[int, list[tuple[float, str]]], History]] = {}
     split: dict[tuple[str, str], dict[str, list[dict[str, float]]]] = {}
     for step in steps:
         namespace = namespace_of(step, namespaces)
         history_of = histories.get(step.backend)
         if namespace is None or history_of is None:
             continue
-        logs = {
-            int(path.parent.name.rsplit("-", 1)[1]): path.read_text(errors="replace")
-            for path in (pods_dir / namespace).glob(f"{NAME}-*/consumer.log")
-        }
-        runner = {
-            int(key.rsplit("-", 1)[1]): [(e.at, e.what) for e in events]
-            for key, events in by_pod.items()
-            if key.startswith(f"{namespace}/{NAME}-")
-        }
-        found = moments(step, logs, runner, history_of(f"{namespace}.{NAME}"))
+        if namespace not in fleets:
+            logs = {
+                int(path.parent.name.rsplit("-", 1)[1]): path.read_text(errors="replace")
+                for path in (pods_dir / namespace).glob(f"{NAME}-*/consumer.log")
+            }
+            runner = {
+                int(key.rsplit("-", 1)[1]): [(e.at, e.what) for e in events]
+                for key, events in by_pod.items()
+                if key.startswith(f"{namespace}/{NAME}-")
+            }
+            fleets[namespace] = (logs, runner, history_of(f"{namespace}.{NAME}"))
+        found = moments(step, *fleets[namespace])
         if "joined" not in found:
             continue
         split.setdefault((step.backend, step.operation), {}).setdefault(step.kind, []).append(
