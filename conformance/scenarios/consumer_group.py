@@ -401,6 +401,46 @@ async def consumer_group_second_member_waits_for_revocation(ctx: ScenarioContext
 
 
 @scenario(
+    "A member loses the answer that tells it to revoke (its client's request timed out) and goes on with "
+    "plain heartbeats, owning what it owned, or naming nothing it owns: each is answered at its epoch "
+    "without the assignment, A keeps its partitions to revoke and B waits for them. Only a full request "
+    "(rebalance timeout, subscription, owned partitions) brings the assignment again; acknowledged, A "
+    "reaches epoch 3 and B gets 2,3. A client that never sends one waits for its rebalance timeout.",
+    rule="GroupMetadataManager.consumerGroupHeartbeat (the assignment only on epoch 0, a full request or a "
+    "change); CurrentAssignmentBuilder (UNREVOKED_PARTITIONS while the member owns a partition to revoke, "
+    "or says nothing of what it owns)",
+    settings=CONSUMER,
+    sanity=expect_all(
+        ("heartbeat.A.revoke", {"member_epoch": 2, "assignment": {T: [0, 1]}}),
+        ("heartbeat.A.as_before", {"error_code": "NONE", "member_epoch": 2, "assignment": None}),
+        ("heartbeat.A.owned_null", {"error_code": "NONE", "member_epoch": 2, "assignment": None}),
+        ("heartbeat.B.waiting", {"member_epoch": 3, "assignment": None}),
+        ("heartbeat.A.full", {"member_epoch": 2, "assignment": {T: [0, 1]}}),
+        ("ack.A.revoked", {"member_epoch": 3}),
+        ("heartbeat.B.assigned", {"member_epoch": 3, "assignment": {T: [2, 3]}}),
+    ),
+)
+async def consumer_group_lost_revocation_answer(ctx: ScenarioContext) -> Outcome:
+    tops = await topics(ctx, 4)
+    a = await consumer(ctx, "a", tops)
+    b = await consumer(ctx, "b", tops)
+    await a.join(tops.names)
+    await a.ack()
+    await b.join(tops.names)
+    ctx.record("heartbeat.A.revoke", await a.beat())  # the answer its client never read
+    ctx.record("heartbeat.A.as_before", await a.beat())  # still owning 0-3
+    ctx.record("heartbeat.A.owned_null", await a.send(owned=None).result())
+    await describe(ctx, "describe.stuck", tops)
+    ctx.record("heartbeat.B.waiting", await b.beat())
+    full = a.send(rebalance_timeout_ms=REBALANCE_MS, subscribe=tops.names)
+    ctx.record("heartbeat.A.full", await full.result())
+    ctx.record("ack.A.revoked", await a.ack())
+    ctx.record("heartbeat.B.assigned", await b.beat())
+    await describe(ctx, "describe", tops)
+    return ctx.outcome
+
+
+@scenario(
     "A member that leaves (epoch -1) while it is revoking releases everything at once: the group epoch goes "
     "to 4 (Assigning: the target is computed on the next heartbeat) and B gets all four partitions at "
     "epoch 4.",
