@@ -14,6 +14,15 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+# kafka-python's modules are loaded here, as this module is imported, not at their first use: the
+# operator's passes run in threads, and two threads importing them for the first time at once (two
+# fleets' first passes, or a pass and the dashboard) can meet in kafka-python's circular imports, where
+# Python breaks the deadlock by failing one thread's import and leaves the package without that module
+# for the life of the process ("module 'kafka' has no attribute 'errors'" on every pass after).
+import kafka.admin
+import kafka.errors
+import kafka.protocol.admin
+import kafka.protocol.consumer
 from kio.schema.errors import ErrorCode
 
 from staticfleet.admin.connection import KafkaConnection
@@ -98,7 +107,6 @@ class GroupAdmin:
 
     def _call(self, what: str, fn: Callable[[Any], T]) -> T:
         """Runs fn(kafka-python admin client); transport failures drop the client (reconnect next time)."""
-        import kafka.errors
         from kafka.admin import KafkaAdminClient
 
         with self._lock:

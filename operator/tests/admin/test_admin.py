@@ -372,3 +372,15 @@ def test_a_consumer_protocol_group_is_described_through_consumer_group_describe(
         assert [m.member_epoch for m in described.members] == [described.group_epoch]
     finally:
         consumer.close()
+
+
+def test_importing_the_admin_path_loads_kafka_python_before_any_thread_uses_it() -> None:
+    """Two threads that import kafka-python's modules for the first time at once (two fleets' first
+    passes) can deadlock in its circular imports, and Python then fails one of the imports for good: the
+    admin path loads them as it is imported, in a fresh process as the operator starts."""
+    modules = ("kafka.admin", "kafka.errors", "kafka.protocol.admin", "kafka.protocol.consumer")
+    code = f"import sys, staticfleet.admin; print([m for m in {modules!r} if m not in sys.modules])"
+    found = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=repo_root(), check=True
+    )
+    assert found.stdout.strip() == "[]", found.stderr
