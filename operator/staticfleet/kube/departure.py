@@ -257,6 +257,11 @@ SETTLED_POLL_S = 0.05
 # interval or two; past the bound the StatefulSet shrinks anyway, as it would have without the wait.
 SETTLED_BOUND_S = 3.0
 CLIENT_HEARTBEAT_MS = 3000  # heartbeat.interval.ms when the fleet sets none (librdkafka's and Java's)
+# Settled, the members left behind have yet to fetch the partitions they were given: each looks up the
+# committed offset, then adds them to its next fetch, which waits for the one in flight (fetch.wait.max.ms,
+# 500 ms by default in librdkafka and Java). Pods stopping on the same node in that time slow those first
+# fetches (processes closing, the kubelet's and the API server's work); a second later they cost nothing.
+HANDOVER_S = 1.0
 
 
 def settle_bound_s(heartbeat_ms: int | None) -> float:
@@ -271,17 +276,19 @@ def wait_until_settled(
     bound_s: float,
     *,
     poll_s: float = SETTLED_POLL_S,
+    handover_s: float = HANDOVER_S,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> bool:
     """Waits until the group (`describe`: its state and its members' instance ids, None when it cannot be
-    described) is Stable with none of the `leaving` instance ids, or `bound_s` passes, or the group cannot
-    be described. True if it settled.
+    described) is Stable with none of the `leaving` instance ids, then `handover_s` more; or until
+    `bound_s` passes, or the group cannot be described. True if it settled.
 
     The departing consumers left at the sooner moment; their pods stop once the StatefulSet shrinks. Shrunk
     at the moment, their pods' shutdown (the processes closing, the kubelet's work) came while the members
-    left behind joined again and the leader sent its assignment, and slowed that rebalance: after it, the
-    shutdown costs the group nothing."""
+    left behind joined again and the leader sent its assignment, and slowed that rebalance. Shrunk as the
+    group settled, it came while those members made their first fetches of the partitions they were given,
+    and slowed those (HANDOVER_S): after both, the shutdown costs the group nothing."""
     gone = frozenset(leaving)
     deadline = clock() + bound_s
     while True:
@@ -290,6 +297,7 @@ def wait_until_settled(
             return False
         state, members = found
         if state == "Stable" and not members & gone:
+            sleep(handover_s)
             return True
         if clock() + poll_s > deadline:
             return False

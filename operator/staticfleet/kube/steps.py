@@ -202,7 +202,8 @@ class MarkDeparting:
         time.sleep(max(0.0, moment - time.time()))
         if hastened:
             # Every departing consumer took the sooner moment and has left: their pods stop once the
-            # group has settled without them (departure.wait_until_settled says why).
+            # group has settled without them and its members have had a second to fetch what they were
+            # given (departure.wait_until_settled says why).
             bound_s = departure.settle_bound_s(spec.heartbeat_interval_ms)
             describe = partial(_state_and_members, io, spec.group_id)
             if not departure.wait_until_settled(describe, self.leaving, bound_s):

@@ -173,8 +173,11 @@ class SettlingGroup:
 def test_the_pods_stop_once_the_group_is_stable_without_the_departed_members() -> None:
     group = SettlingGroup(left_at=0.1, stable_at=0.6)
     assert group.wait(1.5)
-    # Stable before the leave counts for nothing: it waited for the rebalance after it.
-    assert 0.6 <= group.now <= 0.6 + departure.SETTLED_POLL_S + 1e-9
+    # Stable before the leave counts for nothing: it waited for the rebalance after it, then for the
+    # members left behind to fetch what they were given.
+    settled = group.now - departure.HANDOVER_S
+    assert 0.6 <= settled <= 0.6 + departure.SETTLED_POLL_S + 1e-9
+    assert group.described == 1 + int(settled / departure.SETTLED_POLL_S + 0.5)  # none after it settled
 
 
 def test_a_group_that_does_not_settle_in_time_or_cannot_be_described_holds_the_pods_no_longer() -> None:
