@@ -292,3 +292,41 @@ def test_scaling_up_from_one_to_four_is_one_rebalance(
     scaled = events(kubectl, namespace, NAME, "Scaled")[-1]["message"]
     assert scaled == "scaling up from 1 to 4; new instances pre-registered with the coordinator"
     assert get_fleet(kubectl, namespace, NAME)["status"]["group"]["rebalances"] == after["rebalances"]
+
+
+def test_a_cooperative_fleet_holds_its_first_join_phase_a_second_past_the_last_join(
+    cluster: Cluster, namespace: str, coordinator: Coordinator, operator: OperatorRunner
+) -> None:
+    kubectl = cluster.kubectl
+    start_fleet(kubectl, namespace, coordinator, operator, 1, assignmentStrategy="cooperative-sticky")
+    gid = group_id(namespace)
+    before = coordinator.group(gid)
+    assert before is not None
+    seen = len(coordinator.events(gid))
+
+    kubectl.run("scale", f"scg/{NAME}", "-n", namespace, "--replicas=3")
+    wait_fleet(kubectl, namespace, NAME, ready_with(3), timeout=120, what="Ready with 3")
+    wait_until(
+        lambda: not (coordinator.group(gid) or {}).get("expectedInstanceIds"), timeout=30, what="withdrawal"
+    )
+    after = coordinator.group(gid)
+    assert after is not None and after["state"] == "Stable"
+    assert coordinator.members(gid) == {"orders-0", "orders-1", "orders-2"}  # the pending member is gone
+    # Incremental: the first rebalance takes partitions from orders-0, the second gives them away.
+    assert after["rebalances"] == before["rebalances"] + 2
+    scaled = events(kubectl, namespace, NAME, "Scaled")[-1]["message"]
+    assert (
+        scaled
+        == "scaling up from 1 to 3; the join phase is held until 1 s after the new instances have joined"
+    )
+    assert "preRegistration" not in get_fleet(kubectl, namespace, NAME)["status"]
+
+    # The first join phase ended a second or more after the last new instance joined, so that each of
+    # them could join the second at once (librdkafka joins at most once a second).
+    news = coordinator.events(gid)[seen:]
+    first_phase = next(e["ts"] for e in news if e["type"] == "join_completed")
+    joined = {
+        e["instance_id"]: e["ts"] for e in news if e["type"] == "member_joined" and e["ts"] <= first_phase
+    }
+    assert set(joined) == {"orders-1", "orders-2"}
+    assert first_phase - max(joined.values()) >= 1000

@@ -99,8 +99,11 @@ class PassIO:
     def post(self, event: EventSpec) -> None:
         post_event(self.ctx, self.body, event)
 
-    def watch_hold(self, member_id: str, instance_ids: tuple[str, ...], bound_s: float) -> None:
-        self.ctx.hold_watcher(self.admin, self.observed.spec.group_id, member_id, instance_ids, bound_s)
+    def watch_hold(
+        self, member_id: str, instance_ids: tuple[str, ...], bound_s: float, linger_s: float = 0.0
+    ) -> None:
+        group_id = self.observed.spec.group_id
+        self.ctx.hold_watcher(self.admin, group_id, member_id, instance_ids, bound_s, linger_s)
 
 
 def run_steps(steps: Sequence[Step], io: PassIO, *, stop_on_failure: bool = False) -> None:

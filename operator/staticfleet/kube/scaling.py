@@ -84,6 +84,9 @@ class ScaleDirection(Enum):
 SESSION_EXPIRY_GRACE = timedelta(seconds=30)
 # A pre-registration that never completes is withdrawn after this long (or the rebalance timeout).
 DEFAULT_PRE_REGISTRATION_LIFETIME = timedelta(minutes=5)
+# A lingering hold whose instances have all joined is released by a pass only this long after it was set:
+# its watcher releases it a second after the last join, unless the operator that ran it stopped.
+LINGERING_HOLD_LIFETIME = timedelta(seconds=30)
 # How long a scale-down phase may wait on pods or the coordinator before it counts as blocked.
 DEFAULT_STEP_TIMEOUT = timedelta(minutes=5)
 
@@ -508,8 +511,10 @@ class PreRegistration:
     set_at: str
     message: str = ""
     hold_member_id: str = ""
-    """Set when the coordinator refused the pre-registration and a pending member holds the join phase
-    instead (join_hold.py)."""
+    """Set when a pending member holds the join phase (join_hold.py): instead of the pre-registration the
+    coordinator refused, or beside it while the hold lingers."""
+    linger_ms: int = 0
+    """How long the hold outlasts the last join (a cooperative group: join_hold.INCREMENTAL_LINGER_S)."""
     needed: bool = True
     """False where the group's protocol has no join phase to prepare (the consumer protocol): nothing was
     sent, and `message` says why."""
@@ -519,7 +524,7 @@ class PreRegistration:
         return "Accepted" if self.accepted else "Rejected" if self.needed else NOT_NEEDED
 
     def to_status(self) -> dict[str, Any]:
-        status = {
+        status: dict[str, Any] = {
             "instanceIds": list(self.instance_ids),
             "result": self.result,
             "setAt": self.set_at or None,  # a date-time, never ""
@@ -527,6 +532,8 @@ class PreRegistration:
         }
         if self.hold_member_id:
             status["holdMemberId"] = self.hold_member_id
+        if self.linger_ms:
+            status["lingerMs"] = self.linger_ms
         return status
 
     @staticmethod
@@ -539,6 +546,7 @@ class PreRegistration:
             set_at=str(data.get("setAt", "")),
             message=str(data.get("message", "")),
             hold_member_id=str(data.get("holdMemberId", "") or ""),
+            linger_ms=int(data.get("lingerMs", 0) or 0),
             needed=data.get("result") != NOT_NEEDED,
         )
 
@@ -559,13 +567,21 @@ def pre_registration_done(
 ) -> bool:
     """Withdraw the pre-registration once the group is Stable with every pre-registered instance, or when
     it is too old to still be useful (a pod that never comes would hold every later join phase). A held
-    join phase is released as soon as every instance has joined: the group cannot be Stable before."""
+    join phase is released as soon as every instance has joined: the group cannot be Stable before. A
+    lingering hold is the watcher's to release a second after the last join, which a pass cannot tell:
+    a pass releases it only once the scale-up is long past (LINGERING_HOLD_LIFETIME), should the operator
+    that watched it have stopped."""
     joined = group_instance_ids is not None and set(pre.instance_ids) <= group_instance_ids
-    if joined and (pre.hold_member_id or group_state is GroupState.STABLE):
+    set_at = parse_time(pre.set_at)
+    if joined and group_state is GroupState.STABLE:
         return True
+    if joined and pre.hold_member_id:
+        if not pre.linger_ms:
+            return True
+        if set_at is not None and now - set_at > LINGERING_HOLD_LIFETIME:
+            return True
     lifetime = max(
         DEFAULT_PRE_REGISTRATION_LIFETIME,
         timedelta(milliseconds=2 * rebalance_timeout_ms) if rebalance_timeout_ms else timedelta(0),
     )
-    set_at = parse_time(pre.set_at)
     return set_at is not None and now - set_at > lifetime

@@ -33,7 +33,8 @@ DEFAULT_HEARTBEAT_INTERVAL_MS = 250
 DEFAULT_INSTANCE_ID_TEMPLATE = "{pod}"
 # partition.assignment.strategy, in librdkafka's names. cooperative-sticky (KIP-429) stops only the
 # partitions a rebalance moves; the eager ones stop every partition until the rebalance ends.
-ASSIGNMENT_STRATEGIES = ("range", "roundrobin", "cooperative-sticky")
+COOPERATIVE_STICKY = "cooperative-sticky"
+ASSIGNMENT_STRATEGIES = ("range", "roundrobin", COOPERATIVE_STICKY)
 CLASSIC_PROTOCOL, CONSUMER_PROTOCOL = "classic", "consumer"
 GROUP_PROTOCOLS = (CLASSIC_PROTOCOL, CONSUMER_PROTOCOL)
 IMMEDIATE = "Immediate"

@@ -268,7 +268,8 @@ def plan_status(
             note = f"; no pre-registration ({pre.message})"
         elif growing and pre is not None and scale.pre_register_ids is not None:
             if pre.hold_member_id:
-                note = "; the join phase is held until the new instances have joined"
+                after = f"{pre.linger_ms / 1000:g} s after " if pre.linger_ms else ""
+                note = f"; the join phase is held until {after}the new instances have joined"
             elif pre.accepted:
                 note = "; new instances pre-registered with the coordinator"
             else:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from staticfleet.admin import AclBinding, AdminError, ConfigRejected, RemovalReport
 from staticfleet.coordinator import EXPECTED_INSTANCE_IDS as PRE_REGISTRATION_CONFIG
-from staticfleet.kube import builders, departure, faults
+from staticfleet.kube import builders, departure, faults, join_hold
 from staticfleet.kube.access import SCRAM_ITERATIONS, RetiredUser, plan_access
 from staticfleet.kube.applied import AppliedChildren
 from staticfleet.kube.fleetstatus import EventSpec, FleetStatus
@@ -42,7 +42,7 @@ from staticfleet.kube.scaling import (
     plan_scale,
     pre_registration_done,
 )
-from staticfleet.kube.spec import CONSUMER_PROTOCOL, IMMEDIATE, Manifest
+from staticfleet.kube.spec import CONSUMER_PROTOCOL, COOPERATIVE_STICKY, IMMEDIATE, Manifest
 
 if TYPE_CHECKING:
     from staticfleet.admin import GroupAdmin
@@ -126,8 +126,11 @@ class StepIO(AccessIO, Protocol):
 
     def write_status(self, status: FleetStatus) -> None: ...
     def post(self, event: EventSpec) -> None: ...
-    def watch_hold(self, member_id: str, instance_ids: tuple[str, ...], bound_s: float) -> None:
-        """Releases the held join phase once every instance has joined (join_hold.py), beside the pass."""
+    def watch_hold(
+        self, member_id: str, instance_ids: tuple[str, ...], bound_s: float, linger_s: float = 0.0
+    ) -> None:
+        """Releases the held join phase `linger_s` after every instance has joined (join_hold.py), beside
+        the pass."""
         ...
 
 
@@ -262,11 +265,13 @@ def departure_marks(obs: Observed, scale: ScalePlan) -> MarkDeparting | None:
 @dataclass(frozen=True, slots=True)
 class PreRegister:
     """Tells the coordinator which instance ids to hold the join phase for; a coordinator that refuses
-    (Apache Kafka) just means no pre-registration, recorded with the reason. The record is written to
-    status before the StatefulSet grows, so that an operator that dies in between still knows to
-    withdraw it once the group is complete."""
+    (Apache Kafka) gets the join phase held by a pending member instead, recorded with the reason. A
+    cooperative group's join phase is held `linger_s` past the last join (join_hold.INCREMENTAL_LINGER_S),
+    by a pending member on any coordinator. The record is written to status before the StatefulSet grows,
+    so that an operator that dies in between still knows to withdraw it once the group is complete."""
 
     instance_ids: tuple[str, ...]
+    linger_s: float = 0.0
 
     def run(self, io: StepIO) -> None:
         spec, now = io.observed.spec, iso(io.observed.now)
@@ -274,11 +279,16 @@ class PreRegister:
         try:
             io.admin.set_group_config(spec.group_id, PRE_REGISTRATION_CONFIG, ",".join(ids) if ids else None)
         except ConfigRejected as exc:
-            io.outcome.pre_registration = _hold_join_phase(io, ids, now, exc)
+            refused = f"the coordinator refused pre-registration ({exc.name})"
+            io.outcome.pre_registration = _hold_join_phase(io, ids, now, refused, self.linger_s)
         except AdminError as exc:
             io.outcome.pre_registration = PreRegistration(ids, False, now, str(exc))
         else:
-            io.outcome.pre_registration = PreRegistration(ids, True, now, "")
+            registered = PreRegistration(ids, True, now, "")
+            if self.linger_s and ids:
+                held = _hold_join_phase(io, ids, now, "pre-registered", self.linger_s)
+                registered = held if held.accepted else replace(registered, message=held.message)
+            io.outcome.pre_registration = registered
 
 
 # What a held join phase advertises when the group has no members to copy it from: any protocol will do
@@ -299,10 +309,12 @@ class PreRegistrationNotNeeded:
         )
 
 
-def _hold_join_phase(io: StepIO, ids: tuple[str, ...], now: str, refusal: ConfigRejected) -> PreRegistration:
-    """The coordinator refused pre-registration: hold the join phase with a pending member instead."""
+def _hold_join_phase(
+    io: StepIO, ids: tuple[str, ...], now: str, why: str, linger_s: float
+) -> PreRegistration:
+    """Holds the join phase with a pending member, released `linger_s` after every instance joined: where
+    the coordinator refused pre-registration (`why` says so), or to make a cooperative group's hold linger."""
     spec = io.observed.spec
-    refused = f"the coordinator refused pre-registration ({refusal.name})"
     protocol_type, protocol = _DEFAULT_PROTOCOL
     group = io.observed.group.description  # read by this pass; None for a new fleet's group
     if group is not None and group.protocol_type and group.protocol:
@@ -315,17 +327,21 @@ def _hold_join_phase(io: StepIO, ids: tuple[str, ...], now: str, refusal: Config
             session_timeout_ms=spec.session_timeout_ms,
         )
     except AdminError as exc:
-        return PreRegistration(ids, False, now, f"{refused}, and holding the join phase failed: {exc}")
+        return PreRegistration(ids, False, now, f"{why}, and holding the join phase failed: {exc}")
     previous = io.observed.pre_registration
     if previous is not None and previous.hold_member_id:
         _release(io, previous.hold_member_id)
-    io.watch_hold(member_id, ids, spec.session_timeout_ms / 1000)
+    io.watch_hold(member_id, ids, spec.session_timeout_ms / 1000, linger_s)
+    until = "until every instance has joined"
+    if linger_s:
+        until = f"until {linger_s:g} s after every instance has joined (a cooperative assignor)"
     return PreRegistration(
         ids,
         True,
         now,
-        f"{refused}; pending member {member_id} holds the join phase until every instance has joined",
+        f"{why}; pending member {member_id} holds the join phase {until}",
         hold_member_id=member_id,
+        linger_ms=int(linger_s * 1000),
     )
 
 
@@ -348,11 +364,13 @@ class WithdrawPreRegistration:
         spec = io.observed.spec
         pre = io.observed.pre_registration
         if pre is not None and pre.hold_member_id:
-            if _release(io, pre.hold_member_id):
-                io.outcome.pre_registration = None
-            return
+            if not _release(io, pre.hold_member_id):
+                return
+            io.outcome.pre_registration = replace(pre, hold_member_id="", linger_ms=0)
         try:
             io.admin.set_group_config(spec.group_id, PRE_REGISTRATION_CONFIG, None)
+        except ConfigRejected:  # a coordinator without pre-registration (Apache Kafka): the hold was all
+            pass
         except AdminError as exc:  # kept in status: the next pass tries again
             log.info("%s/%s: could not withdraw the pre-registration: %s", spec.namespace, spec.name, exc)
             return
@@ -656,7 +674,7 @@ def plan_actions(obs: Observed) -> ActionPlan:
     if marks is not None:  # after the record is durable, before the StatefulSet shrinks
         steps.append(marks)
     if scale.pre_register_ids is not None:
-        steps += (PreRegister(scale.pre_register_ids), Checkpoint(faults.PRE_REGISTERED))
+        steps += (PreRegister(scale.pre_register_ids, join_linger_s(obs)), Checkpoint(faults.PRE_REGISTERED))
     elif pre_registration_finished(obs):
         steps.append(WithdrawPreRegistration())
     elif spec.group_protocol == CONSUMER_PROTOCOL and grows(scale):
@@ -667,6 +685,19 @@ def plan_actions(obs: Observed) -> ActionPlan:
         steps += (RemoveMembers(scale.remove_instance_ids, reason), Checkpoint(faults.MEMBERS_REMOVED))
     steps.append(ApplyChildren(scale.statefulset_replicas, grows(scale)))
     return ActionPlan(tuple(steps), scale)
+
+
+def join_linger_s(obs: Observed) -> float:
+    """How long a scale-up's held join phase outlasts the last join: join_hold.INCREMENTAL_LINGER_S where
+    the fleet's consumers assign with cooperative-sticky (KIP-429), as its spec says or as the group chose
+    it, and some already own partitions to give up; else none. Kafka Streams' own assignor is incremental
+    too, but its Java clients rejoin at once: the linger would cost them a second and win nothing."""
+    group = obs.group.description
+    if group is None or not group.members:
+        return 0.0
+    chosen = group.protocol if group.protocol_type == "consumer" else None
+    cooperative = COOPERATIVE_STICKY in (obs.spec.assignment_strategy, chosen)
+    return join_hold.INCREMENTAL_LINGER_S if cooperative else 0.0
 
 
 def grows(scale: ScalePlan) -> bool:

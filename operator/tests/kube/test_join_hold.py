@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from staticfleet.admin import CoordinatorUnreachable, GroupDescription, GroupNotFound, MemberDescription, Node
-from staticfleet.kube.join_hold import release_when_joined
+from staticfleet.kube.join_hold import INCREMENTAL_LINGER_S, release_when_joined
 
 IDS = ("orders-0", "orders-1", "orders-2")
 
@@ -56,6 +56,38 @@ def test_the_hold_is_released_as_soon_as_every_instance_has_joined() -> None:
     assert release_when_joined(admin, "g", "hold-1", IDS, 60.0, poll_s=0.1, clock=clock, sleep=clock.sleep)
     assert admin.released == ["hold-1"] and admin.describes == 4
     assert abs(clock.now - 0.3) < 1e-9
+
+
+def test_a_lingering_hold_is_released_its_linger_after_every_instance_joined_and_only_then() -> None:
+    clock = Clock()
+    admin = Admin(frozenset({"orders-0"}), frozenset(IDS))
+    assert release_when_joined(
+        admin,
+        "g",
+        "hold-1",
+        IDS,
+        60.0,
+        linger_s=INCREMENTAL_LINGER_S,
+        poll_s=0.1,
+        clock=clock,
+        sleep=clock.sleep,
+    )
+    assert admin.released == ["hold-1"] and admin.describes == 2
+    assert abs(clock.now - (0.1 + INCREMENTAL_LINGER_S)) < 1e-9
+    # One that never completes lingers no further than the bound.
+    never, stuck = Clock(), Admin(frozenset({"orders-0"}))
+    assert release_when_joined(
+        stuck,
+        "g",
+        "hold-1",
+        IDS,
+        5.0,
+        linger_s=INCREMENTAL_LINGER_S,
+        poll_s=0.5,
+        clock=never,
+        sleep=never.sleep,
+    )
+    assert never.now == 5.0
 
 
 def test_the_hold_is_released_at_the_bound_when_an_instance_never_comes() -> None:

@@ -30,6 +30,7 @@ from staticfleet.kube.applied import REAPPLY_S, AppliedChildren
 from staticfleet.kube.claims import Claim
 from staticfleet.kube.context import OperatorContext
 from staticfleet.kube.fleetstatus import EventSpec
+from staticfleet.kube.join_hold import INCREMENTAL_LINGER_S
 from staticfleet.kube.kubeapi import KubeApi, KubeError, prune
 from staticfleet.kube.limits import Limits
 from staticfleet.kube.metrics import OperatorMetrics
@@ -142,13 +143,14 @@ class FakeAdmin:
         self.holds: dict[str, tuple[str, str, int]] = {}
         self.hold_refused: AdminError | None = None
         self.released: list[str] = []
+        self.state, self.protocol = "Stable", "range"
 
     def describe_group(self, group_id: str) -> GroupDescription:
         return GroupDescription(
             group_id,
-            "Stable",
+            self.state,
             "consumer",
-            "range",
+            self.protocol,
             tuple(
                 MemberDescription(f"{i}-m", i, i, "/h", {"orders": [n]})
                 for n, i in enumerate(sorted(self.members))
@@ -170,6 +172,9 @@ class FakeAdmin:
 
     def cluster_id(self) -> str:
         return "cluster-1"
+
+    def missing_topics(self, topics: Any) -> list[str]:
+        return []
 
     def set_group_config(self, group_id: str, name: str, value: str | None) -> None:
         if not self.accepts_configs:
@@ -198,10 +203,11 @@ class FakeAdmin:
 class Context(OperatorContext):
     fake_admin: FakeAdmin
     watched: list[tuple[str, tuple[str, ...]]]
+    lingers: list[float]
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.watched = []
+        self.watched, self.lingers = [], []
 
     def admin(self, connection: KafkaConnection) -> GroupAdmin:
         return cast(GroupAdmin, self.fake_admin)
@@ -215,7 +221,14 @@ def context(kube: FakeKube, admin: FakeAdmin) -> Context:
         events=kube.post_event,
     )
     ctx.fake_admin = admin
-    ctx.hold_watcher = lambda admin, group_id, member_id, ids, bound_s: ctx.watched.append((member_id, ids))
+
+    def watch(
+        admin: Any, group_id: str, member_id: str, ids: tuple[str, ...], bound: float, linger: float
+    ) -> None:
+        ctx.watched.append((member_id, ids))
+        ctx.lingers.append(linger)
+
+    ctx.hold_watcher = watch
     return ctx
 
 
@@ -537,6 +550,48 @@ def test_a_coordinator_that_refuses_pre_registration_gets_the_join_phase_held_in
     reconcile(ctx, "shop", "orders", {})
     assert admin.released == ["staticfleet-admin-0"] and not admin.holds
     assert "preRegistration" not in kube.group["status"]
+
+
+def test_a_cooperative_group_is_pre_registered_and_held_until_a_second_after_the_last_join() -> None:
+    kube, admin, ctx = steady(1)
+    admin.protocol = "cooperative-sticky"  # the group chose it: the spec need not say so
+    kube.group["spec"]["replicas"] = 3
+    reconcile(ctx, "shop", "orders", {})
+    assert admin.configs == {"staticfleet.expected.instance.ids": "orders-0,orders-1,orders-2"}
+    assert admin.holds == {"staticfleet-admin-0": ("consumer", "cooperative-sticky", 120_000)}
+    assert ctx.watched == [("staticfleet-admin-0", ("orders-0", "orders-1", "orders-2"))]
+    assert ctx.lingers == [INCREMENTAL_LINGER_S]
+    pre = kube.group["status"]["preRegistration"]
+    assert pre["result"] == "Accepted" and pre["holdMemberId"] == "staticfleet-admin-0"
+    assert pre["lingerMs"] == 1000 and "1 s after every instance has joined" in pre["message"]
+    scaled = [e["message"] for e in kube.events if e["reason"] == "Scaled"]
+    assert scaled and "join phase is held until 1 s after the new instances have joined" in scaled[0]
+
+    # Everyone has joined: the hold is the watcher's to release a second later, not this pass's.
+    admin.members |= {"orders-1", "orders-2"}
+    admin.state = "PreparingRebalance"
+    kube.set_pods(0, 1, 2)
+    reconcile(ctx, "shop", "orders", {})
+    assert not admin.released and "preRegistration" in kube.group["status"]
+    # Released (by the watcher), the group settles: the pass withdraws both the hold and the config.
+    admin.holds.clear()
+    admin.state = "Stable"
+    reconcile(ctx, "shop", "orders", {})
+    assert admin.released == ["staticfleet-admin-0"] and admin.configs == {}
+    assert "preRegistration" not in kube.group["status"]
+
+
+def test_an_eager_group_on_apache_kafka_is_held_until_the_last_join_and_no_longer() -> None:
+    kube, admin, ctx = steady(1)
+    admin.accepts_configs = False
+    kube.group["spec"]["replicas"] = 2
+    reconcile(ctx, "shop", "orders", {})
+    assert ctx.lingers == [0.0] and "lingerMs" not in kube.group["status"]["preRegistration"]
+    kube.group["spec"]["assignmentStrategy"] = "cooperative-sticky"
+    kube.group["spec"]["replicas"] = 3
+    reconcile(ctx, "shop", "orders", {})
+    assert ctx.lingers == [0.0, INCREMENTAL_LINGER_S]
+    assert admin.released == ["staticfleet-admin-0"]  # the first hold, superseded
 
 
 def test_a_coordinator_that_refuses_pre_registration_and_the_hold_does_not_stop_the_scale_up() -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from staticfleet.coordinator import GroupState
 from staticfleet.kube.scaling import (
+    LINGERING_HOLD_LIFETIME,
     FleetObservation,
     PreRegistration,
     ScaleDirection,
@@ -272,6 +273,23 @@ def test_pre_registration_is_withdrawn_once_every_pre_registered_instance_is_in_
     assert pre_registration_done(pre, GroupState.STABLE, both, None, NOW)
     assert pre_registration_done(pre, GroupState.STABLE, one, None, later)
     assert not pre_registration_done(pre, GroupState.STABLE, frozenset(), 600_000, later)
+
+
+def test_a_lingering_hold_is_left_to_its_watcher_until_the_scale_up_is_long_past() -> None:
+    ids = ("orders-0", "orders-1")
+    held = PreRegistration(ids, True, iso(NOW), hold_member_id="hold-1")
+    lingering = PreRegistration(ids, True, iso(NOW), hold_member_id="hold-1", linger_ms=1000)
+    joined, soon = frozenset(ids), NOW + timedelta(seconds=2)
+    # A plain hold goes as soon as everyone joined; a lingering one is the watcher's to release then.
+    assert pre_registration_done(held, GroupState.PREPARING_REBALANCE, joined, None, soon)
+    assert not pre_registration_done(lingering, GroupState.PREPARING_REBALANCE, joined, None, soon)
+    assert pre_registration_done(lingering, GroupState.STABLE, joined, None, soon)
+    past = NOW + LINGERING_HOLD_LIFETIME + timedelta(seconds=1)
+    assert pre_registration_done(lingering, GroupState.PREPARING_REBALANCE, joined, None, past)
+    one = frozenset(ids[:1])
+    assert not pre_registration_done(lingering, GroupState.PREPARING_REBALANCE, one, None, past)
+    assert PreRegistration.from_status(lingering.to_status()) == lingering
+    assert "lingerMs" not in held.to_status()
 
 
 # -- an operator that dies after any step finishes the job after a restart -------------------------------

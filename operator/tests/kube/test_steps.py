@@ -3,6 +3,7 @@ status write that ends it (status.plan_status)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -11,6 +12,7 @@ from staticfleet.kube import departure
 from staticfleet.kube.builders import DEPARTING_ANNOTATION
 from staticfleet.kube.claims import Claim
 from staticfleet.kube.fleetstatus import FleetStatus
+from staticfleet.kube.join_hold import INCREMENTAL_LINGER_S
 from staticfleet.kube.observation import Conflicting, GroupObservation, Observed
 from staticfleet.kube.scaling import NOT_NEEDED_MESSAGE, PreRegistration, ScaleDownState, ScalePhase, iso
 from staticfleet.kube.spec import InstanceIds
@@ -182,6 +184,24 @@ def test_a_scale_up_pre_registers_before_the_statefulset_grows() -> None:
         Checkpoint("pre-registered"),
         ApplyChildren(3, grows=True),
     )
+
+
+def test_a_cooperative_fleet_holds_its_join_phase_a_second_past_the_last_join_an_eager_one_does_not() -> None:
+    ids = ("orders-0", "orders-1", "orders-2")
+    eager = replace(
+        observed(3, 1, {0}, group("orders-0")), spec=group_spec(replicas=3, assignmentStrategy="roundrobin")
+    )
+    assert plan_actions(eager).steps[0] == PreRegister(ids)
+    cooperative = group_spec(replicas=3, assignmentStrategy="cooperative-sticky")
+    assert plan_actions(replace(eager, spec=cooperative)).steps[0] == PreRegister(ids, INCREMENTAL_LINGER_S)
+    # A new group: nobody owns a partition to give up, so one rebalance does it.
+    new = replace(eager, spec=cooperative, group=GroupObservation(not_found=True))
+    assert plan_actions(new).steps[0] == PreRegister(ids)
+    # Kafka Streams' incremental assignor runs on Java clients, which rejoin at once: no linger.
+    member = MemberDescription("orders-0-m", "orders-0", "orders-0", "/h", {})
+    streams = GroupDescription("shop.orders", "Stable", "consumer", "stream", (member,), Node(1, "h", 9092))
+    with_streams = replace(eager, group=GroupObservation(description=streams))
+    assert plan_actions(with_streams).steps[0] == PreRegister(ids)
 
 
 def test_a_pre_registration_that_did_its_job_is_withdrawn() -> None:
