@@ -39,7 +39,8 @@ Lifecycle, as Kubernetes and static membership want it:
 - Heartbeats at the interval set: the poll loop wakes librdkafka's main thread every WAKE_S, which
   sends a classic group's heartbeats only when it wakes (see WAKE_S). A member then learns of a
   rebalance within its heartbeat interval, not at the next 500 ms tick of an idle client. A member whose
-  pod is marked departing is not woken: it leaves within a second, with the others.
+  pod is marked departing is not woken: it leaves within a second, with the others, and polls every
+  MARKED_POLL_S until then, so that it sees a sooner moment at once.
 - A fatal error exits non-zero so that Kubernetes restarts the pod; FENCED_INSTANCE_ID (another process
   took this instance id) exits with 82, the Kafka error code, which the operator reports as InstanceFenced.
 """
@@ -65,6 +66,11 @@ FENCED_EXIT_CODE = 82
 # How often the loop looks at the stop flag and the departure mark. librdkafka (confluent-kafka) serves
 # no other call on a consumer while its poll waits, so another thread cannot make it act sooner.
 POLL_S = 0.1
+# While the pod holds a departure mark, the loop polls this briefly instead: the handshake's sooner moment
+# (at most 0.1 s ahead when sent) is then seen within this, not after a whole POLL_S, so every departing
+# consumer leaves at the moment itself; one that left later met the rebalance the others had started, and
+# joined it before its own leave went out (a second rebalance).
+MARKED_POLL_S = 0.01
 # librdkafka sends a classic group's heartbeat from its main thread, and only when that thread wakes: in a
 # consumer with nothing to read, every 500 ms (its max.poll.interval.ms check), whatever
 # heartbeat.interval.ms says. A call that thread serves wakes it; the loop makes one this often.
@@ -492,7 +498,7 @@ def run_member(
             leave_at = departure_mark.moment(mark)  # the mark's, or the handshake's sooner one
             wait = POLL_S
             if leave_at is not None and subscribed:
-                wait = leave_at - time.time()
+                wait = min(MARKED_POLL_S, leave_at - time.time())
                 if wait <= 0:  # the departing pods leave together: one rebalance takes them all
                     leave("the pod is marked departing")
                     subscribed = False
