@@ -369,7 +369,7 @@ class WithdrawPreRegistration:
             io.outcome.pre_registration = replace(pre, hold_member_id="", linger_ms=0)
         try:
             io.admin.set_group_config(spec.group_id, PRE_REGISTRATION_CONFIG, None)
-        except ConfigRejected:  # a coordinator without pre-registration (Apache Kafka): the hold was all
+        except ConfigRejected:  # a coordinator that refuses the key even to delete it: the hold was all
             pass
         except AdminError as exc:  # kept in status: the next pass tries again
             log.info("%s/%s: could not withdraw the pre-registration: %s", spec.namespace, spec.name, exc)
