@@ -44,8 +44,8 @@ PATH = "/departure"
 # The sooner moment is this far ahead when it is sent: the requests to every pod go out at once and
 # each takes milliseconds, and a consumer looks at its mark and its moment between polls (a librdkafka
 # client serves no other call on a consumer while its poll waits, so nothing can cut that wait short):
-# the example consumer's polls are 0.1 s long, 0.01 s while it holds a mark. A pod the request reaches after the moment leaves at once, a little after the
-# others; one it does not reach keeps the mark's.
+# the example consumer's polls are 0.1 s long, 0.01 s while it holds a mark. A pod the request reaches
+# after the moment leaves at once, a little after the others; one it does not reach keeps the mark's.
 LEAD_S = 0.1
 # Between rounds of asking which mark each pod has read (a kubelet shows an annotation within a second).
 POLL_S = 0.02
