@@ -36,7 +36,9 @@ def _copy(description: str) -> dict[str, Any]:
 def workdir(cluster: Cluster, tmp_path: Path) -> Iterator[Path]:
     (tmp_path / "crds").mkdir()
     yield tmp_path
-    cluster.kubectl.run("delete", "crd", NAME, "--ignore-not-found", check=False)
+    # The API server deletes a CRD once its cleanup finalizer has run, in well under a second here, but
+    # once, in a full kind run on this 2-core machine, it took more than two minutes.
+    cluster.kubectl.run("delete", "crd", NAME, "--ignore-not-found", check=False, timeout=300)
 
 
 def _documented_upgrade() -> str:
