@@ -20,6 +20,7 @@ from staticfleet.kube.applied import AppliedChildren
 from staticfleet.kube.fleetstatus import EventSpec
 from staticfleet.kube.join_hold import HoldWatcher, watch_in_thread
 from staticfleet.kube.kubeapi import KubeApi
+from staticfleet.kube.lag_reads import LagReads
 from staticfleet.kube.limits import Limits
 from staticfleet.kube.metrics import OperatorMetrics
 from staticfleet.kube.scaling import DEFAULT_STEP_TIMEOUT
@@ -126,6 +127,8 @@ class OperatorContext:
     """The apply conflict last reported per resource (namespace, name): each is reported once."""
     applied: AppliedChildren = field(default_factory=AppliedChildren)
     """The children last applied per resource: a pass at rest applies nothing (applied.py)."""
+    lag_reads: LagReads = field(default_factory=LagReads)
+    """When each fleet's lag was last read: at most every LAG_REFRESH_S (lag_reads.py)."""
     written_versions: dict[tuple[str, str], str] = field(default_factory=dict)
     """The resourceVersion this process's last status write left per resource (namespace, name): the
     watch event of that version is our own write, which needs no pass of its own."""
@@ -168,6 +171,7 @@ class OperatorContext:
         self.locks.forget(namespace, name)
         self.conflicts.pop((namespace, name), None)
         self.applied.forget((namespace, name))
+        self.lag_reads.forget((namespace, name))
         self.written_versions.pop((namespace, name), None)
 
     def close(self) -> None:

@@ -1,5 +1,6 @@
 """Every read of a pass, straight from the API server and the coordinator (no cache, so a decision never
-rests on stale state), gathered into an observation (observation.py) that the planners decide from."""
+rests on stale state), gathered into an observation (observation.py) that the planners decide from. The
+lag, which feeds only the status, is read at most every lag_reads.LAG_REFRESH_S."""
 
 from __future__ import annotations
 
@@ -22,7 +23,11 @@ from staticfleet.admin import (
     LagSummary,
     lag_summary,
 )
-from staticfleet.admin.coordinator_api import CoordinatorApiUnavailable, fetch_group_view
+from staticfleet.admin.coordinator_api import (
+    CoordinatorApiUnavailable,
+    CoordinatorGroupView,
+    fetch_group_view,
+)
 from staticfleet.coordinator import GroupState
 from staticfleet.kube import builders, secrets
 from staticfleet.kube.access import AccessObservation, FleetAccess, RetiredUser, fleet_access, new_password
@@ -71,19 +76,18 @@ def describe(admin: GroupAdmin, spec: GroupSpec) -> GroupDescription:
 def observe_group(
     admin: GroupAdmin, spec: GroupSpec, token: str | None = None, cafile: str | None = None
 ) -> GroupObservation:
-    try:
-        description = describe(admin, spec)
-        not_found = False
-    except GroupNotFound:
-        description, not_found = None, True
-    except AdminError as exc:
-        return GroupObservation(error=str(exc))
-    view = None
-    if spec.coordinator_api:
+    # The coordinator's view over HTTP while the group is described: both wait on the coordinator, and a
+    # pass that acts on the group acts that much sooner.
+    with ThreadPoolExecutor(max_workers=1) as reads:
+        view_read = reads.submit(group_view, spec, token, cafile) if spec.coordinator_api else None
         try:
-            view = fetch_group_view(spec.coordinator_api, spec.group_id, token=token, cafile=cafile)
-        except CoordinatorApiUnavailable as exc:
-            log.info("%s/%s: %s; rebalances are inferred instead", spec.namespace, spec.name, exc)
+            description = describe(admin, spec)
+            not_found = False
+        except GroupNotFound:
+            description, not_found = None, True
+        except AdminError as exc:
+            return GroupObservation(error=str(exc))
+        view = view_read.result() if view_read is not None else None
     missing: list[str] = []
     if description is None or description.group_state is not GroupState.STABLE:
         try:  # a consumer of a topic that does not exist waits in silence: say so on the resource
@@ -96,6 +100,16 @@ def observe_group(
         not_found=not_found and view is None,
         missing_topics=tuple(missing),
     )
+
+
+def group_view(spec: GroupSpec, token: str | None, cafile: str | None) -> CoordinatorGroupView | None:
+    """The group as the resource's coordinator API shows it; None where it does not answer."""
+    assert spec.coordinator_api
+    try:
+        return fetch_group_view(spec.coordinator_api, spec.group_id, token=token, cafile=cafile)
+    except CoordinatorApiUnavailable as exc:
+        log.info("%s/%s: %s; rebalances are inferred instead", spec.namespace, spec.name, exc)
+        return None
 
 
 def observe_lag(admin: GroupAdmin, spec: GroupSpec) -> LagSummary | None:

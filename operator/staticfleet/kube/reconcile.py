@@ -240,8 +240,10 @@ def _reconcile(
         # Read what the steps changed again, so the status shows this pass's outcome.
         token, cafile = ctx.api_token(obs.spec), ctx.api_ca(obs.spec)
         group, pods = observe_group(admin, obs.spec, token, cafile), fleet_pods(ctx.api, obs.spec)
-    # The lag feeds only the status and the metrics: read after the steps, so no step waits for it.
-    lag = observe_lag(admin, obs.spec) if obs.group.reachable else None
+    # The lag feeds only the status and the metrics: read after the steps, so no step waits for it, and
+    # not at every pass (lag_reads.py); the status keeps the lag it shows until the next read.
+    fleet = (obs.spec.namespace, obs.spec.name)
+    lag = observe_lag(admin, obs.spec) if obs.group.reachable and ctx.lag_reads.due(fleet) else None
     obs = dataclasses.replace(obs, lag=lag)
     status = plan_status(obs, plan, outcome, group, pods, io.written)
     status.step.run(io)

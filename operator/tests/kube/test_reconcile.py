@@ -32,6 +32,7 @@ from staticfleet.kube.context import OperatorContext
 from staticfleet.kube.fleetstatus import EventSpec
 from staticfleet.kube.join_hold import INCREMENTAL_LINGER_S
 from staticfleet.kube.kubeapi import KubeApi, KubeError, prune
+from staticfleet.kube.lag_reads import LAG_REFRESH_S, LagReads
 from staticfleet.kube.limits import Limits
 from staticfleet.kube.metrics import OperatorMetrics
 from staticfleet.kube.reconcile import Retry, finalize, reconcile
@@ -282,7 +283,12 @@ def steady(replicas: int) -> tuple[FakeKube, FakeAdmin, Context]:
 
 
 def test_lag_is_written_to_status_and_exported_per_fleet_and_kept_while_unreadable() -> None:
-    kube, admin, ctx = steady(2)
+    clock = [0.0]
+    kube = FakeKube(resource(replicas=2))
+    admin = FakeAdmin({"orders-0", "orders-1"})
+    ctx = context(kube, admin)
+    ctx.lag_reads = LagReads(clock=lambda: clock[0])
+    kube.set_pods(0, 1)
     admin.offsets = (PartitionOffsets("orders", 0, 10, 14), PartitionOffsets("orders", 1, 3, 12))
     reconcile(ctx, "shop", "orders", {})
     lag = kube.group["status"]["lag"]
@@ -297,9 +303,35 @@ def test_lag_is_written_to_status_and_exported_per_fleet_and_kept_while_unreadab
     assert registry.get_sample_value("staticfleet_fleet_lag_messages", labels) == 13
     assert registry.get_sample_value("staticfleet_fleet_max_partition_lag_messages", labels) == 9
     admin.offsets_fail = True
+    clock[0] = LAG_REFRESH_S
     reconcile(ctx, "shop", "orders", {})
     assert kube.group["status"]["lag"] == lag
     assert registry.get_sample_value("staticfleet_fleet_lag_messages", labels) == 13
+
+
+def test_the_lag_is_read_again_only_once_it_is_lag_refresh_s_old() -> None:
+    """A pass that follows a pod's change does not wait on ListOffsets and OffsetFetch each time; the
+    status keeps the lag it shows until the next read."""
+    clock = [0.0]
+    kube = FakeKube(resource(replicas=2))
+    admin = FakeAdmin({"orders-0", "orders-1"})
+    ctx = context(kube, admin)
+    ctx.lag_reads = LagReads(clock=lambda: clock[0])
+    kube.set_pods(0, 1)
+    admin.offsets = (PartitionOffsets("orders", 0, 10, 14),)
+    reconcile(ctx, "shop", "orders", {})
+    assert kube.group["status"]["lag"]["total"] == 4
+    admin.offsets = (PartitionOffsets("orders", 0, 13, 14),)
+    clock[0] = LAG_REFRESH_S - 0.1
+    reconcile(ctx, "shop", "orders", {})
+    assert kube.group["status"]["lag"]["total"] == 4  # not read again yet
+    clock[0] = LAG_REFRESH_S
+    reconcile(ctx, "shop", "orders", {})
+    assert kube.group["status"]["lag"]["total"] == 1
+    ctx.forget("shop", "orders")  # the resource is gone: its next pass reads the lag at once
+    admin.offsets = (PartitionOffsets("orders", 0, 14, 14),)
+    reconcile(ctx, "shop", "orders", {})
+    assert kube.group["status"]["lag"]["total"] == 0
 
 
 def test_each_fleet_is_exported_by_its_group_with_where_it_lives_and_ends_with_it() -> None:
@@ -443,9 +475,12 @@ def test_pods_that_do_not_answer_the_handshake_get_no_departure_key() -> None:
 
 def test_a_pass_writes_its_status_once_and_again_only_where_a_later_step_needs_a_record_durable() -> None:
     kube, admin, ctx = steady(3)
+    clock = [0.0]
+    ctx.lag_reads = LagReads(clock=lambda: clock[0])
     reconcile(ctx, "shop", "orders", {})
     assert [c for c in kube.calls if c.startswith("status")] == []  # at rest: nothing new to write
     admin.offsets = (PartitionOffsets("orders", 0, 10, 14),)
+    clock[0] = LAG_REFRESH_S
     reconcile(ctx, "shop", "orders", {})
     assert [c for c in kube.calls if c.startswith("status")] == ["status"]  # the lag changed
     kube.group["spec"]["replicas"] = 1
