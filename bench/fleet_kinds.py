@@ -10,10 +10,9 @@ them, their membership, heartbeat interval, assignor and group protocol:
   heartbeat (departed members expire after the session timeout);
 - plain dynamic (no group.instance.id; a consumer sends LeaveGroup as it stops), at the client's default
   heartbeat (3 s), at staticfleet's 250 ms, and at 250 ms with cooperative-sticky (KIP-429);
-- on Apache Kafka 4 also the consumer protocol (KIP-848, `group.protocol=consumer`), dynamic and
-  static: the broker assigns and sets the heartbeat (Kafka's default, 5 s, unless the benchmark is told
-  otherwise). The embedded coordinator serves only the classic protocol (no ConsumerGroupHeartbeat), so
-  these fleets run on Kafka alone.
+- the consumer protocol (KIP-848, `group.protocol=consumer`), dynamic and static, as plain fleets and
+  as a StaticConsumerGroup: the coordinator assigns and sets the heartbeat (Kafka's default, 5 s, unless
+  the benchmark is told otherwise), on Apache Kafka 4 and on the embedded coordinator alike.
 """
 
 from __future__ import annotations

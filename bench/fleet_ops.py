@@ -8,13 +8,16 @@ the local pod runner, `staticfleet operator` as a local process, and pods runnin
 examples/consumer/consumer.py (confluent-kafka). The group coordinator is the embedded one
 (`staticfleet coordinator`) or Apache Kafka (conformance/kafka_broker.py, the cached jars).
 
-Three fleets of the same consumer and pod template run at once, each with its own topic and group:
+Fleets of the same consumer and pod template run at once, one of each kind (bench/fleet_kinds.py), each
+with its own topic and group, among them:
 
 - staticfleet: a StaticConsumerGroup with the operator's defaults (removal, pre-registration);
 - plain static: the StatefulSet the operator would build, created as it is and operated by nobody: what
   static membership gives on its own (departed members expire after the session timeout);
 - plain dynamic: the same plain StatefulSet with the consumer in dynamic membership
-  (KAFKA_MEMBERSHIP=dynamic: no group.instance.id; it sends LeaveGroup when it stops).
+  (KAFKA_MEMBERSHIP=dynamic: no group.instance.id; it sends LeaveGroup when it stops), at the client's
+  heartbeat and tuned as its users would tune it;
+- the consumer protocol (KIP-848), as plain fleets and as a StaticConsumerGroup.
 
 A rolling restart goes to every fleet, each beginning at a random moment of a 3 s span (so that no fleet's
 pods keep one place in the others' replacement cycle); a coordinator restart to all at once; a scale step
