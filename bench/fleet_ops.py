@@ -114,6 +114,7 @@ from staticfleet.admin import GroupAdmin, KafkaConnection
 from staticfleet.admin.coordinator_api import fetch_group_json
 
 NAME = "fleet"
+RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 CONSUMER_APP = "consumer"
 SETTLE_S = 5.0
 # How often each group is observed while an operation runs: every 0.05 s while one fleet is watched (a
@@ -470,12 +471,12 @@ class Kube:
         self._patch(fleet, {"spec": {"replicas": replicas}})
 
     def restart_pods(self, fleet: Fleet) -> None:
-        """A pod-template change, as `kubectl rollout restart` makes one."""
-        stamp = datetime.now(UTC).isoformat(timespec="milliseconds")
-        self._patch(
-            fleet,
-            {"spec": {"template": {"metadata": {"annotations": {"staticfleet.io/restartedAt": stamp}}}}},
-        )
+        """`kubectl rollout restart statefulset/<name>`: the annotation it sets on the pod template, on
+        every fleet's StatefulSet, operated or not (kubectl rolls only built-in workloads; the operator
+        leaves the annotation, which its apply does not name, in place)."""
+        stamp = datetime.now(UTC).isoformat(timespec="seconds")
+        patch = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: stamp}}}}}
+        self.apps.patch_namespaced_stateful_set(NAME, fleet.namespace, patch)
 
     def statefulset(self, fleet: Fleet) -> tuple[int, dict[str, Any]]:
         """The StatefulSet's generation and status (as the API writes them)."""
@@ -1177,9 +1178,11 @@ def _doc_body(args: argparse.Namespace, summaries: Sequence[Summary], backends: 
         f"and static, whose heartbeat the coordinator sets ({args.consumer_heartbeat_ms} ms here on both; "
         "Kafka's default and floor are 5 s, and shorter is not simply faster: librdkafka gives each "
         "ConsumerGroupHeartbeat the interval as its timeout, and a static member whose leaving heartbeat "
-        "times out keeps its instance id taken until the session times out). Operations patch the "
-        "StaticConsumerGroup or "
-        "the plain StatefulSet, as `kubectl scale` and `kubectl rollout restart` do. A rolling restart "
+        "times out keeps its instance id taken until the session times out). A scale step patches the "
+        "StaticConsumerGroup or the plain StatefulSet, as `kubectl scale` does; a rolling restart patches "
+        "every fleet's StatefulSet, as `kubectl rollout restart statefulset/<name>` does (kubectl rolls "
+        "only built-in workloads; the operator leaves the annotation in place), so it waits for no "
+        "operator pass, which a template change made in the StaticConsumerGroup does. A rolling restart "
         f"goes to every fleet, each beginning at a random moment of a {ROLLOUT_SPREAD_S:.0f} s span drawn "
         "anew each run (begun one right after the other, the fleets' pods are replaced in lockstep, and "
         "the fleet begun first, or last, always meets the others' pods starting at the same point of its "

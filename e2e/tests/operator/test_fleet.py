@@ -121,6 +121,44 @@ def test_a_rolling_update_restarts_every_pod_once_without_a_rebalance(
     assert len(events(kubectl, namespace, NAME, "RebalanceObserved")) == observed_before
 
 
+RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
+
+
+def test_kubectl_rollout_restart_of_the_statefulset_rolls_every_pod_once_and_the_operator_keeps_it(
+    cluster: Cluster, namespace: str, coordinator: Coordinator, operator: OperatorRunner
+) -> None:
+    """How a user restarts a fleet's pods: kubectl rolls only built-in workloads, so the StatefulSet. The
+    operator's next apply, which the changed StatefulSet starts, leaves kubectl's annotation alone: no
+    second rollout, and no rebalance."""
+    kubectl = cluster.kubectl
+    start_fleet(kubectl, namespace, coordinator, operator, 3)
+    before = coordinator.group(group_id(namespace))
+    assert before is not None
+    old_uids = pod_uids(kubectl, namespace, NAME)
+    generation = kubectl.get("statefulset", NAME, namespace)["metadata"]["generation"]
+
+    kubectl.run("rollout", "restart", f"statefulset/{NAME}", "-n", namespace)
+    wait_until(
+        lambda: rolled_out(kubectl, namespace, NAME, 3, old_uids),
+        timeout=180,
+        what="every pod to be replaced",
+    )
+    # Ready as the operator's status says: its passes followed the whole rollout.
+    wait_fleet(kubectl, namespace, NAME, ready_with(3), timeout=60, what="Ready after the rollout")
+
+    sts = kubectl.get("statefulset", NAME, namespace)
+    assert RESTARTED_AT in sts["spec"]["template"]["metadata"]["annotations"]
+    assert sts["metadata"]["generation"] == generation + 1  # one rollout: the operator changed nothing
+    assert sts["status"]["currentRevision"] == sts["status"]["updateRevision"]
+    after = coordinator.group(group_id(namespace))
+    assert after is not None and after["state"] == "Stable"
+    assert (after["generation"], after["rebalances"]) == (before["generation"], before["rebalances"])
+    for pod in ("orders-0", "orders-1", "orders-2"):
+        log = cluster.pod_dir(namespace, pod) / "consumer.log"
+        incarnations = {line.split()[3] for line in log.read_text().splitlines() if line.startswith("--- ")}
+        assert len(incarnations) == 2, f"{pod}: {incarnations}"
+
+
 def consumer_events(cluster: Cluster, namespace: str, pod: str, event: str) -> list[dict[str, Any]]:
     """The pod's consumer's log lines of one kind, over all its runs."""
     lines = (cluster.pod_dir(namespace, pod) / "consumer.log").read_text().splitlines()
