@@ -282,13 +282,23 @@ def steady(replicas: int) -> tuple[FakeKube, FakeAdmin, Context]:
     return kube, admin, ctx
 
 
-def test_lag_is_written_to_status_and_exported_per_fleet_and_kept_while_unreadable() -> None:
+def lag_clock(ctx: Context) -> list[float]:
+    """The time the fleet's lag reads go by, which the test moves (from 0, nothing read yet)."""
     clock = [0.0]
+    ctx.lag_reads = LagReads(clock=lambda: clock[0])
+    return clock
+
+
+def fleet_of_two_on_a_lag_clock() -> tuple[FakeKube, FakeAdmin, Context, list[float]]:
     kube = FakeKube(resource(replicas=2))
     admin = FakeAdmin({"orders-0", "orders-1"})
     ctx = context(kube, admin)
-    ctx.lag_reads = LagReads(clock=lambda: clock[0])
     kube.set_pods(0, 1)
+    return kube, admin, ctx, lag_clock(ctx)
+
+
+def test_lag_is_written_to_status_and_exported_per_fleet_and_kept_while_unreadable() -> None:
+    kube, admin, ctx, clock = fleet_of_two_on_a_lag_clock()
     admin.offsets = (PartitionOffsets("orders", 0, 10, 14), PartitionOffsets("orders", 1, 3, 12))
     reconcile(ctx, "shop", "orders", {})
     lag = kube.group["status"]["lag"]
@@ -312,12 +322,7 @@ def test_lag_is_written_to_status_and_exported_per_fleet_and_kept_while_unreadab
 def test_the_lag_is_read_again_only_once_it_is_lag_refresh_s_old() -> None:
     """A pass that follows a pod's change does not wait on ListOffsets and OffsetFetch each time; the
     status keeps the lag it shows until the next read."""
-    clock = [0.0]
-    kube = FakeKube(resource(replicas=2))
-    admin = FakeAdmin({"orders-0", "orders-1"})
-    ctx = context(kube, admin)
-    ctx.lag_reads = LagReads(clock=lambda: clock[0])
-    kube.set_pods(0, 1)
+    kube, admin, ctx, clock = fleet_of_two_on_a_lag_clock()
     admin.offsets = (PartitionOffsets("orders", 0, 10, 14),)
     reconcile(ctx, "shop", "orders", {})
     assert kube.group["status"]["lag"]["total"] == 4
@@ -475,8 +480,7 @@ def test_pods_that_do_not_answer_the_handshake_get_no_departure_key() -> None:
 
 def test_a_pass_writes_its_status_once_and_again_only_where_a_later_step_needs_a_record_durable() -> None:
     kube, admin, ctx = steady(3)
-    clock = [0.0]
-    ctx.lag_reads = LagReads(clock=lambda: clock[0])
+    clock = lag_clock(ctx)
     reconcile(ctx, "shop", "orders", {})
     assert [c for c in kube.calls if c.startswith("status")] == []  # at rest: nothing new to write
     admin.offsets = (PartitionOffsets("orders", 0, 10, 14),)
