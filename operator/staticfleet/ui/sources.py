@@ -18,7 +18,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import aiohttp
@@ -81,6 +81,19 @@ class KafkaView:
     error: str | None = None
     offsets: tuple[PartitionOffsets, ...] = ()
     offsets_error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class KubeDetail:
+    """What a fleet's page reads from Kubernetes besides the resource it was asked for (`error` says why
+    it could not)."""
+
+    pods: list[Manifest] = field(default_factory=list)
+    events: list[Manifest] = field(default_factory=list)
+    revisions: list[Manifest] = field(default_factory=list)
+    resource: Manifest | None = None
+    """The resource as read after the Events (None if it is gone, or without the detail)."""
+    error: str | None = None
 
 
 class LiveSource:
@@ -148,18 +161,20 @@ class LiveSource:
             if any(o.get("name") == spec.name for o in r.get("metadata", {}).get("ownerReferences") or [])
         ]
 
-    async def _kube_detail(
-        self, spec: GroupSpec
-    ) -> tuple[list[Manifest], list[Manifest], list[Manifest], str | None]:
-        def read() -> tuple[list[Manifest], list[Manifest], list[Manifest]]:
+    async def _kube_detail(self, spec: GroupSpec) -> KubeDetail:
+        """The pods, Events and revisions, then the resource again. The operator writes a pass's status
+        before it posts the pass's Events, so a resource read after the Events holds every status those
+        Events follow: a Scaled Event is never shown beside the status from before its scale."""
+
+        def read() -> KubeDetail:
             pods = self.kube.list_pods(spec.namespace, selector_string(spec))
-            return pods, self._events(spec.namespace, spec.name), self._revisions(spec)
+            events, revisions = self._events(spec.namespace, spec.name), self._revisions(spec)
+            return KubeDetail(pods, events, revisions, self.kube.get(group_path(spec.namespace, spec.name)))
 
         try:
-            pods, events, revisions = await asyncio.to_thread(read)
+            return await asyncio.to_thread(read)
         except (KubeError, OSError) as exc:
-            return [], [], [], str(exc)
-        return pods, events, revisions, None
+            return KubeDetail(error=str(exc))
 
     # -- Kafka (admin path) ----------------------------------------------------------------------------------
 
@@ -230,19 +245,18 @@ class LiveSource:
             else _none_pair()
         )
         kube = self._kube_detail(spec) if detail else _no_detail()
-        cluster, (view, api_error), (pods, events, revisions, kube_error) = await asyncio.gather(
-            kafka, coordinator, kube
-        )
-        if kube_error:
-            log.info("%s/%s: %s", spec.namespace, spec.name, kube_error)
+        cluster, (view, api_error), found = await asyncio.gather(kafka, coordinator, kube)
+        if found.error:
+            log.info("%s/%s: %s", spec.namespace, spec.name, found.error)
+        body = found.resource or body
         key = (spec.namespace, spec.name)
         self.tracker.observe(key, cluster.description, view.generation if view else None, now_ms)
         return FleetInputs(
             body=body,
             now_ms=now_ms,
-            pods=pods,
-            events=events,
-            revisions=revisions,
+            pods=found.pods,
+            events=found.events,
+            revisions=found.revisions,
             group=cluster.description,
             group_missing=cluster.missing,
             group_error=cluster.error,
@@ -269,8 +283,8 @@ async def _none_pair() -> tuple[None, None]:
     return None, None
 
 
-async def _no_detail() -> tuple[list[Manifest], list[Manifest], list[Manifest], None]:
-    return [], [], [], None
+async def _no_detail() -> KubeDetail:
+    return KubeDetail()
 
 
 def _plain_connection(spec: GroupSpec) -> KafkaConnection:

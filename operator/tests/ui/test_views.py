@@ -250,6 +250,50 @@ def test_a_cluster_the_operator_refuses_is_never_contacted_by_the_dashboard() ->
     assert inputs.group_error == why and inputs.group is None and not inputs.pods
 
 
+def test_a_fleets_page_reads_the_resource_again_after_its_events() -> None:
+    """The operator writes a pass's status, then posts its Events. A page that showed the Scaled Event
+    beside the status from before it would start the scale at the Event, after the rebalance it caused:
+    the resource is read again once the Events are in, and its lastScale anchors the scale."""
+    import asyncio
+    from typing import cast
+
+    from staticfleet.kube.kubeapi import KubeApi
+    from staticfleet.kube.spec import GroupSpec, SpecError
+    from staticfleet.ui.sources import LiveSource
+
+    before = fleet(lastScale={"fromReplicas": 0, "toReplicas": 2, "startedAt": iso(T0)})
+    after = fleet(lastScale={"fromReplicas": 2, "toReplicas": 1, "startedAt": iso(T0 + 60_000)})
+    reads: list[str] = []
+
+    class Kube:
+        def list_pods(self, namespace: str, selector: str) -> list[Any]:
+            reads.append("pods")
+            return []
+
+        def request(self, method: str, path: str, query: Any = None) -> dict[str, Any]:
+            reads.append("events")
+            return {"items": [event("Scaled", "scaling down from 2 to 1", T0 + 63_000)]}
+
+        def list_items(self, path: str, selector: str | None = None) -> list[Any]:
+            reads.append("revisions")
+            return []
+
+        def get(self, path: str) -> dict[str, Any]:
+            reads.append(f"get {path}")
+            return after
+
+    def connect(spec: GroupSpec) -> Any:
+        raise SpecError("no cluster in this test")
+
+    inputs = asyncio.run(LiveSource(cast(KubeApi, Kube()), connect=connect).read(before, detail=True))
+    assert reads.index("events") < reads.index(
+        "get /apis/staticfleet.io/v1alpha1/namespaces/shop/staticconsumergroups/orders"
+    )
+    assert inputs.body is after
+    (scale_down,) = fleet_detail(inputs)["operations"]
+    assert scale_down["startedMs"] == T0 + 60_000, "anchored to the lastScale the Event follows"
+
+
 def test_the_coordinator_view_is_read_with_the_coordinators_bearer_token(tmp_path: Any) -> None:
     """A coordinator started with --http-token-file answers /api/* only with its token; the dashboard
     sends the token the operator would send, and says why when it has none."""
