@@ -3,21 +3,17 @@ resumed as processes of this machine, messages produced to chosen partitions, an
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import signal
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from e2e.browser import texts, wait_in_page
 from e2e.helpers import Kubectl, wait_until
-from e2e.localcluster import procs
 from e2e.localcluster.ports import free_port
 
 from .harness import REPO_ROOT, OperatorRunner
@@ -80,30 +76,6 @@ def operator_with_dashboard(kubeconfig: Path, namespace: str, workdir: Path) -> 
     dashboard = Dashboard(runner, port)
     dashboard.wait_serving()
     return dashboard
-
-
-def consumer_pids(group_id: str) -> list[int]:
-    return procs.processes_with_env("KAFKA_GROUP_ID", group_id)
-
-
-@contextlib.contextmanager
-def paused(group_id: str, expected: int) -> Iterator[list[int]]:
-    """SIGSTOP the fleet's consumer processes (the local pod runner runs them here), SIGCONT after. A
-    pause far shorter than the session timeout costs no rebalance."""
-
-    def running() -> list[int] | None:
-        found = consumer_pids(group_id)
-        return found if len(found) >= expected else None
-
-    pids = wait_until(running, timeout=30, what=f"{expected} consumer processes of {group_id}")
-    for pid in pids:
-        os.kill(pid, signal.SIGSTOP)
-    try:
-        yield pids
-    finally:
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
 
 
 def produce(bootstrap: str, topic: str, per_partition: int, partitions: int) -> None:

@@ -5,6 +5,7 @@ process on 127.0.0.1, the operator as a local process, and fleets whose pods run
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -13,7 +14,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from e2e.localcluster import procs
 from e2e.localcluster.ports import free_port
 from examples.demo.fleet import consumer_pod_template
 from staticfleet.admin.coordinator_api import fetch_group_json
+from staticfleet.kube.builders import POD_NAME_ENV
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 CONSUMER = REPO_ROOT / "examples" / "consumer" / "consumer.py"
@@ -353,3 +355,32 @@ def kill_hard(runner: OperatorRunner) -> None:
     assert runner.process is not None
     procs.signal_group(runner.process.pid, signal.SIGKILL)
     runner.process.wait(timeout=10)
+
+
+def consumer_pids(group_id: str, pod: str | None = None) -> list[int]:
+    """The pids of the group's consumer processes (the local pod runner runs them here); of one pod's only,
+    with `pod`."""
+    found = procs.processes_with_env("KAFKA_GROUP_ID", group_id)
+    if pod is None:
+        return found
+    return sorted(set(found) & set(procs.processes_with_env(POD_NAME_ENV, pod)))
+
+
+@contextlib.contextmanager
+def paused(group_id: str, expected: int, pod: str | None = None) -> Iterator[list[int]]:
+    """SIGSTOP the fleet's consumer processes (one pod's, with `pod`), SIGCONT after. A pause far shorter
+    than the session timeout costs no rebalance."""
+
+    def running() -> list[int] | None:
+        found = consumer_pids(group_id, pod)
+        return found if len(found) >= expected else None
+
+    pids = wait_until(running, timeout=30, what=f"{expected} consumer processes of {group_id}")
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        yield pids
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)

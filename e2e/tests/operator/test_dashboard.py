@@ -30,11 +30,18 @@ from .dashboard_harness import (
     lag_shown,
     open_page,
     operator_with_dashboard,
-    paused,
     produce,
     screenshot,
 )
-from .harness import PARTITIONS, Coordinator, consumer_template, fleet_manifest, ready_with, wait_fleet
+from .harness import (
+    PARTITIONS,
+    Coordinator,
+    consumer_template,
+    fleet_manifest,
+    paused,
+    ready_with,
+    wait_fleet,
+)
 
 pytestmark = pytest.mark.localcluster
 

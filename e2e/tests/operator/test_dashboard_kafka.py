@@ -25,10 +25,9 @@ from .dashboard_harness import (
     lag_shown,
     open_page,
     operator_with_dashboard,
-    paused,
     produce,
 )
-from .harness import PARTITIONS, fleet_manifest, ready_with, wait_fleet
+from .harness import PARTITIONS, fleet_manifest, paused, ready_with, wait_fleet
 
 pytestmark = pytest.mark.localcluster
 

@@ -19,6 +19,7 @@ from .harness import (
     events,
     fleet_manifest,
     get_fleet,
+    paused,
     ready_with,
     restart_coordinator,
     start_coordinator,
@@ -43,25 +44,23 @@ def test_members_a_coordinator_restart_brings_back_are_removed_again(
     try:
         coordinator.create_topic(topic)
         operator.start()
-        # A slow heartbeat keeps the remaining member from rejoining at once: the rebalance the removal
-        # starts stays open for a few seconds, long enough to kill the coordinator inside it.
         # The consumers ignore the departure mark, so that the operator removes them.
         template = consumer_template(leaves_when_departing=False)
-        spec = {"sessionTimeoutMs": 60_000, "heartbeatIntervalMs": 5_000, "template": template}
+        spec = {"sessionTimeoutMs": 60_000, "template": template}
         kubectl.apply(fleet_manifest(NAME, 3, coordinator, topic, **spec), namespace)
         wait_fleet(kubectl, namespace, NAME, ready_with(3), timeout=120, what="Ready with 3")
-
-        kubectl.run("scale", f"scg/{NAME}", "-n", namespace, "--replicas=1")
 
         def removed_not_settled() -> bool:
             group = coordinator.group(gid) or {}
             return group.get("state") == "PreparingRebalance" and coordinator.members(gid) == {"orders-0"}
 
-        wait_until(
-            removed_not_settled, timeout=60, what="the removal, before the rebalance completes", interval=0.02
-        )
-        procs.signal_group(coordinator.process.pid, signal.SIGKILL)
-        coordinator.process.wait(timeout=10)
+        # The remaining member, paused, cannot rejoin (its session outlasts the pause): the rebalance the
+        # removal starts stays open until the coordinator has been killed inside it.
+        with paused(gid, 1, pod=f"{NAME}-0"):
+            kubectl.run("scale", f"scg/{NAME}", "-n", namespace, "--replicas=1")
+            wait_until(removed_not_settled, timeout=60, what="the removal, before the rebalance completes")
+            procs.signal_group(coordinator.process.pid, signal.SIGKILL)
+            coordinator.process.wait(timeout=10)
         body = get_fleet(kubectl, namespace, NAME)
         assert body["status"].get("scaleDown", {}).get("phase") in ("RemovingMembers", "ConfirmingRemoval")
 
