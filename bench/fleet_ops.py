@@ -118,8 +118,9 @@ RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 CONSUMER_APP = "consumer"
 SETTLE_S = 5.0
 # How often each group is observed while an operation runs: every 0.05 s while one fleet is watched (a
-# scale step, whose seconds to Stable are short), every 0.2 s while several are (a rolling restart, a
-# coordinator restart), so that the polls of three fleets do not load the machine they are measured on.
+# scale step, whose seconds to Stable are short); while several are (a rolling restart, a coordinator
+# restart) they are observed in turn, with 0.2 s between rounds, so that the polls of nine fleets do not
+# load the machine they are measured on. A fleet's end is then seen up to one round late.
 POLL_S = 0.2
 ALONE_POLL_S = 0.05
 # A rolling restart of several fleets at once replaces their pods in lockstep: each pod takes about as
