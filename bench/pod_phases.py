@@ -63,11 +63,11 @@ def runner_events(text: str) -> dict[str, list[RunnerEvent]]:
     return found
 
 
-def _event_at(run: ConsumerRun, kind: str) -> float | None:
+def event_at(run: ConsumerRun, kind: str) -> float | None:
     return next((float(e["ts"]) for e in run.events if e.get("event") == kind), None)
 
 
-def _consuming_at(run: ConsumerRun) -> float | None:
+def consuming_at(run: ConsumerRun) -> float | None:
     """When every partition of the run's first assignment had had its first fetch."""
     assigned = next((e for e in run.events if e.get("event") == "assigned"), None)
     if assigned is None:
@@ -97,7 +97,7 @@ def restarts(runs: Sequence[ConsumerRun], runner: Sequence[RunnerEvent]) -> list
     found = []
     for k in range(1, len(runs)):
         before, after, spawned = runs[k - 1], runs[k], starts[k]
-        stopped = _event_at(before, "stopped")
+        stopped = event_at(before, "stopped")
         if stopped is None:
             continue
         moments = {
@@ -106,9 +106,9 @@ def restarts(runs: Sequence[ConsumerRun], runner: Sequence[RunnerEvent]) -> list
             "pod_stopped": _last(runner, "stopped", stopped, spawned),
             "bound": _last(runner, "bound", stopped, spawned),
             "spawned": spawned,
-            "subscribed": _event_at(after, "started"),
-            "assigned": _event_at(after, "assigned"),
-            "consuming": _consuming_at(after),
+            "subscribed": event_at(after, "started"),
+            "assigned": event_at(after, "assigned"),
+            "consuming": consuming_at(after),
         }
         if all(v is not None for v in moments.values()):
             found.append({moment: float(at) for moment, at in moments.items() if at is not None})

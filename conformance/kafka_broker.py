@@ -207,6 +207,11 @@ class KafkaBroker:
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @property
+    def pid(self) -> int | None:
+        """The broker's process id (its JVM's), while it runs."""
+        return None if self._process is None else self._process.pid
+
     def _properties(self) -> dict[str, str]:
         props = {
             "process.roles": "broker,controller",
