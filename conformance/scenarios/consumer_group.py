@@ -22,6 +22,7 @@ from conformance.scenario import (
     UNSET,
     Outcome,
     ScenarioContext,
+    SetUpRaced,
     Unset,
     expect,
     expect_all,
@@ -1484,6 +1485,14 @@ async def consumer_group_offsets_expire_and_the_empty_group_with_them(ctx: Scena
         ctx.record(f"commit.{label}.v2_retention", await admin.request(expiring))
     kept = d.offset_commit(9, second, offsets={t1: {1: 7}})
     ctx.record("commit.second.v9", await admin.request(kept))
+    # Empty, the second group has no offset from its member's leave to the first commit, and none that
+    # stays from the retention commit's expiry to the v9 commit: a cleanup that falls in either gap (a
+    # request late on a loaded machine) deletes it, and the commit after it makes a new classic group.
+    # That outcome would say nothing about the backend, so the scenario runs again with new groups.
+    now = listed(await admin.request(d.list_groups(5)), {"second": second})["groups"]
+    assert isinstance(now, dict)
+    if getattr(now["second"], "group_type", None) != "consumer":
+        raise SetUpRaced(f"the second group is not a consumer group after its commits: {now['second']!r}")
     for label, group in (("first", first), ("second", second)):
         fetched = await admin.request(d.offset_fetch(8, group, partitions={t1: [0, 1]}))
         ctx.record(f"fetch.{label}.before", fetched)
