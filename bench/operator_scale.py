@@ -17,7 +17,12 @@ At each size, after every fleet has settled:
   runs from the scale command (the patch of spec.replicas, as `kubectl scale` sends it) until the
   StatefulSet has the new size, as a watch on the StatefulSets sees it. A scale-up pre-registers the new
   instance id with the coordinator first; a scale-down first records itself in status and marks the
-  departing pod.
+  departing pod;
+- *scale-downs at once* (`--together K`): K fleets scaled 1 -> 2, then all K back 2 -> 1 at the same
+  moment (a command each, from K threads), each reaction timed from its own command, as a cluster
+  autoscaler or a scaler that follows a shared metric would scale them. A scale-down's pass waits for the
+  departing consumers (the mark's moment, a second ahead), so this shows whether the passes of fleets
+  scaling down hold up one another.
 Then the next size adds fleets to those already there. The growth per fleet is the slope between the
 smallest and the largest size.
 """
@@ -221,6 +226,8 @@ class SizeResult:
     follower_rss_mib: float
     reactions_up_s: list[float] = field(default_factory=list)
     reactions_down_s: list[float] = field(default_factory=list)
+    reactions_together_s: list[float] = field(default_factory=list)
+    """The reactions of --together fleets scaled down at the same moment."""
     settle_s: float = 0.0
     load_average: float | None = None
     """The machine's 1-minute load average at the end of the at-rest window."""
@@ -277,6 +284,36 @@ def react(kubectl: Kubectl, watch: StatefulSetWatch, name: str, replicas: int) -
     return round(float(at) - began, 3)
 
 
+def together(kubectl: Kubectl, watch: StatefulSetWatch, names: Sequence[str], gap_s: float) -> list[float]:
+    """`names` scaled 1 -> 2 (and given time to settle), then all back 2 -> 1 at once: each reaction."""
+    began = time.time()
+    for name in names:
+        scale(kubectl, name, 2)
+    wait_until(
+        lambda: all(watch.reached(n, 2, began) for n in names),
+        timeout=SCALE_TIMEOUT_S,
+        what=f"{len(names)} StatefulSets at 2",
+        interval=0.1,
+    )
+    time.sleep(gap_s + INTERVAL_S)  # their scale-ups' steps over
+    reactions: dict[str, float] = {}
+    start = threading.Barrier(len(names))
+
+    def down(name: str) -> None:
+        start.wait()
+        reactions[name] = react(kubectl, watch, name, 1)
+
+    threads = [threading.Thread(target=down, args=(n,), name=f"down-{n}") for n in names]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    missing = [n for n in names if n not in reactions]
+    if missing:
+        raise RuntimeError(f"no reaction measured for {', '.join(missing)}")
+    return [reactions[n] for n in names]
+
+
 def sample_names(names: Sequence[str], count: int) -> list[str]:
     """`count` fleets spread evenly over all of them."""
     if count >= len(names):
@@ -322,11 +359,19 @@ def measure_size(
         time.sleep(args.gap_s)
         result.reactions_down_s.append(react(kubectl, watch, name, 1))
         time.sleep(args.gap_s)
+    if args.together:
+        result.reactions_together_s = together(kubectl, watch, sample_names(names, args.together), args.gap_s)
+    downs = result.reactions_together_s
+    at_once = (
+        f"; {len(downs)} scale-downs at once p50 {statistics.median(downs):.2f} s, max {max(downs):.2f} s"
+        if downs
+        else ""
+    )
     print(
         f"  {len(names)} fleets: {result.requests_per_fleet_minute} API requests per fleet per minute at "
         f"rest; RSS {result.leader_rss_mib} MiB acting, {result.follower_rss_mib} MiB waiting; reaction "
-        f"p50 {statistics.median(result.reactions):.2f} s, p99 {percentile(result.reactions, 0.99):.2f} s; "
-        f"CPU {result.cpu_per_fleet} of a core per fleet at rest",
+        f"p50 {statistics.median(result.reactions):.2f} s, p99 {percentile(result.reactions, 0.99):.2f} s"
+        f"{at_once}; CPU {result.cpu_per_fleet} of a core per fleet at rest",
         flush=True,
     )
     return result
@@ -425,11 +470,26 @@ HEADERS = [
 ]
 
 
+TOGETHER_HEADER = "scale-downs at once: fleets, p50 / max (s)"
+
+
+def headers(results: Sequence[SizeResult]) -> list[str]:
+    together = any(r.reactions_together_s for r in results)
+    return [*HEADERS[:2], *([TOGETHER_HEADER] if together else []), *HEADERS[2:]]
+
+
+def at_once(r: SizeResult) -> str:
+    downs = r.reactions_together_s
+    return f"{len(downs)}: {statistics.median(downs):.2f} / {max(downs):.2f}" if downs else ""
+
+
 def rows(results: Sequence[SizeResult]) -> list[list[object]]:
+    together = any(r.reactions_together_s for r in results)
     return [
         [
             r.fleets,
             f"{statistics.median(r.reactions):.2f} / {percentile(r.reactions, 0.99):.2f}",
+            *([at_once(r)] if together else []),
             f"{r.requests_per_fleet_minute:.1f}",
             f"{r.leader_rss_mib:.0f} / {r.follower_rss_mib:.0f}",
             f"{r.cpu_per_fleet * 100:.2f}" if r.cpu_per_fleet is not None else "",
@@ -508,6 +568,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=20, help="fleets scaled up and down at each size")
     parser.add_argument("--rest-s", type=float, default=60.0, help="the at-rest window, in seconds")
     parser.add_argument("--gap-s", type=float, default=1.0, help="pause between two scale commands")
+    parser.add_argument(
+        "--together", type=int, default=0, metavar="K", help="also scale K fleets down at the same moment"
+    )
     parser.add_argument("--no-publish", action="store_true", help="print only; leave docs alone")
     parser.add_argument("--workdir", type=Path, help="keep the logs here (default: a temporary directory)")
     parser.add_argument(
@@ -522,10 +585,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = [SizeResult(**r) for r in saved["results"]]
         command = saved.get("command") or command
         args.samples = saved.get("args", {}).get("samples", args.samples)
+        args.together = saved.get("args", {}).get("together", args.together)
     else:
         with _workdir(args.workdir) as tmp:
             results = run(args, tmp)
-    print(table(HEADERS, rows(results)))
+    print(table(headers(results), rows(results)))
     print(growth(results))
     for r in results:
         print(f"  {r.fleets} fleets, busiest at rest: " + ", ".join(f"{k} {v}" for k, v in r.busiest))
@@ -540,9 +604,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{results[0].rest_s if results else args.rest_s:.0f} s (the operators log in as their own "
             "user); a reaction runs from `kubectl scale scg/<name>` until a watch sees the StatefulSet at "
             f"the new size, {args.samples} fleets scaled 1 → 2 and back at each size (p99 of that many "
-            "samples is close to their maximum). " + load_sentence(results),
+            "samples is close to their maximum)"
+            + (
+                f"; then {args.together} of them (every one where there are fewer) scaled 1 → 2 and all "
+                "scaled back 2 → 1 at the same moment, a command each from its own thread, each reaction "
+                "timed from its own command. "
+                if args.together
+                else ". "
+            )
+            + load_sentence(results),
             "",
-            table(HEADERS, rows(results)),
+            table(headers(results), rows(results)),
             "",
             growth(results),
             "",

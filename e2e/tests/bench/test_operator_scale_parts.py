@@ -16,9 +16,11 @@ from bench.operator_scale import (
     command_line,
     cpu_share_per_fleet,
     growth,
+    headers,
     per_fleet_minute,
     percentile,
     read_audit,
+    rows,
     sample_names,
     slope,
 )
@@ -115,3 +117,14 @@ def test_the_published_command_leaves_out_where_the_logs_went() -> None:
     assert (
         command_line(["--workdir=/tmp/x", "--replay", "r.json"]) == ".venv/bin/python bench/operator_scale.py"
     )
+
+
+def test_the_scale_downs_at_once_get_a_column_only_when_they_were_measured() -> None:
+    alone = [size(10, 100.0)]
+    assert "scale-downs at once: fleets, p50 / max (s)" not in headers(alone)
+    assert len(rows(alone)[0]) == len(headers(alone))
+    together = [size(10, 100.0), size(50, 100.0)]
+    together[1].reactions_together_s = [1.2, 1.0, 2.6]
+    assert headers(together)[2] == "scale-downs at once: fleets, p50 / max (s)"
+    assert [row[2] for row in rows(together)] == ["", "3: 1.20 / 2.60"]
+    assert all(len(row) == len(headers(together)) for row in rows(together))
