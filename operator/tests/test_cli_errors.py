@@ -32,6 +32,7 @@ BAD = [
     ("operator --admin-timeout nan", "--admin-timeout"),
     ("operator --scale-down-step-timeout soon", "--scale-down-step-timeout"),
     ("operator --max-replicas 0", "--max-replicas"),
+    ("operator --reconcile-threads 0", "--reconcile-threads"),
     ("operator --ui localhost", "--ui"),
     ("coordinator --data-dir d --log-level foo", "--log-level"),
     ("coordinator --data-dir d --log-format yaml", "--log-format"),

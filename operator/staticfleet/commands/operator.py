@@ -24,7 +24,7 @@ from staticfleet.commands.arguments import (
     positive_int,
     seconds,
 )
-from staticfleet.kube.limits import DEFAULT_MAX_REPLICAS
+from staticfleet.kube.limits import DEFAULT_MAX_REPLICAS, KUBE_READS_PER_PASS, RECONCILE_THREADS
 from staticfleet.readiness import Readiness
 from staticfleet.readiness import serve as serve_readiness
 
@@ -116,6 +116,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "'<namespace>.' or that a StaticFleetTenancyPolicy selecting its namespace allows; any other gets "
         "no Kafka user, no ACL and no action on its group. off: every fleet may claim any name "
         "(env STATICFLEET_TENANCY)",
+    )
+    p.add_argument(
+        "--reconcile-threads",
+        type=positive_int,
+        default=os.environ.get("STATICFLEET_RECONCILE_THREADS", str(RECONCILE_THREADS)),
+        help="how many fleets' reconcile passes may run at once; a scale-down's pass waits a second or more "
+        f"for its departing consumers (default {RECONCILE_THREADS}; env STATICFLEET_RECONCILE_THREADS)",
     )
     p.add_argument(
         "--max-replicas",
@@ -318,7 +325,9 @@ def run(args: argparse.Namespace) -> int:
     if args.metrics_port:
         start_http_server(args.metrics_port, addr=args.metrics_host, registry=metrics.registry)
     ctx = OperatorContext(
-        api=KubeApi(args.kubeconfig, args.field_manager),
+        api=KubeApi(
+            args.kubeconfig, args.field_manager, connections=KUBE_READS_PER_PASS * args.reconcile_threads
+        ),
         defaults=OperatorDefaults(args.default_bootstrap_servers, args.default_coordinator_api),
         metrics=metrics,
         admin_timeout_s=args.admin_timeout,
@@ -336,7 +345,7 @@ def run(args: argparse.Namespace) -> int:
             args.default_coordinator_api,
         ),
     )
-    memo = handlers.OperatorMemo(ctx=ctx, interval_s=args.interval)
+    memo = handlers.OperatorMemo(ctx=ctx, interval_s=args.interval, pass_threads=args.reconcile_threads)
     readiness = Readiness()
     if args.readiness:
         serve_readiness(args.readiness, readiness)

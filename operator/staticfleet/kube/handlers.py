@@ -13,16 +13,22 @@ listing.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
 
 from staticfleet import logs
+from staticfleet.kube import passes
 from staticfleet.kube.builders import GROUP_LABEL, MANAGED_BY_LABEL, MANAGER
 from staticfleet.kube.claims import Claim
 from staticfleet.kube.context import OperatorContext
+from staticfleet.kube.limits import RECONCILE_THREADS
 from staticfleet.kube.observe import claim_of
 from staticfleet.kube.reconcile import Retry, finalize, reconcile
 from staticfleet.kube.secrets import COMPONENT
@@ -77,6 +83,21 @@ class OperatorMemo:
     ctx: OperatorContext
     interval_s: float = 2.0
     triggers: dict[tuple[str, str], Wake] = field(default_factory=dict)
+    pass_threads: int = RECONCILE_THREADS
+    active_passes: int = field(default_factory=passes.active_passes)
+    pool: ThreadPoolExecutor = field(init=False)
+    slots: threading.Semaphore = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.pool = ThreadPoolExecutor(max_workers=self.pass_threads, thread_name_prefix="pass")
+        self.slots = threading.Semaphore(self.active_passes)
+
+    async def run_pass(self, function: Any, *args: Any) -> Any:
+        """`function(*args)` on a pass thread once a slot is free (passes.py), with this task's context
+        (the fleet its log lines name)."""
+        context = contextvars.copy_context()
+        call = functools.partial(context.run, passes.run_in_slot, self.slots, function, *args)
+        return await asyncio.get_running_loop().run_in_executor(self.pool, call)
 
     def poke(self, namespace: str | None, name: str | None, *, urgent: bool = True) -> None:
         """`urgent` False: a child (a pod, the StatefulSet) changed, not the resource."""
@@ -161,7 +182,7 @@ async def fleet(
             in_step = True
             try:
                 claims, tenancy = _pass_inputs(memo, namespace or "", kwargs)
-                in_step = await asyncio.to_thread(reconcile, memo.ctx, namespace or "", name, claims, tenancy)
+                in_step = await memo.run_pass(reconcile, memo.ctx, namespace or "", name, claims, tenancy)
             except Exception as exc:
                 logger.warning(
                     "reconcile failed (retrying in %.0fs): %s", memo.interval_s, exc, exc_info=True
@@ -205,13 +226,13 @@ async def statefulset_changed(namespace: str | None, name: str, memo: Any, **_: 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL, registry=registry)
 async def deleted(namespace: str | None, name: str, memo: Any, logger: Logger, **kwargs: Any) -> None:
-    body = await asyncio.to_thread(memo.ctx.api.get_group, namespace or "", name)
+    body = await memo.run_pass(memo.ctx.api.get_group, namespace or "", name)
     if body is None:
         return
     logs.set_fleet(namespace or "", name, str(body["spec"].get("groupId") or f"{namespace}.{name}"))
     claims, tenancy = _pass_inputs(memo, namespace or "", kwargs)
     try:
-        message = await asyncio.to_thread(finalize, memo.ctx, body, claims, tenancy)
+        message = await memo.run_pass(finalize, memo.ctx, body, claims, tenancy)
     except Retry as exc:
         raise kopf.TemporaryError(str(exc), delay=2) from exc
     logger.info("%s", message)

@@ -92,11 +92,20 @@ def object_path(manifest: Mapping[str, Any]) -> str:
 
 
 class KubeApi:
-    def __init__(self, kubeconfig: Path | None = None, field_manager: str = FIELD_MANAGER) -> None:
+    def __init__(
+        self,
+        kubeconfig: Path | None = None,
+        field_manager: str = FIELD_MANAGER,
+        connections: int | None = None,
+    ) -> None:
+        """`connections`: how many requests may be in flight at once and keep their connection (the
+        client's default is five per CPU; a request beyond it opens one and then drops it, with a warning)."""
         from kubernetes import client, config
 
         self.field_manager = field_manager
         configuration = client.Configuration()
+        if connections is not None:
+            configuration.connection_pool_maxsize = connections
         if kubeconfig is not None:
             config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)  # type: ignore[no-untyped-call]
         else:

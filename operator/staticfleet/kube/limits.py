@@ -16,6 +16,13 @@ from dataclasses import dataclass
 from staticfleet.kube.spec import GroupSpec
 
 DEFAULT_MAX_REPLICAS = 1000
+RECONCILE_THREADS = 64
+"""How many fleets' reconcile passes may be under way at once (--reconcile-threads), a thread each; fewer
+work at once (passes.py). A scale-down's pass waits for its departing consumers to leave (the mark's
+moment, a second ahead, and up to three more for the group to settle): on asyncio's default pool (the
+CPUs + 4 threads) fleets scaled down together waited for one another's waits."""
+KUBE_READS_PER_PASS = 2
+"""The Kubernetes requests a pass has in flight at once (its StatefulSet and its pods are read together)."""
 ANY_HOST = "*"
 
 REPLICAS_ABOVE_LIMIT = "ReplicasAboveLimit"

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from staticfleet.admin import AclBinding, AdminError, ConfigRejected, RemovalReport
 from staticfleet.coordinator import EXPECTED_INSTANCE_IDS as PRE_REGISTRATION_CONFIG
-from staticfleet.kube import builders, departure, faults, join_hold
+from staticfleet.kube import builders, departure, faults, join_hold, passes
 from staticfleet.kube.access import SCRAM_ITERATIONS, RetiredUser, plan_access
 from staticfleet.kube.applied import AppliedChildren
 from staticfleet.kube.fleetstatus import EventSpec, FleetStatus
@@ -202,14 +202,17 @@ class MarkDeparting:
         if not self.mark:
             return
         # the pass goes on to shrink the StatefulSet: not before the moment
-        time.sleep(max(0.0, moment - time.time()))
+        with passes.waiting():
+            time.sleep(max(0.0, moment - time.time()))
         if hastened:
             # Every departing consumer took the sooner moment and has left: their pods stop once the
             # group has settled without them and its members have had a second to fetch what they were
             # given (departure.wait_until_settled says why).
             bound_s = departure.settle_bound_s(spec.heartbeat_interval_ms)
             describe = partial(_state_and_members, io, spec.group_id)
-            if not departure.wait_until_settled(describe, self.leaving, bound_s):
+            with passes.waiting():
+                settled = departure.wait_until_settled(describe, self.leaving, bound_s)
+            if not settled:
                 log.info(
                     "%s/%s: the group did not settle without the departed members within %.1f s; "
                     "shrinking the StatefulSet now",
