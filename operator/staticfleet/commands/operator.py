@@ -121,8 +121,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--reconcile-threads",
         type=positive_int,
         default=os.environ.get("STATICFLEET_RECONCILE_THREADS", str(RECONCILE_THREADS)),
-        help="how many fleets' reconcile passes may run at once; a scale-down's pass waits a second or more "
-        f"for its departing consumers (default {RECONCILE_THREADS}; env STATICFLEET_RECONCILE_THREADS)",
+        help="how many fleets' reconcile passes may be under way at once, of which at most the CPUs + 4 "
+        "work while the others wait (a scale-down's, a second or more for its departing consumers) "
+        f"(default {RECONCILE_THREADS}; env STATICFLEET_RECONCILE_THREADS)",
     )
     p.add_argument(
         "--max-replicas",

@@ -22,7 +22,7 @@ _held = threading.local()
 
 
 def active_passes() -> int:
-    """asyncio's default pool size, which the passes ran on before they had a pool of their own."""
+    """asyncio's default pool size: the CPUs + 4, at most 32."""
     return min(32, (os.cpu_count() or 1) + 4)
 
 
