@@ -173,12 +173,17 @@ def test_a_consumer_cut_off_while_running_is_named_and_rejoins(
             # kernel retransmits them), after librdkafka has given up on them: a JoinGroup sent there can
             # register the instance under a new member id while the client still heartbeats with the old
             # one, which the coordinator then fences, as Kafka's does. librdkafka's fenced error is fatal:
-            # the consumer exits 82 and its container restarts. That is the client's own doing; a restart
-            # for any other reason, or a fence of any other member id, fails here.
-            fenced = [
-                e for e in coordinator.events(gid) if e["type"] == "member_fenced" and e["api"] != "replaced"
-            ]
-            stale = {e["member_id"] for e in expired}
+            # the consumer exits 82 and its container restarts. The id fenced is the expired one, or one
+            # the client had since rejoined under and a late JoinGroup of its own replaced. That is the
+            # client's own doing; a restart for any other reason, or a fence of any other member id, fails.
+            logged = coordinator.events(gid)
+            fenced = [e for e in logged if e["type"] == "member_fenced" and e["api"] != "replaced"]
+            replaced = {
+                e["old_member_id"]
+                for e in logged
+                if e["type"] == "static_member_replaced" and e.get("instance_id") == CUT_POD
+            }
+            stale = {e["member_id"] for e in expired} | replaced
             report = pod_report(kubectl, [namespace], log_lines=80)
             assert status["restartCount"] == 1, f"the consumer kept running:\n{report}"
             assert status["lastState"]["terminated"]["exitCode"] == 82, report
