@@ -361,17 +361,16 @@ def measure_size(
         time.sleep(args.gap_s)
     if args.together:
         result.reactions_together_s = together(kubectl, watch, sample_names(names, args.together), args.gap_s)
-    downs = result.reactions_together_s
-    at_once = (
-        f"; {len(downs)} scale-downs at once p50 {statistics.median(downs):.2f} s, max {max(downs):.2f} s"
-        if downs
+    together_line = (
+        f"; scale-downs at once (fleets: p50 / max) {at_once(result)} s"
+        if together_measured([result])
         else ""
     )
     print(
         f"  {len(names)} fleets: {result.requests_per_fleet_minute} API requests per fleet per minute at "
         f"rest; RSS {result.leader_rss_mib} MiB acting, {result.follower_rss_mib} MiB waiting; reaction "
         f"p50 {statistics.median(result.reactions):.2f} s, p99 {percentile(result.reactions, 0.99):.2f} s"
-        f"{at_once}; CPU {result.cpu_per_fleet} of a core per fleet at rest",
+        f"{together_line}; CPU {result.cpu_per_fleet} of a core per fleet at rest",
         flush=True,
     )
     return result
@@ -473,9 +472,12 @@ HEADERS = [
 TOGETHER_HEADER = "scale-downs at once: fleets, p50 / max (s)"
 
 
+def together_measured(results: Sequence[SizeResult]) -> bool:
+    return any(r.reactions_together_s for r in results)
+
+
 def headers(results: Sequence[SizeResult]) -> list[str]:
-    together = any(r.reactions_together_s for r in results)
-    return [*HEADERS[:2], *([TOGETHER_HEADER] if together else []), *HEADERS[2:]]
+    return [*HEADERS[:2], *([TOGETHER_HEADER] if together_measured(results) else []), *HEADERS[2:]]
 
 
 def at_once(r: SizeResult) -> str:
@@ -484,7 +486,7 @@ def at_once(r: SizeResult) -> str:
 
 
 def rows(results: Sequence[SizeResult]) -> list[list[object]]:
-    together = any(r.reactions_together_s for r in results)
+    together = together_measured(results)
     return [
         [
             r.fleets,
