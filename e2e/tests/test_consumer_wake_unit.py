@@ -3,6 +3,8 @@ at its interval (bench/heartbeat_wake.py measures why it matters); here with a s
 
 from __future__ import annotations
 
+import json
+import sys
 import threading
 import time
 from pathlib import Path
@@ -81,3 +83,29 @@ def test_a_member_marked_departing_is_not_woken(
     calls = run_idle(consumer, tmp_path, str(mark))
     assert calls[: POLLS + 1] == ["poll"] * POLLS + ["unsubscribe"]
     assert "assignment" not in calls
+
+
+def test_members_logging_at_once_never_share_a_line(
+    consumer: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pod's members log from a thread each; bench/consumption.py reads their lines one JSON per line."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can
+    try:
+        threads = [
+            threading.Thread(
+                target=lambda k=k: [consumer.log("tick", instance=f"m-{k}", n=n) for n in range(300)]
+            )
+            for k in range(6)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 6 * 300
+    assert sorted((r["instance"], r["n"]) for r in map(json.loads, lines)) == sorted(
+        (f"m-{k}", n) for k in range(6) for n in range(300)
+    )

@@ -93,9 +93,16 @@ HANDED_MARK_S = 10.0
 HANDED_MARK_AHEAD_S = 5.0
 
 
+# One line at a time: print writes a line and its newline separately, so the members of a pod (a thread
+# each) would otherwise interleave their lines.
+LOG_LOCK = threading.Lock()
+
+
 def log(event: str, **fields: Any) -> None:
     record = {"ts": round(time.time(), 3), "event": event, **fields}
-    print(json.dumps(record, sort_keys=True), flush=True)
+    line = json.dumps(record, sort_keys=True)
+    with LOG_LOCK:
+        print(line, flush=True)
 
 
 def required(name: str) -> str:
