@@ -5,6 +5,10 @@ the consumer's."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -18,6 +22,7 @@ from typing import Any
 import pytest
 
 from e2e.localcluster.ports import free_port
+from e2e.tests.operator.harness import CONSUMER
 from staticfleet.kube import departure
 
 
@@ -260,3 +265,56 @@ def test_a_pod_that_takes_no_handed_mark_is_asked_for_its_files(consumer: Module
         assert handshake.result == "sooner" and sooner is not None and read == ["orders-2"]
         assert sooner >= began + departure.LEAD_S
         assert [keyed.departure_mark.leave_at(), keyless.departure_mark.leave_at()] == [sooner, sooner]
+
+
+def test_a_two_member_process_answers_not_ready_and_ends_with_zero_and_every_line_on_sigterm(
+    tmp_path: Path,
+) -> None:
+    """The whole process, with no broker (its members keep trying to reach one): /ready says not ready,
+    and a SIGTERM ends the process with 0 and every member's lines logged, though it skips the
+    interpreter's teardown."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",  # nobody listens there
+        "KAFKA_GROUP_ID": "orders",
+        "KAFKA_GROUP_INSTANCE_ID": "orders-0",
+        "KAFKA_TOPICS": "orders",
+        "KAFKA_MEMBERS_PER_POD": "2",
+        "READY_PORT": str(port),
+        "READY_HOST": "127.0.0.1",
+        "STATE_DIR": str(tmp_path / "state"),
+        "READY_FILE": str(tmp_path / "ready"),
+    }
+    process = subprocess.Popen(
+        [sys.executable, str(CONSUMER)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # not ready (no member in the group), but answering
+            try:
+                assert status(f"http://127.0.0.1:{port}/ready") == 503
+                break
+            except urllib.error.URLError:
+                assert process.poll() is None and time.monotonic() < deadline, "the server never answered"
+                time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err.decode()
+    lines = [json.loads(line) for line in out.decode().splitlines()]
+    events = [
+        (line["event"], line.get("instance")) for line in lines if line["event"] in ("started", "stopped")
+    ]
+    assert sorted(events) == sorted(
+        [
+            ("started", "orders-0-1"),
+            ("started", "orders-0-2"),
+            ("stopped", "orders-0-1"),
+            ("stopped", "orders-0-2"),
+        ]
+    )
+    assert not [line for line in lines if line["event"] == "fatal"], lines

@@ -622,4 +622,10 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Every consumer is closed and every line logged: the process ends without the interpreter's teardown
+    # (about 0.03 s of CPU, several times that on a busy node), since a StatefulSet starts a pod's successor
+    # only once the pod has stopped, and a restarted static member's partitions wait for that successor.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
