@@ -129,6 +129,11 @@ ALONE_POLL_S = 0.05
 # pass). Each fleet therefore begins at a random moment of this span, drawn anew each run, about one
 # pod's replacement: no fleet keeps one place in the others' cycle.
 ROLLOUT_SPREAD_S = 3.0
+# How long the new fleets may take to be Stable before the first operation: longer than a member's rebalance
+# timeout (max.poll.interval.ms, 300 s), after which the coordinator removes a consumer-protocol member that
+# never revoked (librdkafka 2.16 can lose the heartbeat answer that told it to, with 180 consumers starting
+# on 2 cores; docs/benchmarks.md), so that such a start costs minutes, not the run.
+START_S = 420.0
 README = ROOT / "README.md"
 SAVED: list[Sample] = []  # every sample of this process, in order
 
@@ -860,7 +865,7 @@ def bench_backend(
     fleets: list[Fleet] = []
     try:
         fleets = create_fleets(kubectl, kube, backend, args, f"{backend_name}-{args.replicas}")
-        wait_settled(backend, fleets, fleet_streams.START_S if streams else 300)
+        wait_settled(backend, fleets, fleet_streams.START_S if streams else START_S)
         for fleet in fleets:
             broker_side = fleet.spec.protocol == CONSUMER
             fleet.heartbeat_ms = args.consumer_heartbeat_ms if broker_side else kube.heartbeat_ms(fleet)
