@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from e2e.helpers import wait_until
 from e2e.localcluster.ports import free_port
 from e2e.tests.operator.harness import CONSUMER
 from staticfleet.kube import departure
@@ -289,15 +290,17 @@ def test_a_two_member_process_answers_not_ready_and_ends_with_zero_and_every_lin
     process = subprocess.Popen(
         [sys.executable, str(CONSUMER)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
+
+    def answer() -> int | None:
+        assert process.poll() is None, "the consumer ended before it answered"
+        try:
+            return status(f"http://127.0.0.1:{port}/ready")
+        except urllib.error.URLError:  # not listening yet
+            return None
+
     try:
-        deadline = time.monotonic() + 30
-        while True:  # not ready (no member in the group), but answering
-            try:
-                assert status(f"http://127.0.0.1:{port}/ready") == 503
-                break
-            except urllib.error.URLError:
-                assert process.poll() is None and time.monotonic() < deadline, "the server never answered"
-                time.sleep(0.05)
+        # not ready (no member in the group), but answering
+        assert wait_until(answer, timeout=30, what="the consumer's HTTP server", interval=0.05) == 503
         process.send_signal(signal.SIGTERM)
         out, err = process.communicate(timeout=30)
     finally:
