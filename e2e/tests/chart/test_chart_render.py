@@ -550,3 +550,25 @@ def test_the_operator_derives_departure_keys_from_a_signing_key_the_chart_keeps(
             "secretName": "sf-staticfleet-departure-signing-key",
             "items": [{"key": "key", "path": "key"}],
         }
+
+
+def test_the_operators_limits_render_as_flags_its_parser_takes_with_the_same_defaults(helm: Helm) -> None:
+    """reconcileThreads, maxReplicas and scaleDownStepTimeout: by default the CLI's own defaults, and what
+    a user sets reaches the operator's parser as given."""
+    from staticfleet.cli import build_parser
+
+    names = ("reconcile-threads", "max-replicas", "scale-down-step-timeout")
+
+    def parsed(values: dict[str, Any]) -> tuple[object, ...]:
+        args = container(one(helm.template(values), "Deployment", "sf-staticfleet-operator"))["args"]
+        limits = [f"--{name}={flag(args, name)}" for name in names]
+        got = build_parser().parse_args(["operator", *limits])
+        return (got.reconcile_threads, got.max_replicas, got.scale_down_step_timeout)
+
+    cli = build_parser().parse_args(["operator"])
+    assert parsed({}) == (cli.reconcile_threads, cli.max_replicas, cli.scale_down_step_timeout)
+    custom = {"operator.reconcileThreads": 8, "operator.maxReplicas": 50, "operator.scaleDownStepTimeout": 90}
+    assert parsed(custom) == (8, 50, 90.0)
+    with pytest.raises(HelmError) as raised:
+        helm.template({"operator.reconcileThreads": 0})
+    assert "at '/operator/reconcileThreads': minimum" in raised.value.stderr
