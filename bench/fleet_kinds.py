@@ -32,6 +32,9 @@ COOPERATIVE = "cooperative-sticky"
 # librdkafka gives each ConsumerGroupHeartbeat the interval as its timeout, and a static member whose
 # leaving heartbeat times out as it closes keeps its instance id taken until the session times out.
 KAFKA_CONSUMER_HEARTBEAT_MS = 5_000
+# The operator's --interval as the chart sets it (operator.interval): seconds between a fleet's passes
+# when nothing pokes it.
+OPERATOR_INTERVAL_S = 2.0
 # A fetch of a partition with nothing to read returns after this long at most (fetch.wait.max.ms): the
 # resolution of a partition's first fetch in the consumer's log, on topics nobody writes to.
 FETCH_WAIT_MAX_MS = 100

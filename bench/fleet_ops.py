@@ -68,6 +68,7 @@ from bench.fleet_kinds import (
     KAFKA,
     KAFKA_CONSUMER_HEARTBEAT_MS,
     KINDS,
+    OPERATOR_INTERVAL_S,
     FleetKind,
     backend_name,
     kinds_on,
@@ -856,7 +857,9 @@ def bench_backend(
         if backend_name == EMBEDDED
         else Kafka(workdir / "kafka", args.consumer_heartbeat_ms)
     )
-    operator = OperatorRunner(cluster.kubeconfig_path, None, workdir / f"operator-{backend_name}")
+    operator = OperatorRunner(
+        cluster.kubeconfig_path, None, workdir / f"operator-{backend_name}", interval_s=OPERATOR_INTERVAL_S
+    )
     operator.workdir.mkdir(parents=True, exist_ok=True)
     operator.start()
     kube = Kube(cluster.kubeconfig_path)
@@ -1174,7 +1177,8 @@ def _doc_body(args: argparse.Namespace, summaries: Sequence[Summary], backends: 
         f"Fleets of N={n} `examples/consumer` pods (confluent-kafka, {args.partitions} partitions each, "
         f"sessionTimeoutMs {args.session_timeout_ms}; heartbeat interval: {_heartbeats(summaries)}) on the "
         "local cluster, side by side against one coordinator, one fleet of each kind: *staticfleet* (a "
-        "StaticConsumerGroup with the defaults) and *staticfleet cooperative* (the same with "
+        f"StaticConsumerGroup with the defaults, its operator at the chart's `--interval` of "
+        f"{OPERATOR_INTERVAL_S:g} s) and *staticfleet cooperative* (the same with "
         "`assignmentStrategy: cooperative-sticky`); *plain static* (the StatefulSet the operator would "
         "build, operated by nobody: instance ids, no removal, no pre-registration); *plain dynamic* (that "
         "StatefulSet with `KAFKA_MEMBERSHIP=dynamic`: no instance id, LeaveGroup as a consumer stops) at "

@@ -46,6 +46,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "operator"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.fleet_kinds import OPERATOR_INTERVAL_S
 from bench.fleet_ops import Embedded, _workdir, local_cluster
 from bench.proc import cpu_seconds
 from bench.report import publish, table
@@ -57,7 +58,6 @@ OPERATOR_USER = "staticfleet-operator"
 NAMESPACE = "fleets"
 LEASE_NAMESPACE = "staticfleet-system"
 TOPIC = "scale-topic"
-INTERVAL_S = 2.0  # the chart's operator.interval
 SCALE_TIMEOUT_S = 120.0
 SETTLE_TIMEOUT_S = 600.0
 AUDIT_POLICY = {
@@ -295,7 +295,7 @@ def together(kubectl: Kubectl, watch: StatefulSetWatch, names: Sequence[str], ga
         what=f"{len(names)} StatefulSets at 2",
         interval=0.1,
     )
-    time.sleep(gap_s + INTERVAL_S)  # their scale-ups' steps over
+    time.sleep(gap_s + OPERATOR_INTERVAL_S)  # their scale-ups' steps over
     reactions: dict[str, float] = {}
     start = threading.Barrier(len(names))
 
@@ -383,7 +383,7 @@ def operators_running(cluster: LocalCluster, workdir: Path) -> Iterator[list[Ope
             cluster.kubeconfig_for(OPERATOR_USER),
             None,
             workdir / f"operator-{index}",
-            interval_s=INTERVAL_S,
+            interval_s=OPERATOR_INTERVAL_S,
             extra_args=("--leader-election", "--leader-election-namespace", LEASE_NAMESPACE),
         )
         for index in range(2)

@@ -9,8 +9,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import yaml
 
+from bench.fleet_kinds import OPERATOR_INTERVAL_S
 from bench.fleet_ops import ROLLOUT_SPREAD_S, Kube, last_stabilized_at, rollout_offsets, step_finished
+from e2e.helm import CHART
 from examples.demo.fleet import CLIENT_HEARTBEAT_MS, cycle_moment, heartbeat_ms, last_rebalance_at
 
 BROKER_LOG = """\
@@ -116,3 +119,8 @@ def test_a_fleet_is_ready_for_the_next_step_only_with_exactly_its_pods_none_term
     kube.core = SimpleNamespace(list_namespaced_pod=lambda namespace: _pods(*deleting))  # type: ignore[assignment]
     fleet = SimpleNamespace(namespace="ns", replicas=replicas)
     assert kube.pods_at_size(fleet) is at_size  # type: ignore[arg-type]
+
+
+def test_the_benchmarks_run_the_operator_at_the_charts_interval() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert float(values["operator"]["interval"]) == OPERATOR_INTERVAL_S
