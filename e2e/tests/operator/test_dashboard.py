@@ -332,7 +332,7 @@ def test_unknown_fleets_and_namespaces_are_404_pages(
 def test_the_pages_fit_a_narrow_window_and_work_by_keyboard(
     dashboard: Dashboard, namespace_m: str, browser: Any
 ) -> None:
-    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.keys import Keys
 
     try:
@@ -342,16 +342,14 @@ def test_the_pages_fit_a_narrow_window_and_work_by_keyboard(
             assert not page_overflows(browser), f"{url} scrolls sideways at {NARROW[0]} px"
         open_page(browser, f"{dashboard.url}/namespaces/{namespace_m}")
         target = f"/fleets/{namespace_m}/{FLEET}"
-        body = browser.find_element(By.TAG_NAME, "body")
-        body.send_keys(Keys.TAB)
+        # Keys go to whatever has the focus, as a keyboard's do: the rows are replaced at every refresh.
         for _ in range(10):
-            active = browser.switch_to.active_element
-            if (active.get_attribute("href") or "").endswith(target):
+            ActionChains(browser).send_keys(Keys.TAB).perform()
+            if (browser.switch_to.active_element.get_attribute("href") or "").endswith(target):
                 break
-            active.send_keys(Keys.TAB)
         else:
             raise AssertionError("the fleet's link is not reachable by Tab")
-        active.send_keys(Keys.ENTER)
+        ActionChains(browser).send_keys(Keys.ENTER).perform()
         wait_in_page(browser, lambda d: d.current_url.endswith(target), timeout=10, what="the fleet page")
     finally:
         browser.set_window_size(*WIDE)

@@ -25,7 +25,13 @@ function renderOverview(snapshot) {
   document.body.dataset.generated = snapshot.generatedMs || "";
   showError(snapshot.error || "");
   const body = document.querySelector("#fleets tbody");
+  // Every refresh replaces the rows: a keyboard user's focus stays on the same fleet's link.
+  const focused = body.contains(document.activeElement) ? document.activeElement.getAttribute("href") : null;
   body.replaceChildren(...(snapshot.fleets || []).map(overviewRow));
+  if (focused) {
+    const again = [...body.querySelectorAll("a")].find((a) => a.getAttribute("href") === focused);
+    if (again) again.focus();
+  }
   document.getElementById("empty").hidden = (snapshot.fleets || []).length > 0;
 }
 
