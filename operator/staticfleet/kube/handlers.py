@@ -1,7 +1,8 @@
 """The kopf wiring: thin handlers around reconcile.reconcile and reconcile.finalize.
 
 One daemon per StaticConsumerGroup runs a reconcile pass every `interval` seconds, and at once when the
-resource itself changes (watch events poke it). A change to a pod or the StatefulSet starts one at once
+resource itself changes (watch events poke it; not those of its own status write, nor kopf's record of
+the spec it handled). A change to a pod or the StatefulSet starts one STEP_CHILD_EVENTS_DELAY_S after it
 while a scale step is in flight, so that members leave the group right after their pods have stopped;
 otherwise (a rollout, a pod restarting) CHILD_EVENTS_DELAY_S after the change. Claims on consumer groups
 are a kopf index. With tenancy enforced (enable_tenancy), the StaticFleetTenancyPolicies and the
@@ -15,8 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import json
 import logging
 import threading
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +43,9 @@ Logger = logging.Logger | logging.LoggerAdapter[Any]
 
 registry = kopf.OperatorRegistry()
 PREFIX = "staticfleet.io"
+DIFFBASE_ANNOTATION = f"{PREFIX}/last-handled-configuration"
+"""Where kopf keeps the spec it last handled: it writes it after each change of the spec, which is one more
+watch event that needs no pass of its own."""
 
 
 CHILD_EVENTS_DELAY_S = 1.0
@@ -83,6 +89,9 @@ class OperatorMemo:
     ctx: OperatorContext
     interval_s: float = 2.0
     triggers: dict[tuple[str, str], Wake] = field(default_factory=dict)
+    seen: dict[tuple[str, str], str] = field(default_factory=dict)
+    """Per resource, what its last watch event showed, but for what changes without telling the pass
+    anything new (resource_essence)."""
     pass_threads: int = RECONCILE_THREADS
     active_passes: int = field(default_factory=passes.active_passes)
     pool: ThreadPoolExecutor = field(init=False)
@@ -116,7 +125,7 @@ def settings() -> kopf.OperatorSettings:
     s = kopf.OperatorSettings()
     s.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
     s.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=PREFIX, key="last-handled-configuration"
+        prefix=PREFIX, key=DIFFBASE_ANNOTATION.removeprefix(f"{PREFIX}/")
     )
     s.persistence.finalizer = f"{PREFIX}/finalizer"
     s.posting.level = logging.WARNING
@@ -192,6 +201,7 @@ async def fleet(
             )
     finally:
         memo.triggers.pop(key, None)
+        memo.seen.pop(key, None)
 
 
 async def _wait(trigger: asyncio.Event, stopped: kopf.DaemonStopped, timeout: float) -> None:
@@ -206,11 +216,28 @@ async def _wait(trigger: asyncio.Event, stopped: kopf.DaemonStopped, timeout: fl
         await asyncio.gather(poked, halted, return_exceptions=True)
 
 
+def resource_essence(body: Mapping[str, Any]) -> str:
+    """The resource as a pass reads it: without its resourceVersion, its managedFields and kopf's record of
+    the spec it handled, which change without changing anything a pass decides on."""
+    metadata = dict(body.get("metadata") or {})
+    for volatile in ("resourceVersion", "managedFields"):
+        metadata.pop(volatile, None)
+    annotations = dict(metadata.get("annotations") or {})
+    annotations.pop(DIFFBASE_ANNOTATION, None)
+    metadata["annotations"] = annotations
+    return json.dumps({**body, "metadata": metadata}, sort_keys=True, default=str)
+
+
 @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
 async def resource_changed(namespace: str | None, name: str, body: kopf.Body, memo: Any, **_: Any) -> None:
+    key = (namespace or "", name)
+    essence, before = resource_essence(body), memo.seen.get(key)
+    memo.seen[key] = essence
     version = body.get("metadata", {}).get("resourceVersion")
-    if version is not None and memo.ctx.written_versions.get((namespace or "", name)) == version:
+    if version is not None and memo.ctx.written_versions.get(key) == version:
         return  # the status this process just wrote: the pass that wrote it has seen it
+    if essence == before:
+        return  # kopf's own record of a spec change that has poked the fleet already
     memo.poke(namespace, name)
 
 

@@ -8,7 +8,7 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
-from staticfleet.kube.handlers import OperatorMemo, Wake, resource_changed
+from staticfleet.kube.handlers import DIFFBASE_ANNOTATION, OperatorMemo, Wake, resource_changed
 
 
 class Running:
@@ -89,13 +89,34 @@ def test_the_watch_event_of_the_operators_own_status_write_starts_no_pass() -> N
         wake = memo.triggers[("shop", "orders")] = Wake()
         handler: Any = resource_changed  # kopf's decorator types it as a watch handler
 
-        async def event(version: str) -> None:
-            body = {"metadata": {"resourceVersion": version}}
+        async def event(version: str, replicas: int) -> None:
+            body = {"metadata": {"resourceVersion": version}, "spec": {"replicas": replicas}}
             await handler(namespace="shop", name="orders", body=body, memo=memo)
 
-        await event("7")
+        await event("7", 2)
         assert not wake.changed.is_set()
-        await event("8")
+        await event("8", 3)
         assert wake.urgent.is_set()  # a version it did not write: the spec, a label, another writer
+
+    asyncio.run(run())
+
+
+def test_kopfs_record_of_a_spec_change_starts_no_second_pass() -> None:
+    async def run() -> None:
+        memo = OperatorMemo(ctx=SimpleNamespace(written_versions={}))  # type: ignore[arg-type]
+        wake = memo.triggers[("shop", "orders")] = Wake()
+        handler: Any = resource_changed
+
+        async def event(version: str, replicas: int, **annotations: str) -> bool:
+            wake.clear()
+            metadata = {"resourceVersion": version, "generation": replicas, "annotations": annotations}
+            body = {"metadata": metadata, "spec": {"replicas": replicas}}
+            await handler(namespace="shop", name="orders", body=body, memo=memo)
+            return wake.urgent.is_set()
+
+        assert await event("7", 2)
+        assert await event("8", 4)  # the spec changed
+        assert not await event("9", 4, **{DIFFBASE_ANNOTATION: '{"spec": {"replicas": 4}}'})
+        assert await event("10", 4, **{DIFFBASE_ANNOTATION: '{"spec": {"replicas": 4}}', "team": "b"})
 
     asyncio.run(run())
