@@ -1,0 +1,73 @@
+"""How many passes a change to a StaticConsumerGroup starts, counted by the operator's own metric, with the
+real kube-apiserver and kopf: one, though kopf writes its record of the spec it handled right after the
+change (an annotation, which is a watch event of its own)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from e2e.helpers import Cluster, wait_until
+
+from .harness import Coordinator, OperatorRunner, fleet_manifest, get_fleet
+
+pytestmark = pytest.mark.localcluster
+
+NAME = "counted"
+KOPF_RECORD = "staticfleet.io/last-handled-configuration"
+PASSES_METRIC = "staticfleet_operator_reconciles_total{"
+QUIET_S = 3.0
+"""No pass for this long (the fleet has no pods, and its interval is far longer): nothing else is coming."""
+
+
+def passes(runner: OperatorRunner) -> float:
+    """Every pass the operator has run, whatever its result."""
+    counted = (line for line in runner.metrics().splitlines() if line.startswith(PASSES_METRIC))
+    return sum(float(line.split()[-1]) for line in counted)
+
+
+def quiet_count(runner: OperatorRunner) -> float:
+    """The number of passes once it has stopped moving for QUIET_S."""
+    last = [passes(runner), time.monotonic()]
+
+    def settled() -> float | None:
+        now = passes(runner)
+        if now != last[0]:
+            last[:] = [now, time.monotonic()]
+            return None
+        return now if time.monotonic() - last[1] >= QUIET_S else None
+
+    return float(wait_until(settled, timeout=60, interval=0.2, what="the operator's passes to settle"))
+
+
+def kopf_record(cluster: Cluster, namespace: str) -> dict[str, object]:
+    annotations = get_fleet(cluster.kubectl, namespace, NAME)["metadata"].get("annotations") or {}
+    return dict(json.loads(annotations.get(KOPF_RECORD) or "{}"))
+
+
+def test_a_change_to_the_resource_starts_one_pass_though_kopf_records_it_after(
+    cluster: Cluster, namespace: str, coordinator: Coordinator, operator: OperatorRunner
+) -> None:
+    kubectl = cluster.kubectl
+    topic = f"{namespace}-counted"
+    coordinator.create_topic(topic)
+    operator.interval_s = 600.0  # only the changes start passes
+    operator.start()
+    kubectl.apply(fleet_manifest(NAME, 0, coordinator, topic), namespace)
+    wait_until(
+        lambda: get_fleet(kubectl, namespace, NAME).get("status", {}).get("observedGeneration") == 1,
+        timeout=60,
+        what="the fleet's first pass",
+    )
+    before = quiet_count(operator)
+
+    # A label is in kopf's record and no child carries it: the pass it starts changes nothing.
+    kubectl.run("label", f"scg/{NAME}", "-n", namespace, "team=payments")
+    wait_until(
+        lambda: "team" in str(kopf_record(cluster, namespace).get("metadata")),
+        timeout=30,
+        what="kopf's record of the labelled resource",
+    )
+    assert quiet_count(operator) - before == 1
