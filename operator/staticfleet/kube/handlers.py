@@ -4,7 +4,7 @@ One daemon per StaticConsumerGroup runs a reconcile pass every `interval` second
 resource itself changes (watch events poke it; not those of its own status write, nor kopf's record of
 the spec it handled). A change to a pod or the StatefulSet starts one STEP_CHILD_EVENTS_DELAY_S after it
 while a scale step is in flight, so that members leave the group right after their pods have stopped;
-otherwise (a rollout, a pod restarting) CHILD_EVENTS_DELAY_S after the change. Claims on consumer groups
+otherwise (a rollout, a pod restarting) the interval's next pass sees it. Claims on consumer groups
 are a kopf index. With tenancy enforced (enable_tenancy), the StaticFleetTenancyPolicies and the
 namespaces' labels are indexes too, and a change to either pokes the fleets it may concern, so a narrowed
 policy revokes access within one pass; kopf starts no handler before every index holds its first full
@@ -48,15 +48,13 @@ DIFFBASE_ANNOTATION = f"{PREFIX}/last-handled-configuration"
 watch event that needs no pass of its own."""
 
 
-CHILD_EVENTS_DELAY_S = 1.0
-"""Outside a scale step, how long a pass waits after a pod or the StatefulSet changed: a pod being replaced
-changes four or five times within its start, and a pass at its first change (three reads, perhaps a status
-write) competes with it for the API server and the CPU just as it starts. The pass that follows, a second
-later, sees all of them."""
 STEP_CHILD_EVENTS_DELAY_S = 0.25
-"""During a scale step, the same wait, shorter: the step's next move follows its pods (the removal once they
-have stopped), but a pass at every one of the changes of pods starting together ran back to back with their
-starts."""
+"""During a scale step, how long a pass waits after a pod or the StatefulSet changed: the step's next move
+follows its pods (the removal once they have stopped), but a pass at every one of the changes of pods
+starting together ran back to back with their starts. Outside a scale step (a rollout, a pod restarting)
+such a change brings no pass forward: a pod being replaced changes four or five times within its start, a
+pass (three reads, perhaps a status write) competes with it for the API server and the CPU, and the next
+pass of the interval sees all of them."""
 
 
 @dataclass(eq=False)
@@ -75,10 +73,13 @@ class Wake:
         self.changed.clear()
         self.urgent.clear()
 
-    async def next_pass(self, stopped: Any, interval_s: float, child_delay_s: float) -> None:
+    async def next_pass(self, stopped: Any, interval_s: float, child_delay_s: float | None) -> None:
         """Until the next pass is due: at once for a change to the resource; `child_delay_s` after a change
-        to its children, or sooner if the resource changes meanwhile; without any change, after
-        `interval_s`."""
+        to its children, or sooner if the resource changes meanwhile (None: a change to its children
+        brings no pass forward); without any change, after `interval_s`."""
+        if child_delay_s is None:
+            await _wait(self.urgent, stopped, interval_s)
+            return
         await _wait(self.changed, stopped, interval_s)
         if self.changed.is_set() and not self.urgent.is_set() and child_delay_s > 0 and not stopped:
             await _wait(self.urgent, stopped, child_delay_s)
@@ -196,9 +197,7 @@ async def fleet(
                 logger.warning(
                     "reconcile failed (retrying in %.0fs): %s", memo.interval_s, exc, exc_info=True
                 )
-            await trigger.next_pass(
-                stopped, memo.interval_s, STEP_CHILD_EVENTS_DELAY_S if in_step else CHILD_EVENTS_DELAY_S
-            )
+            await trigger.next_pass(stopped, memo.interval_s, STEP_CHILD_EVENTS_DELAY_S if in_step else None)
     finally:
         memo.triggers.pop(key, None)
         memo.seen.pop(key, None)

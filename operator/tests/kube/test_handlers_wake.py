@@ -1,6 +1,7 @@
 """When a fleet's daemon runs its next pass: at once for a change to the resource, and for a change to a
-pod or the StatefulSet after the delay it is given (handlers.Wake); the watch event of the
-operator's own status write starts none."""
+pod or the StatefulSet after the delay it is given during a scale step, at the interval outside one
+(handlers.Wake); the watch events of the operator's own status write and of kopf's record of the spec
+start none."""
 
 from __future__ import annotations
 
@@ -55,6 +56,20 @@ def test_a_change_to_a_child_starts_the_next_pass_at_once_when_no_delay_is_given
         assert not task.done()  # nothing changed yet
         wake.set(urgent=False)
         await asyncio.wait_for(task, 5)
+
+    asyncio.run(run())
+
+
+def test_outside_a_scale_step_a_change_to_a_child_brings_no_pass_forward() -> None:
+    async def run() -> None:
+        wake = Wake()
+        wake.set(urgent=False)
+        task = asyncio.ensure_future(wake.next_pass(Running(), 3600, None))
+        await asyncio.sleep(0.1)
+        assert not task.done()  # a pod changed: the interval's pass will see it
+        wake.set()  # the resource changed
+        await asyncio.wait_for(task, 5)
+        await asyncio.wait_for(Wake().next_pass(Running(), 0.05, None), 5)  # the interval
 
     asyncio.run(run())
 
