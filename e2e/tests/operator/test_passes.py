@@ -1,17 +1,19 @@
 """How many passes a change to a StaticConsumerGroup starts, counted by the operator's own metric, with the
 real kube-apiserver and kopf: one, though kopf writes its record of the spec it handled right after the
-change (an annotation, which is a watch event of its own)."""
+change (an annotation, which is a watch event of its own); and a scale-up, whose new pods each change
+four or five times as they start, one more for each pod that becomes ready, and none at the interval."""
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 
 import pytest
 
-from e2e.helpers import Cluster, wait_until
+from e2e.helpers import Cluster, Manifest, wait_until
 
-from .harness import Coordinator, OperatorRunner, fleet_manifest, get_fleet
+from .harness import Coordinator, OperatorRunner, fleet_manifest, get_fleet, ready_with, wait_fleet
 
 pytestmark = pytest.mark.localcluster
 
@@ -19,7 +21,7 @@ NAME = "counted"
 KOPF_RECORD = "staticfleet.io/last-handled-configuration"
 PASSES_METRIC = "staticfleet_operator_reconciles_total{"
 QUIET_S = 3.0
-"""No pass for this long (the fleet has no pods, and its interval is far longer): nothing else is coming."""
+"""No pass for this long (its interval is far longer): nothing else is coming."""
 
 
 def passes(runner: OperatorRunner) -> float:
@@ -71,3 +73,26 @@ def test_a_change_to_the_resource_starts_one_pass_though_kopf_records_it_after(
         what="kopf's record of the labelled resource",
     )
     assert quiet_count(operator) - before == 1
+
+
+def test_a_scale_up_meets_a_pass_as_its_pods_become_ready_not_at_each_step_of_their_start(
+    cluster: Cluster, namespace: str, coordinator: Coordinator, operator: OperatorRunner
+) -> None:
+    kubectl = cluster.kubectl
+    topic = f"{namespace}-counted"
+    coordinator.create_topic(topic, partitions=4)
+    operator.interval_s = 600.0  # only the changes start passes
+
+    def settled_with(replicas: int) -> Callable[[Manifest], bool]:
+        # The pre-registration withdrawn too: a pass at a pod's readiness did it, not the interval's.
+        return lambda body: ready_with(replicas)(body) and "preRegistration" not in body["status"]
+
+    operator.start()
+    kubectl.apply(fleet_manifest(NAME, 1, coordinator, topic), namespace)
+    wait_fleet(kubectl, namespace, NAME, settled_with(1), timeout=120, what="Ready with 1")
+    before = quiet_count(operator)
+
+    kubectl.run("scale", f"scg/{NAME}", "-n", namespace, "--replicas=3")
+    wait_fleet(kubectl, namespace, NAME, settled_with(3), timeout=120, what="Ready with 3")
+    # The change, and one for each new pod that became ready (one for both, if together).
+    assert 2 <= quiet_count(operator) - before <= 3

@@ -2,9 +2,11 @@
 
 One daemon per StaticConsumerGroup runs a reconcile pass every `interval` seconds, and at once when the
 resource itself changes (watch events poke it; not those of its own status write, nor kopf's record of
-the spec it handled). A change to a pod or the StatefulSet starts one STEP_CHILD_EVENTS_DELAY_S after it
-while a scale step is in flight, so that members leave the group right after their pods have stopped;
-otherwise (a rollout, a pod restarting) the interval's next pass sees it. Claims on consumer groups
+the spec it handled). What a change to a pod or the StatefulSet does depends on what the fleet's last
+pass said it waits for (Follow): during a scale-down every such change starts a pass
+STEP_CHILD_EVENTS_DELAY_S after it, so that members leave the group right after their pods have stopped;
+during a scale-up only a pod that became ready (or stopped being ready, or went away) does; otherwise (a
+rollout, a pod restarting) the interval's next pass sees it. Claims on consumer groups
 are a kopf index. With tenancy enforced (enable_tenancy), the StaticFleetTenancyPolicies and the
 namespaces' labels are indexes too, and a change to either pokes the fleets it may concern, so a narrowed
 policy revokes access within one pass; kopf starts no handler before every index holds its first full
@@ -32,8 +34,9 @@ from staticfleet.kube.builders import GROUP_LABEL, MANAGED_BY_LABEL, MANAGER
 from staticfleet.kube.claims import Claim
 from staticfleet.kube.context import OperatorContext
 from staticfleet.kube.limits import RECONCILE_THREADS
+from staticfleet.kube.members import running_and_ready
 from staticfleet.kube.observe import claim_of
-from staticfleet.kube.reconcile import Retry, finalize, reconcile
+from staticfleet.kube.reconcile import Follow, Retry, finalize, reconcile
 from staticfleet.kube.secrets import COMPONENT
 from staticfleet.kube.spec import GROUP, PLURAL, VERSION
 from staticfleet.kube.tenancy import TENANCY_PLURAL, PolicyError, Tenancy, TenancyPolicy, parse_policy
@@ -49,39 +52,48 @@ watch event that needs no pass of its own."""
 
 
 STEP_CHILD_EVENTS_DELAY_S = 0.25
-"""During a scale step, how long a pass waits after a pod or the StatefulSet changed: the step's next move
-follows its pods (the removal once they have stopped), but a pass at every one of the changes of pods
-starting together ran back to back with their starts. Outside a scale step (a rollout, a pod restarting)
-such a change brings no pass forward: a pod being replaced changes four or five times within its start, a
-pass (three reads, perhaps a status write) competes with it for the API server and the CPU, and the next
-pass of the interval sees all of them."""
+"""How long a pass waits after a change to the children that it follows (Follow), so that pods changing
+together meet one pass: during a scale-down the departing pods stop close together."""
 
 
 @dataclass(eq=False)
 class Wake:
-    """What woke one fleet's daemon since its last pass: any change, and whether one was the resource's."""
+    """What woke one fleet's daemon since its last pass: any change, a pod's readiness (or a pod going
+    away) among them, and whether one was the resource's."""
 
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
     urgent: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def set(self, *, urgent: bool = True) -> None:
+    def set(self, *, urgent: bool = True, settled: bool = False) -> None:
         self.changed.set()
+        if settled or urgent:
+            self.settled.set()
         if urgent:
             self.urgent.set()
 
     def clear(self) -> None:
         self.changed.clear()
+        self.settled.clear()
         self.urgent.clear()
 
-    async def next_pass(self, stopped: Any, interval_s: float, child_delay_s: float | None) -> None:
+    async def next_pass(
+        self,
+        stopped: Any,
+        interval_s: float,
+        follow: Follow,
+        child_delay_s: float = STEP_CHILD_EVENTS_DELAY_S,
+    ) -> None:
         """Until the next pass is due: at once for a change to the resource; `child_delay_s` after a change
-        to its children, or sooner if the resource changes meanwhile (None: a change to its children
-        brings no pass forward); without any change, after `interval_s`."""
-        if child_delay_s is None:
-            await _wait(self.urgent, stopped, interval_s)
-            return
-        await _wait(self.changed, stopped, interval_s)
-        if self.changed.is_set() and not self.urgent.is_set() and child_delay_s > 0 and not stopped:
+        to its children that `follow` names, or sooner if the resource changes meanwhile; without either,
+        after `interval_s`."""
+        trigger = {
+            Follow.NOTHING: self.urgent,
+            Follow.READINESS: self.settled,
+            Follow.EVERY_CHANGE: self.changed,
+        }
+        await _wait(trigger[follow], stopped, interval_s)
+        if trigger[follow].is_set() and not self.urgent.is_set() and child_delay_s > 0 and not stopped:
             await _wait(self.urgent, stopped, child_delay_s)
 
 
@@ -93,6 +105,8 @@ class OperatorMemo:
     seen: dict[tuple[str, str], str] = field(default_factory=dict)
     """Per resource, what its last watch event showed, but for what changes without telling the pass
     anything new (resource_essence)."""
+    pods_ready: set[tuple[str, str]] = field(default_factory=set)
+    """The fleets' pods whose last watch event showed them running and ready."""
     pass_threads: int = RECONCILE_THREADS
     active_passes: int = field(default_factory=passes.active_passes)
     pool: ThreadPoolExecutor = field(init=False)
@@ -109,11 +123,24 @@ class OperatorMemo:
         call = functools.partial(context.run, passes.run_in_slot, self.slots, function, *args)
         return await asyncio.get_running_loop().run_in_executor(self.pool, call)
 
-    def poke(self, namespace: str | None, name: str | None, *, urgent: bool = True) -> None:
-        """`urgent` False: a child (a pod, the StatefulSet) changed, not the resource."""
+    def poke(
+        self, namespace: str | None, name: str | None, *, urgent: bool = True, settled: bool = False
+    ) -> None:
+        """`urgent` False: a child (a pod, the StatefulSet) changed, not the resource; `settled`: a pod
+        became ready, stopped being ready, or went away."""
         trigger = self.triggers.get((namespace or "", name or ""))
         if trigger is not None:
-            trigger.set(urgent=urgent)
+            trigger.set(urgent=urgent, settled=settled)
+
+    def pod_settled(self, namespace: str | None, name: str, pod: Mapping[str, Any], gone: bool) -> bool:
+        """Notes a pod's watch event: whether its readiness changed, or it went away."""
+        key, ready = (namespace or "", name), not gone and running_and_ready(pod)
+        was_ready = key in self.pods_ready
+        if ready:
+            self.pods_ready.add(key)
+        else:
+            self.pods_ready.discard(key)
+        return gone or ready != was_ready
 
     def poke_namespace(self, namespace: str | None) -> None:
         """Every fleet of one namespace (None: of every namespace)."""
@@ -189,15 +216,15 @@ async def fleet(
     try:
         while not stopped:
             trigger.clear()
-            in_step = True
+            follow = Follow.EVERY_CHANGE  # a pass that failed: whatever changes, try again soon
             try:
                 claims, tenancy = _pass_inputs(memo, namespace or "", kwargs)
-                in_step = await memo.run_pass(reconcile, memo.ctx, namespace or "", name, claims, tenancy)
+                follow = await memo.run_pass(reconcile, memo.ctx, namespace or "", name, claims, tenancy)
             except Exception as exc:
                 logger.warning(
                     "reconcile failed (retrying in %.0fs): %s", memo.interval_s, exc, exc_info=True
                 )
-            await trigger.next_pass(stopped, memo.interval_s, STEP_CHILD_EVENTS_DELAY_S if in_step else None)
+            await trigger.next_pass(stopped, memo.interval_s, follow)
     finally:
         memo.triggers.pop(key, None)
         memo.seen.pop(key, None)
@@ -241,8 +268,17 @@ async def resource_changed(namespace: str | None, name: str, body: kopf.Body, me
 
 
 @kopf.on.event("", "v1", "pods", labels={MANAGED_BY_LABEL: MANAGER}, registry=registry)
-async def pod_changed(namespace: str | None, labels: kopf.Labels, memo: Any, **_: Any) -> None:
-    memo.poke(namespace, labels.get(GROUP_LABEL), urgent=False)
+async def pod_changed(
+    type: str | None,
+    namespace: str | None,
+    name: str,
+    labels: kopf.Labels,
+    body: kopf.Body,
+    memo: Any,
+    **_: Any,
+) -> None:
+    settled = memo.pod_settled(namespace, name, body, gone=type == "DELETED")
+    memo.poke(namespace, labels.get(GROUP_LABEL), urgent=False, settled=settled)
 
 
 @kopf.on.event("apps", "v1", "statefulsets", labels={MANAGED_BY_LABEL: MANAGER}, registry=registry)

@@ -8,9 +8,10 @@ neither: the removal, or their session timeout, takes care of them.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from staticfleet.admin.client import natural_key
 from staticfleet.kube.builders import pod_ordinal
@@ -139,7 +140,7 @@ def pods_missing_members(
     return [p for _, p in sorted(found, key=lambda pair: pair[0])]
 
 
-def _running_and_ready(pod: Manifest) -> bool:
+def running_and_ready(pod: Mapping[str, Any]) -> bool:
     status = pod.get("status") or {}
     ready = any(
         c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
@@ -160,7 +161,7 @@ def pods_outside_group(
     a scale-down is removing."""
     if member_ids is None:
         return []
-    return [p for p in pods_missing_members(spec, pods, member_ids, departing) if _running_and_ready(p.pod)]
+    return [p for p in pods_missing_members(spec, pods, member_ids, departing) if running_and_ready(p.pod)]
 
 
 def pods_outside_message(spec: GroupSpec, outside: Sequence[PodMissingMembers]) -> str:

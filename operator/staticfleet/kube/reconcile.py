@@ -9,6 +9,7 @@ starts the pass again from a fresh read.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -177,20 +178,41 @@ def _write_only(ctx: OperatorContext, body: Manifest, step: WriteStatus) -> None
         post_event(ctx, body, event)
 
 
+class Follow(enum.Enum):
+    """Which changes of a fleet's children bring its next pass forward (the resource's always do)."""
+
+    NOTHING = "nothing"
+    """The interval's pass sees them: a rollout's pods, a pod restarting, each changing four or five times
+    as it starts, would each meet a pass that competes with them for the API server and the CPU."""
+    READINESS = "readiness"
+    """A pod that became ready, stopped being ready, or went away: during a scale-up, whose new pods
+    start together, so that the status shows them ready (and the pre-registration, once every instance is
+    in a Stable group, is withdrawn) without a pass at each step of their start."""
+    EVERY_CHANGE = "every change"
+    """Every change: during a scale-down, whose next move follows its pods (the removal once they have
+    stopped)."""
+
+
+def follow(status: FleetStatus) -> Follow:
+    """What the pass that wrote `status` waits for."""
+    if status.scale_down is not None:
+        return Follow.EVERY_CHANGE
+    return Follow.READINESS if status.pre_registration is not None else Follow.NOTHING
+
+
 def reconcile(
     ctx: OperatorContext,
     namespace: str,
     name: str,
     claims: Mapping[str, Sequence[Claim]],
     tenancy: Tenancy | None = None,
-) -> bool:
-    """One pass. True while a scale step is in flight (its records are in the status): the fleet's next
-    pass should follow its pods' changes at once."""
+) -> Follow:
+    """One pass. Returns which changes of the fleet's children bring the next pass forward."""
     with ctx.locks(namespace, name):
         for attempt in range(1, CONFLICT_ATTEMPTS + 1):
             body = ctx.api.get_group(namespace, name)
             if body is None or body["metadata"].get("deletionTimestamp"):
-                return False
+                return Follow.NOTHING
             try:
                 return _reconcile(ctx, body, claims, tenancy)
             except KubeError as exc:
@@ -202,12 +224,12 @@ def reconcile(
             except Exception:
                 ctx.metrics.reconciles.labels("error").inc()
                 raise
-    return True  # not reached: the last attempt returns or raises
+    return Follow.EVERY_CHANGE  # not reached: the last attempt returns or raises
 
 
 def _reconcile(
     ctx: OperatorContext, body: Manifest, claims: Mapping[str, Sequence[Claim]], tenancy: Tenancy | None
-) -> bool:
+) -> Follow:
     observation, admin = observe(ctx, body, claims, tenancy)
     if isinstance(observation, Invalid):
         outcome = Outcome()
@@ -216,11 +238,11 @@ def _reconcile(
             step.run(WithdrawalIO(admin, outcome))
         _write_only(ctx, body, plan_invalid(observation, outcome))
         ctx.metrics.reconciles.labels("invalid").inc()
-        return False
+        return Follow.NOTHING
     if isinstance(observation, Conflicting):
         _write_only(ctx, body, plan_conflict(observation))
         ctx.metrics.reconciles.labels("conflict").inc()
-        return False
+        return Follow.NOTHING
     assert admin is not None
     obs = observation
     plan = plan_actions(obs)
@@ -229,7 +251,7 @@ def _reconcile(
     run_steps(plan.steps, io)
     if outcome.conflict is not None:
         _report_conflict(ctx, body, outcome.conflict)
-        return False
+        return Follow.NOTHING
     ctx.conflicts.pop((obs.spec.namespace, obs.spec.name), None)
     if plan.scale.started is not None and outcome.rejected is None:
         ctx.metrics.scale_operations.labels(obs.spec.group_id, plan.scale.started.direction.value).inc()
@@ -255,7 +277,7 @@ def _reconcile(
         obs.spec.namespace, obs.spec.name, obs.spec.group_id, obs.spec.replicas, io.status
     )
     ctx.metrics.reconciles.labels("invalid" if outcome.rejected else "ok").inc()
-    return io.written.scale_down is not None or io.written.pre_registration is not None
+    return follow(io.written)
 
 
 def _report_conflict(ctx: OperatorContext, body: Manifest, conflict: ApplyConflict) -> None:

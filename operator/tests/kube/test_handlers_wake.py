@@ -1,7 +1,7 @@
-"""When a fleet's daemon runs its next pass: at once for a change to the resource, and for a change to a
-pod or the StatefulSet after the delay it is given during a scale step, at the interval outside one
-(handlers.Wake); the watch events of the operator's own status write and of kopf's record of the spec
-start none."""
+"""When a fleet's daemon runs its next pass: at once for a change to the resource; for a change to a pod or
+the StatefulSet a little after it during a scale-down, for a pod's readiness during a scale-up, at the
+interval otherwise (handlers.Wake); the watch events of the operator's own status write and of kopf's
+record of the spec start none."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
-from staticfleet.kube.handlers import DIFFBASE_ANNOTATION, OperatorMemo, Wake, resource_changed
+from staticfleet.kube.handlers import DIFFBASE_ANNOTATION, OperatorMemo, Wake, pod_changed, resource_changed
+from staticfleet.kube.reconcile import Follow
 
 
 class Running:
@@ -22,8 +23,10 @@ class Running:
         await asyncio.sleep(timeout if timeout is not None else 3600)
 
 
-async def _pending(wake: Wake, child_delay_s: float, interval_s: float = 3600) -> asyncio.Task[None]:
-    task = asyncio.ensure_future(wake.next_pass(Running(), interval_s, child_delay_s))
+async def _pending(
+    wake: Wake, child_delay_s: float, follow: Follow = Follow.EVERY_CHANGE, interval_s: float = 3600
+) -> asyncio.Task[None]:
+    task = asyncio.ensure_future(wake.next_pass(Running(), interval_s, follow, child_delay_s))
     await asyncio.sleep(0.05)  # the task is waiting now
     return task
 
@@ -32,7 +35,7 @@ def test_a_change_to_the_resource_starts_the_next_pass_at_once() -> None:
     async def run() -> None:
         wake = Wake()
         wake.set()
-        await asyncio.wait_for(wake.next_pass(Running(), 3600, 3600), 5)
+        await asyncio.wait_for(wake.next_pass(Running(), 3600, Follow.NOTHING), 5)
 
     asyncio.run(run())
 
@@ -52,7 +55,7 @@ def test_a_change_to_a_child_waits_for_the_delay_given_unless_the_resource_chang
 def test_a_change_to_a_child_starts_the_next_pass_at_once_when_no_delay_is_given() -> None:
     async def run() -> None:
         wake = Wake()
-        task = await _pending(wake, 0.0)  # a scale step is in flight
+        task = await _pending(wake, 0.0)  # a scale-down is in flight
         assert not task.done()  # nothing changed yet
         wake.set(urgent=False)
         await asyncio.wait_for(task, 5)
@@ -64,19 +67,19 @@ def test_outside_a_scale_step_a_change_to_a_child_brings_no_pass_forward() -> No
     async def run() -> None:
         wake = Wake()
         wake.set(urgent=False)
-        task = asyncio.ensure_future(wake.next_pass(Running(), 3600, None))
+        task = asyncio.ensure_future(wake.next_pass(Running(), 3600, Follow.NOTHING))
         await asyncio.sleep(0.1)
         assert not task.done()  # a pod changed: the interval's pass will see it
         wake.set()  # the resource changed
         await asyncio.wait_for(task, 5)
-        await asyncio.wait_for(Wake().next_pass(Running(), 0.05, None), 5)  # the interval
+        await asyncio.wait_for(Wake().next_pass(Running(), 0.05, Follow.NOTHING), 5)  # the interval
 
     asyncio.run(run())
 
 
 def test_without_a_change_the_next_pass_comes_after_the_interval() -> None:
     async def run() -> None:
-        await asyncio.wait_for(Wake().next_pass(Running(), 0.05, 3600), 5)
+        await asyncio.wait_for(Wake().next_pass(Running(), 0.05, Follow.EVERY_CHANGE, 3600), 5)
 
     asyncio.run(run())
 
@@ -86,7 +89,9 @@ def test_pods_and_the_statefulset_poke_their_fleet_as_a_child_change() -> None:
         memo = OperatorMemo(ctx=None)  # type: ignore[arg-type]
         wake = memo.triggers[("shop", "orders")] = Wake()
         memo.poke("shop", "orders", urgent=False)
-        assert wake.changed.is_set() and not wake.urgent.is_set()
+        assert wake.changed.is_set() and not wake.settled.is_set() and not wake.urgent.is_set()
+        memo.poke("shop", "orders", urgent=False, settled=True)
+        assert wake.settled.is_set() and not wake.urgent.is_set()
         memo.poke("shop", "orders")
         assert wake.urgent.is_set()
         wake.clear()
@@ -133,5 +138,47 @@ def test_kopfs_record_of_a_spec_change_starts_no_second_pass() -> None:
         assert await event("8", 4)  # the spec changed
         assert not await event("9", 4, **{DIFFBASE_ANNOTATION: '{"spec": {"replicas": 4}}'})
         assert await event("10", 4, **{DIFFBASE_ANNOTATION: '{"spec": {"replicas": 4}}', "team": "b"})
+
+    asyncio.run(run())
+
+
+def test_during_a_scale_up_only_a_pods_readiness_brings_the_next_pass_forward() -> None:
+    async def run() -> None:
+        wake = Wake()
+        task = await _pending(wake, 0.0, Follow.READINESS)
+        wake.set(urgent=False)  # a new pod was created, bound, started: not yet ready
+        await asyncio.sleep(0.1)
+        assert not task.done()
+        wake.set(urgent=False, settled=True)
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(run())
+
+
+def pod(name: str, phase: str, ready: bool) -> dict[str, Any]:
+    condition = {"type": "Ready", "status": "True" if ready else "False"}
+    return {"metadata": {"name": name}, "status": {"phase": phase, "conditions": [condition]}}
+
+
+def test_a_pod_settles_when_its_readiness_changes_or_it_goes_away() -> None:
+    async def run() -> None:
+        memo = OperatorMemo(ctx=None)  # type: ignore[arg-type]
+        wake = memo.triggers[("shop", "orders")] = Wake()
+        handler: Any = pod_changed
+        labels = {"staticfleet.io/group": "orders"}
+
+        async def event(kind: str | None, body: dict[str, Any]) -> bool:
+            wake.clear()
+            await handler(type=kind, namespace="shop", name="orders-3", labels=labels, body=body, memo=memo)
+            assert wake.changed.is_set() and not wake.urgent.is_set()
+            return wake.settled.is_set()
+
+        assert not await event("ADDED", pod("orders-3", "Pending", False))  # created, not ready
+        assert not await event("MODIFIED", pod("orders-3", "Running", False))  # started
+        assert await event("MODIFIED", pod("orders-3", "Running", True))  # ready
+        assert not await event("MODIFIED", pod("orders-3", "Running", True))  # ready still
+        assert await event("MODIFIED", pod("orders-3", "Running", False))  # its consumer left the group
+        assert await event("DELETED", pod("orders-3", "Running", False))
+        assert memo.pods_ready == set()
 
     asyncio.run(run())

@@ -35,7 +35,7 @@ from staticfleet.kube.kubeapi import KubeApi, KubeError, prune
 from staticfleet.kube.lag_reads import LAG_REFRESH_S, LagReads
 from staticfleet.kube.limits import Limits
 from staticfleet.kube.metrics import OperatorMetrics
-from staticfleet.kube.reconcile import Retry, finalize, reconcile
+from staticfleet.kube.reconcile import Follow, Retry, finalize, reconcile
 from staticfleet.kube.spec import OperatorDefaults, parse_group
 from staticfleet.kube.steps import DEPARTURE_DELAY_S
 
@@ -256,12 +256,14 @@ def test_the_first_pass_pre_registers_then_creates_the_children() -> None:
 def test_the_pre_registration_is_withdrawn_once_the_group_has_every_instance() -> None:
     kube, admin = FakeKube(resource()), FakeAdmin(set())
     ctx = context(kube, admin)
-    assert reconcile(ctx, "shop", "orders", {}) is True  # the scale-up is in flight until withdrawn
+    # In force until withdrawn: the next pass follows the new pods' readiness, not every step of their
+    # start (handlers.Wake).
+    assert reconcile(ctx, "shop", "orders", {}) is Follow.READINESS
     # The version its status write left is remembered: that version's watch event needs no pass.
     assert ctx.written_versions == {("shop", "orders"): kube.group["metadata"]["resourceVersion"]}
     admin.members = {"orders-0", "orders-1", "orders-2"}
     kube.set_pods(0, 1, 2)
-    assert reconcile(ctx, "shop", "orders", {}) is False
+    assert reconcile(ctx, "shop", "orders", {}) is Follow.NOTHING
     assert admin.configs == {}
     assert "preRegistration" not in kube.group["status"]
     assert conditions(kube)["Ready"]["status"] == "True"
@@ -367,8 +369,8 @@ def test_scale_down_records_first_shrinks_then_removes_only_after_the_pods_are_g
     kube, admin, ctx = steady(3)
     kube.group["spec"]["replicas"] = 1
     marked_at = time.time()
-    # In a scale step: the daemon follows the pods' changes at once (handlers.Wake).
-    assert reconcile(ctx, "shop", "orders", {}) is True
+    # In a scale-down: the daemon follows every change of its pods (handlers.Wake).
+    assert reconcile(ctx, "shop", "orders", {}) is Follow.EVERY_CHANGE
     assert kube.calls[0] == "status(scaleDown)"
     # The departing pods are marked (at once) after the record is durable and before the shrink.
     assert sorted(kube.calls[1:3]) == ["annotate orders-1", "annotate orders-2"]
@@ -390,7 +392,7 @@ def test_scale_down_records_first_shrinks_then_removes_only_after_the_pods_are_g
     assert admin.removals == []
     kube.set_pods(0)
     kube.calls.clear()
-    assert reconcile(ctx, "shop", "orders", {}) is False  # the step is over
+    assert reconcile(ctx, "shop", "orders", {}) is Follow.NOTHING  # the step is over
     assert admin.removals == [["orders-1", "orders-2"]]
     # The acknowledged removal is recorded first thing; the children, unchanged since their last apply,
     # are not applied again.
@@ -404,7 +406,7 @@ def test_a_pass_at_rest_applies_nothing_until_the_statefulset_changes_or_a_minut
     kube, _, ctx = steady(3)
     clock = [0.0]
     ctx.applied = AppliedChildren(clock=lambda: clock[0])
-    assert reconcile(ctx, "shop", "orders", {}) is False  # this process has applied nothing yet
+    assert reconcile(ctx, "shop", "orders", {}) is Follow.NOTHING  # this process has applied nothing yet
     assert kube.calls == ["apply StatefulSet(3)", "apply Service", "apply PodDisruptionBudget"]
     kube.calls.clear()
     reconcile(ctx, "shop", "orders", {})
