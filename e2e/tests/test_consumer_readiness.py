@@ -90,11 +90,13 @@ FLEET_KEY = departure.fleet_key(b"s" * 32, "shop", "orders", "uid-1")
 
 
 @contextmanager
-def serving(consumer: ModuleType, tmp_path: Path, name: str, key: str | None = None) -> Iterator[PodEndpoint]:
+def serving(
+    consumer: ModuleType, tmp_path: Path, name: str, key: str | None = None, rejoins: bool = False
+) -> Iterator[PodEndpoint]:
     mark_file = tmp_path / f"departing-{name}"
     mark_file.write_text("")
     readiness = consumer.Readiness(tmp_path / f"ready-{name}", [name])
-    departure_mark = consumer.Departure(str(mark_file), key=key, pod=name)
+    departure_mark = consumer.Departure(str(mark_file), key=key, pod=name, rejoins=rejoins)
     port = free_port()
     server = consumer.serve_readiness(readiness, port, host="127.0.0.1", departure_mark=departure_mark)
     try:
@@ -321,3 +323,75 @@ def test_a_two_member_process_answers_not_ready_and_ends_with_zero_and_every_lin
         ]
     )
     assert not [line for line in lines if line["event"] == "fatal"], lines
+
+
+def test_the_pods_that_stay_are_told_to_join_again_once_the_departing_ones_took_their_moment(
+    consumer: ModuleType, tmp_path: Path
+) -> None:
+    """The operator's side against the consumer's: once the departing pod took the sooner moment, the pod
+    that stays (eager: it can join again on demand) holds a latest moment REJOIN_LATEST_S after it, which
+    the operator then brings forward; one whose consumers cannot (a cooperative assignor) refuses, and
+    the handshake still succeeds."""
+    with (
+        serving(consumer, tmp_path, "orders-2", key=FLEET_KEY) as departing,
+        serving(consumer, tmp_path, "orders-0", key=FLEET_KEY, rejoins=True) as eager,
+        serving(consumer, tmp_path, "orders-1", key=FLEET_KEY, rejoins=False) as cooperative,
+    ):
+        mark_ms = int((time.time() + 1.0) * 1000)
+
+        def rejoin(target: departure.Endpoint, mark: int, rejoin_at_ms: int) -> bool:
+            return departure.send_rejoin(target, FLEET_KEY, mark, rejoin_at_ms)
+
+        held = departure.hand_marks([departing.endpoint], FLEET_KEY, mark_ms)
+        staying = [eager.endpoint, cooperative.endpoint]
+        handshake = departure.hasten([departing.endpoint], mark_ms, held=held, staying=staying, rejoin=rejoin)
+        sooner = handshake.sooner
+        assert handshake.result == "sooner" and sooner is not None
+        assert (handshake.rejoining, handshake.staying) == (("orders-0",), 2)
+        assert "1 of the 2 pods that stay" in handshake.message(["orders-2"], mark_ms / 1000)
+        first = eager.departure_mark.rejoin_at()
+        assert first is not None and first.mark == mark_ms / 1000
+        assert abs(first.moment - (sooner + departure.REJOIN_LATEST_S)) < 0.002
+        assert cooperative.departure_mark.rejoin_at() is None
+        # Brought forward for the same mark: the moment changes, not when it was first told.
+        now_ms = int(time.time() * 1000)
+        assert rejoin(eager.endpoint, mark_ms, now_ms)
+        assert eager.departure_mark.rejoin_at() == (mark_ms / 1000, now_ms / 1000, first.told)
+        # The departing pod is not told one.
+        assert departing.departure_mark.rejoin_at() is None
+        assert not rejoin(departing.endpoint, mark_ms, now_ms)
+
+
+def test_a_moment_to_join_again_needs_the_fleets_signature_for_the_pod_and_a_moment_not_long_past(
+    consumer: ModuleType, tmp_path: Path
+) -> None:
+    with serving(consumer, tmp_path, "orders-0", key=FLEET_KEY, rejoins=True) as pod:
+        mark_ms, ahead = int((time.time() + 1.0) * 1000), int((time.time() + 0.5) * 1000)
+        other_key = departure.fleet_key(b"s" * 32, "shop", "orders", "uid-2")
+        assert not departure.send_rejoin(pod.endpoint, other_key, mark_ms, ahead)
+        stranger = departure.Endpoint("orders-3", "127.0.0.1", pod.port)
+        assert not departure.send_rejoin(stranger, FLEET_KEY, mark_ms, ahead)
+        # A mark's signature is not a moment to join again's.
+        signed_mark = departure.signature(FLEET_KEY, "orders-0", ahead)
+        body = {"mark": mark_ms, "rejoinAt": ahead, "signature": signed_mark}
+        assert post(pod.url, json.dumps(body).encode())[0] == 409
+        long_past = int((time.time() - consumer.REJOIN_LATE_S - 0.5) * 1000)
+        assert not departure.send_rejoin(pod.endpoint, FLEET_KEY, mark_ms, long_past)
+        far = int((time.time() + consumer.HANDED_MARK_AHEAD_S + 1) * 1000)
+        assert not departure.send_rejoin(pod.endpoint, FLEET_KEY, mark_ms, far)
+        assert pod.departure_mark.rejoin_at() is None
+        assert post(pod.url, b'{"mark": 1, "rejoinAt": "soon", "signature": "00"}')[0] == 400
+        assert departure.send_rejoin(pod.endpoint, FLEET_KEY, mark_ms, ahead)
+        held = pod.departure_mark.rejoin_at()
+        assert held is not None and (held.mark, held.moment) == (mark_ms / 1000, ahead / 1000)
+
+
+def test_a_moment_to_join_again_lapses_once_long_past(consumer: ModuleType, tmp_path: Path) -> None:
+    now = [1000.0]
+    stays = consumer.Departure(None, key=FLEET_KEY, pod="orders-0", clock=lambda: now[0], rejoins=True)
+    signed = departure.rejoin_signature(FLEET_KEY, "orders-0", 1_001_000, 1_000_500)
+    assert stays.tell_rejoin(1_001_000, 1_000_500, signed)
+    now[0] = 1000.5 + consumer.REJOIN_LATE_S
+    assert stays.rejoin_at() == (1001.0, 1000.5, 1000.0)
+    now[0] += 0.01
+    assert stays.rejoin_at() is None  # a member that first looks this late has met the rebalance already

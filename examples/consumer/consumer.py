@@ -27,7 +27,13 @@ Lifecycle, as Kubernetes and static membership want it:
   itself, signed with the fleet's key (STATICFLEET_DEPARTURE_KEY), before any kubelet shows it; GET
   /departure says which mark it holds, and POST /departure {"mark", "leaveAt"} brings the moment forward
   once the operator has seen every departing pod hold the same mark, so that they leave together sooner
-  than the mark's moment, which covers the slowest kubelet.
+  than the mark's moment, which covers the slowest kubelet. The pods that stay are told to join again
+  (POST /departure {"mark", "rejoinAt", "signature"}): first a latest moment, then, once the operator sees
+  the departures' rebalance under way, the moment now; with an eager assignor each of their consumers
+  then subscribes again, which makes librdkafka join the rebalance at once instead of learning of it
+  from its next heartbeat, unless a rebalance has found it since it was first told. librdkafka has no
+  such call for cooperative assignors (its subscribe with unchanged topics does not join again), so such
+  a consumer refuses and waits for its heartbeat.
 - KAFKA_MEMBERSHIP=dynamic runs the same consumer with dynamic membership (no group.instance.id, even
   when KAFKA_GROUP_INSTANCE_ID is set): it sends LeaveGroup when it closes, and every start or stop costs
   the group a rebalance. It is the baseline the benchmarks and the demo compare static membership with.
@@ -58,7 +64,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
@@ -91,6 +97,18 @@ MAX_REQUEST_BYTES = 1024
 HANDED_MARK_S = 10.0
 # The operator's marks are a second ahead: one much further ahead is not one of its own.
 HANDED_MARK_AHEAD_S = 5.0
+# A moment to join again that a member first sees this long after it has passed is not acted on (a member
+# started since, or one busy that long): the rebalance it was for has found it by then.
+REJOIN_LATE_S = 1.0
+
+
+class Rejoin(NamedTuple):
+    """A pod that stays is to join the group again at `moment`, as the pods marked `mark` leave; `told` is
+    when it was first told so for that mark (a rebalance that found a member since makes it moot)."""
+
+    mark: float
+    moment: float
+    told: float
 
 
 # One line at a time: print writes a line and its newline separately, so the members of a pod (a thread
@@ -252,16 +270,23 @@ class Departure:
     HANDED_MARK_S of its moment."""
 
     def __init__(
-        self, path: str | None, key: str | None = None, pod: str | None = None, clock: Any = time.time
+        self,
+        path: str | None,
+        key: str | None = None,
+        pod: str | None = None,
+        clock: Any = time.time,
+        rejoins: bool = False,
     ) -> None:
         self.path = path
         self.key = key.encode() if key else None
         self.pod = pod
         self.clock = clock
+        self.rejoins = rejoins  # whether this process's consumers can join again on demand
         self.guard = threading.Lock()
         self.sooner: tuple[float, float] | None = None  # (the mark it was sent for, the moment)
         # A mark handed to the pod, and whether the file has shown it since.
         self.handed: tuple[float, bool] | None = None
+        self.rejoin: Rejoin | None = None  # when to join again, as the pod stays and others leave
 
     def mark(self) -> float | None:
         filed = departure(self.path)
@@ -313,6 +338,31 @@ class Departure:
             self.sooner = (mark, leave_at)
         return True
 
+    def tell_rejoin(self, mark_ms: int, rejoin_at_ms: int, signature: str) -> bool:
+        """Joins the group again at `rejoin_at_ms`, as the pods marked `mark_ms` leave, if this process's
+        consumers can, the operator signed it for this pod, the pod is not itself departing, and the
+        moment is at most HANDED_MARK_AHEAD_S ahead and has not long passed. A later moment for the
+        same mark replaces the one held (the operator brings it forward once the group rebalances)."""
+        if not self.rejoins or self.key is None or self.pod is None:
+            return False
+        message = f"rejoin\n{self.pod}\n{mark_ms}\n{rejoin_at_ms}"
+        expected = hmac.new(self.key, message.encode(), hashlib.sha256)
+        if not hmac.compare_digest(expected.hexdigest(), signature):
+            return False
+        mark, moment, now = mark_ms / 1000, rejoin_at_ms / 1000, self.clock()
+        if not now - REJOIN_LATE_S < moment <= now + HANDED_MARK_AHEAD_S or self.mark() is not None:
+            return False
+        with self.guard:
+            told = self.rejoin.told if self.rejoin is not None and self.rejoin.mark == mark else now
+            self.rejoin = Rejoin(mark, moment, told)
+        return True
+
+    def rejoin_at(self) -> Rejoin | None:
+        """When this pod's consumers are to join again, if they were told and it has not long passed."""
+        with self.guard:
+            rejoin = self.rejoin
+        return rejoin if rejoin is not None and self.clock() <= rejoin.moment + REJOIN_LATE_S else None
+
 
 def is_fenced(error: KafkaError) -> bool:
     text = error.str().lower()
@@ -354,7 +404,9 @@ def serve_readiness(
     starts a process in the container at every period. With `departure_mark`, also the operator's
     departure handshake: GET /departure answers {"mark": epoch ms or null}, the mark this pod has read;
     POST /departure {"mark": ms, "leaveAt": ms} moves the moment to leave to leaveAt if the pod holds
-    that mark (200), else 409 (not read yet, or no longer marked)."""
+    that mark (200), else 409 (not read yet, or no longer marked); POST /departure {"mark": ms,
+    "rejoinAt": ms, "signature": hex} has a pod that stays join again at that moment as the pods marked
+    `mark` leave (200), else 409 (Departure.tell_rejoin says when)."""
 
     class Handler(BaseHTTPRequestHandler):
         def answer(self, status: int, body: bytes, content_type: str = "text/plain") -> None:
@@ -385,12 +437,24 @@ def serve_readiness(
                 if not 0 < length <= MAX_REQUEST_BYTES:
                     raise ValueError(f"a body of 1 to {MAX_REQUEST_BYTES} bytes, not {length}")
                 request = json.loads(self.rfile.read(length))
-                mark = int(request["mark"])
                 signature = request.get("signature")
+                rejoin_at = int(request["rejoinAt"]) if "rejoinAt" in request else None
+                mark = int(request["mark"])
                 leave_at = None if isinstance(signature, str) else int(request["leaveAt"])
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                expected = '{"mark": ms, "leaveAt": ms} or {"mark": ms, "signature": hex}'
+                expected = (
+                    '{"mark": ms, "leaveAt": ms}, {"mark": ms, "signature": hex} '
+                    'or {"mark": ms, "rejoinAt": ms, "signature": hex}'
+                )
                 self.answer_json(400, {"error": f"expected {expected}: {exc}"})
+                return
+            if rejoin_at is not None:  # a pod that stays: join again right after the others leave
+                if departure_mark.tell_rejoin(mark, rejoin_at, str(signature)):
+                    log("rejoin_told", mark=mark / 1000, rejoin_at=rejoin_at / 1000)
+                    self.answer_json(200, {"rejoinAt": rejoin_at})
+                else:
+                    why = "not a moment signed for this pod, or a consumer that cannot join again on demand"
+                    self.answer_json(409, {"error": why})
                 return
             if leave_at is None:  # the operator hands the pod its mark
                 if departure_mark.hand(mark, str(signature)):
@@ -435,6 +499,7 @@ def run_member(
     consumer = Consumer({**config, "error_cb": on_error})
     changes_only = incremental(config)
     unfetched: set[str] = set()  # assigned, and not fetched since
+    rebalanced = [0.0]  # when a rebalance last called back: one that found this member since it was told
 
     def names(partitions: list[TopicPartition]) -> list[str]:
         return [f"{p.topic}-{p.partition}" for p in partitions]
@@ -442,6 +507,7 @@ def run_member(
     # The client takes the partitions given (assign, or incremental_assign for cooperative assignors)
     # after each callback returns; the callbacks only record what changed hands.
     def on_assign(c: Consumer, partitions: list[TopicPartition]) -> None:
+        rebalanced[0] = time.time()
         unfetched.update(names(partitions))
         log("assigned", instance=instance, partitions=names(partitions), incremental=changes_only)
         readiness.assigned(instance)
@@ -450,6 +516,7 @@ def run_member(
 
     def on_revoke(c: Consumer, partitions: list[TopicPartition]) -> None:
         revocations[0] += 1
+        rebalanced[0] = time.time()
         unfetched.difference_update(names(partitions))
         log("revoked", instance=instance, partitions=names(partitions), incremental=changes_only)
 
@@ -494,6 +561,7 @@ def run_member(
     )
     exit_code = 0
     marked_at: float | None = None  # the moment of the mark last read, logged once per mark
+    rejoined_for: float | None = None  # the mark of the last departures this member joined again for
     woke = 0.0
     try:
         while not stop.is_set() and not fatal:
@@ -503,6 +571,7 @@ def run_member(
                 if mark is not None:  # when each pod reads its mark: how long the moment must be
                     log("marked", instance=instance, leave_at=mark)
             leave_at = departure_mark.moment(mark)  # the mark's, or the handshake's sooner one
+            rejoin_at = departure_mark.rejoin_at()
             wait = POLL_S
             if leave_at is not None and subscribed:
                 wait = min(MARKED_POLL_S, leave_at - time.time())
@@ -514,6 +583,15 @@ def run_member(
                 subscribe()
                 subscribed = True
                 log("rejoining", instance=instance)
+            elif subscribed and rejoin_at is not None and rejoin_at.mark != rejoined_for:
+                wait = min(MARKED_POLL_S, rejoin_at.moment - time.time())
+                if rebalanced[0] > rejoin_at.told:  # its heartbeat found the departures' rebalance first
+                    rejoined_for = rejoin_at.mark
+                elif wait <= 0:  # the others' rebalance is under way: join it without waiting for a heartbeat
+                    rejoined_for = rejoin_at.mark
+                    subscribe()  # an eager assignor's subscribe joins the group again at once
+                    log("rejoined", instance=instance, mark=rejoin_at.mark, rejoin_at=rejoin_at.moment)
+                    continue
             # A short poll: the stop flag set by SIGTERM is seen within POLL_S, so a departing pod
             # closes (and, dynamic, leaves) at once instead of up to half a second later.
             message: Message | None = consumer.poll(min(POLL_S, wait))
@@ -581,6 +659,7 @@ def main() -> int:
         os.environ.get("STATICFLEET_DEPARTURE_FILE") if leaves else None,
         key=os.environ.get("STATICFLEET_DEPARTURE_KEY"),
         pod=os.environ.get("STATICFLEET_POD_NAME"),
+        rejoins=not incremental(config),
     )
     if os.environ.get("READY_PORT"):
         # READY_HOST: one address of the machine (a pod of the local pod runner, which shares the host's)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from e2e.helpers import Cluster, Kubectl, Manifest, wait_until
+from staticfleet.kube import departure
 
 from .harness import (
     PARTITIONS,
@@ -203,7 +204,9 @@ def test_departing_consumers_leave_the_group_themselves_before_their_pods_stop_i
     cluster: Cluster, namespace: str, coordinator: Coordinator, operator: OperatorRunner
 ) -> None:
     kubectl = cluster.kubectl
-    scaled = scale_three_to_one(kubectl, namespace, coordinator, operator)
+    # At the client's 3 s heartbeat the member that stays learns of the rebalance from the operator, not
+    # from a heartbeat of its own, but in a rare race.
+    scaled = scale_three_to_one(kubectl, namespace, coordinator, operator, heartbeatIntervalMs=3000)
     gid, before, body = scaled.gid, scaled.before, scaled.body
     timing("scale 3->1, departing consumers: members gone after", scaled.gone_after)
 
@@ -237,6 +240,23 @@ def test_departing_consumers_leave_the_group_themselves_before_their_pods_stop_i
         assert len(moments) == 1, f"the departing pods were given different moments: {kind} {moments}"
     joined_after = [e for e in log if e["type"] == "member_joined" and e["ts"] > left[0]["ts"]]
     assert joined_after == []
+    # The pod that stays was told to join again once both had taken that moment: a latest moment first,
+    # then now, as the operator saw the group rebalancing; its consumer (eager) joined the rebalance then
+    # (or, in a rare race, its heartbeat found the rebalance first and it dropped the moment).
+    (hastened,) = consumer_events(cluster, namespace, "orders-1", "hastened")
+    told = consumer_events(cluster, namespace, "orders-0", "rejoin_told")
+    assert [t["mark"] for t in told] == [hastened["mark"]] * 2
+    assert abs(told[0]["rejoin_at"] - (hastened["leave_at"] + departure.REJOIN_LATEST_S)) < 0.002
+    assert hastened["ts"] <= told[0]["ts"] <= hastened["leave_at"] <= told[1]["rejoin_at"] <= told[1]["ts"]
+    rejoined = consumer_events(cluster, namespace, "orders-0", "rejoined")
+    revokes = consumer_events(cluster, namespace, "orders-0", "revoked")
+    revoked = [e for e in revokes if e["ts"] > told[0]["ts"]]
+    assert revoked, "orders-0 took no part in the rebalance"
+    if rejoined:
+        (rejoined_at,) = rejoined
+        assert rejoined_at["rejoin_at"] == told[1]["rejoin_at"] <= rejoined_at["ts"] <= revoked[0]["ts"]
+    else:
+        assert revoked[0]["ts"] < told[1]["ts"] + 0.02, "told to join again, orders-0 did not"
     # The operator's removal, once the pods had stopped, found them gone.
     status = body["status"]
     assert "scaleDown" not in status
@@ -245,6 +265,7 @@ def test_departing_consumers_leave_the_group_themselves_before_their_pods_stop_i
     assert "already gone: orders-1, orders-2" in event["message"]
     (handshake,) = events(kubectl, namespace, NAME, "DepartureHandshake")
     assert "orders-1, orders-2 leave together" in handshake["message"]
+    assert handshake["message"].endswith("1 of the 1 pods that stay join again right after")
     metrics = operator.metrics()
     removed_line = f'staticfleet_operator_members_removed_total{{group="{group_id(namespace)}"}} 0.0'
     assert removed_line in metrics

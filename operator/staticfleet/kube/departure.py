@@ -15,6 +15,18 @@ A pod that checks the signature holds that mark as if its file showed it, so the
 at once. A pod without the key, or one that does not check, answers otherwise and is asked for the mark
 its file holds, as before.
 
+Once every departing pod has taken the sooner moment, the pods that stay are told to join the group again
+(POST /departure {"mark", "rejoinAt", "signature"}, signed the same way): a member that stays learns of the
+rebalance the departures start from its next heartbeat, up to a heartbeat interval later, and the join
+phase waits for the last of them. Told, it joins right away instead, once the operator has seen the group
+rebalancing: it is first told a latest moment (REJOIN_LATEST_S after the departing pods', which it keeps
+to only if no rebalance has found it by then), and polls briefly until then; then, as soon as a
+DescribeGroups shows the departures' rebalance under way, the moment now. Not sooner: a static member
+that joins a Stable group gets its assignment back and starts nothing (the group's leader starts a
+rebalance of its own), and a LeaveGroup goes out tens of milliseconds after its consumer decides to leave
+on a busy node. A consumer that cannot join again on demand (librdkafka with a cooperative assignor)
+refuses, and its members wait for their heartbeat as before.
+
 Nothing here can make a pod leave that the operator has not marked: a pod takes the sooner moment only
 for a mark its own file holds or that came signed with its fleet's key. A pod that does not answer, or
 answers late, keeps the mark's moment; should some pods confirm the sooner moment and others not, the
@@ -47,6 +59,12 @@ PATH = "/departure"
 # the example consumer's polls are 0.1 s long, 0.01 s while it holds a mark. A pod the request reaches
 # after the moment leaves at once, a little after the others; one it does not reach keeps the mark's.
 LEAD_S = 0.1
+# The latest moment the pods that stay are first told to join again, this long after the departing pods'
+# moment; the operator brings it forward as soon as it sees the group rebalancing. By then any member still
+# in the group has found the rebalance by its heartbeat (and drops the moment), unless none has started.
+REJOIN_LATEST_S = 1.0
+# How often the group is described from the departing pods' moment until it is seen rebalancing.
+REBALANCING_POLL_S = 0.01
 # Between rounds of asking which mark each pod has read (a kubelet shows an annotation within a second).
 POLL_S = 0.02
 REQUEST_TIMEOUT_S = 0.25
@@ -74,6 +92,13 @@ def fleet_key(signing_key: bytes, namespace: str, name: str, uid: str) -> str:
 def signature(key: str, pod: str, mark_ms: int) -> str:
     """What a pod checks before it holds a mark it was handed: HMAC-SHA256 of its name and the mark."""
     return hmac.new(key.encode(), f"departure\n{pod}\n{mark_ms}".encode(), hashlib.sha256).hexdigest()
+
+
+def rejoin_signature(key: str, pod: str, mark_ms: int, rejoin_at_ms: int) -> str:
+    """What a pod that stays checks before it joins again at a moment: HMAC-SHA256 of its name, the
+    departing pods' mark and the moment, apart from a mark's (it never makes a pod leave)."""
+    message = f"rejoin\n{pod}\n{mark_ms}\n{rejoin_at_ms}"
+    return hmac.new(key.encode(), message.encode(), hashlib.sha256).hexdigest()
 
 
 class NoAnswer(Enum):
@@ -181,6 +206,21 @@ def send_sooner(target: Endpoint, mark_ms: int, leave_at_ms: int) -> bool:
     return status == 200 and value.get("leaveAt") == leave_at_ms
 
 
+def send_rejoin(target: Endpoint, key: str, mark_ms: int, rejoin_at_ms: int) -> bool:
+    """True if the pod, which stays, will join the group again at `rejoin_at_ms` as the pods marked
+    `mark_ms` leave."""
+    body: dict[str, int | str] = {
+        "mark": mark_ms,
+        "rejoinAt": rejoin_at_ms,
+        "signature": rejoin_signature(key, target.pod, mark_ms, rejoin_at_ms),
+    }
+    try:
+        status, value = _request(target, "POST", body)
+    except (OSError, http.client.HTTPException):
+        return False
+    return status == 200 and value.get("rejoinAt") == rejoin_at_ms
+
+
 # -- the handshake -------------------------------------------------------------------------------------------
 
 
@@ -191,11 +231,18 @@ class Handshake:
     result: str  # SOONER, UNREAD, UNANSWERED or REFUSED
     sooner: float | None = None
     pods: tuple[str, ...] = ()  # the pods that kept the others on the mark's moment
+    rejoining: tuple[str, ...] = ()  # the pods that stay and will join again when told
+    staying: int = 0  # how many pods that stay were told
 
     def message(self, pods: Sequence[str], mark_s: float) -> str:
         """For the fleet's Event: what the departing pods did."""
         if self.sooner is not None:
-            return f"{', '.join(pods)} leave together {mark_s - self.sooner:.2f} s before their mark's moment"
+            text = f"{', '.join(pods)} leave together {mark_s - self.sooner:.2f} s before their mark's moment"
+            if self.rejoining:
+                text += f"; {len(self.rejoining)} of the {self.staying} pods that stay join again right after"
+            elif self.staying:  # e.g. a cooperative assignor, which librdkafka cannot make join on demand
+                text += f"; the {self.staying} pods that stay cannot join again on demand"
+            return text
         why = {
             UNREAD: "had not read the mark in time",
             UNANSWERED: "did not answer on the port named departure",
@@ -218,19 +265,25 @@ def hasten(
     mark_ms: int,
     *,
     held: frozenset[str] = frozenset(),
+    staying: Sequence[Endpoint] = (),
     read: Callable[[Endpoint], int | NoAnswer | None] = read_mark,
     send: Callable[[Endpoint, int, int], bool] = send_sooner,
+    rejoin: Callable[[Endpoint, int, int], bool] | None = None,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Handshake:
     """Waits until every target has read the mark `mark_ms` (those in `held` took it by hand_marks and
     are not asked), then gives them all one sooner moment LEAD_S ahead. Ends `unread` (or `unanswered`,
     if some of those never answered) once a sooner moment would no longer come well before the mark's;
-    `refused` if a target did not take it (they leave at the mark's moment, or some at either)."""
+    `refused` if a target did not take it (they leave at the mark's moment, or some at either). Once all
+    took it, and only then, each pod in `staying` is told to join again REJOIN_LATEST_S after the moment
+    at the latest (`rejoin`, e.g. send_rejoin with the fleet's key; rejoin_when_rebalancing brings it
+    forward): told before every departure was certain, a pod that stays could start a rebalance of its
+    own."""
     latest_start = mark_ms / 1000 - 2 * LEAD_S  # past this, a sooner moment gains little and risks much
     pending = [t for t in targets if t.pod not in held]
     answered: set[str] = set(held)
-    with ThreadPoolExecutor(max_workers=max(1, min(THREADS, len(targets)))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(THREADS, max(len(targets), len(staying))))) as pool:
         while pending:
             if clock() > latest_start:
                 silent = tuple(t.pod for t in pending if t.pod not in answered)
@@ -244,12 +297,50 @@ def hasten(
                 sleep(POLL_S)
         leave_at_ms = int((clock() + LEAD_S) * 1000)
         taken = list(pool.map(lambda t: send(t, mark_ms, leave_at_ms), targets))
-    if all(taken):
-        return Handshake(SOONER, leave_at_ms / 1000)
+        if all(taken):
+            latest_ms = leave_at_ms + int(REJOIN_LATEST_S * 1000)
+            tell = rejoin
+            told = list(pool.map(lambda t: tell(t, mark_ms, latest_ms), staying)) if tell and staying else []
+            rejoining = tuple(t.pod for t, ok in zip(staying, told, strict=False) if ok)
+            return Handshake(SOONER, leave_at_ms / 1000, rejoining=rejoining, staying=len(told))
     return Handshake(REFUSED, pods=tuple(t.pod for t, ok in zip(targets, taken, strict=True) if not ok))
 
 
 # -- after the moment ----------------------------------------------------------------------------------------
+
+
+def rejoin_when_rebalancing(
+    describe: Callable[[], tuple[str, frozenset[str]] | None],
+    leaving: Iterable[str],
+    targets: Sequence[Endpoint],
+    mark_ms: int,
+    rejoin: Callable[[Endpoint, int, int], bool],
+    *,
+    bound_s: float = REJOIN_LATEST_S,
+    poll_s: float = REBALANCING_POLL_S,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    """From the departing pods' moment: describes the group (`describe`, as for wait_until_settled) until it
+    is no longer Stable or has lost a `leaving` member, then tells every target (the pods that stay and
+    will join again) to do it now. Gives up after `bound_s` or when the group cannot be described: the
+    targets then keep their latest moment. Returns how many took the moment now."""
+    gone = frozenset(leaving)
+    deadline = clock() + bound_s
+    while True:
+        found = describe()
+        if found is None:
+            return 0
+        state, members = found
+        if state != "Stable" or not members & gone:
+            break
+        if clock() + poll_s > deadline:
+            return 0
+        sleep(poll_s)
+    now_ms = int(clock() * 1000)
+    with ThreadPoolExecutor(max_workers=max(1, min(THREADS, len(targets)))) as pool:
+        return sum(pool.map(lambda t: rejoin(t, mark_ms, now_ms), targets))
+
 
 # How often the group is described while the operator waits for it to settle without the departed members.
 SETTLED_POLL_S = 0.05

@@ -156,14 +156,17 @@ class MarkDeparting:
     group itself then, as a dynamic one does as it stops, and the removal that follows the pods finds
     it gone. When every marked pod answers the departure handshake (`endpoints`), they leave together as
     soon as all have read the mark instead, and the step returns (the StatefulSet shrinks) once the group
-    is Stable without their members (`leaving`), or a bound passes. The operator still removes no member
-    of a pod that may run; a consumer that leaves on its own is not removed. Pods a scale-down no longer
-    takes away lose the mark, and their consumers join again."""
+    is Stable without their members (`leaving`), or a bound passes; the pods that stay and answer the
+    handshake (`staying`) are told to join again right after that moment rather than at their next
+    heartbeat. The operator still removes no member of a pod that may run; a consumer that leaves on its
+    own is not removed. Pods a scale-down no longer takes away lose the mark, and their consumers join
+    again."""
 
     mark: tuple[str, ...]
     clear: tuple[str, ...] = ()
     endpoints: tuple[departure.Endpoint, ...] = ()
     leaving: tuple[str, ...] = ()  # the instance ids of the marked pods' members
+    staying: tuple[departure.Endpoint, ...] = ()
 
     def run(self, io: StepIO) -> None:
         spec = io.observed.spec
@@ -179,13 +182,26 @@ class MarkDeparting:
 
         handshake: Future[departure.Handshake] | None = None
         hastened = False
+        rejoining: tuple[departure.Endpoint, ...] = ()
+        key = io.departure_key if self.mark and self.endpoints else ""
+
+        def rejoin(target: departure.Endpoint, mark_ms: int, rejoin_at_ms: int) -> bool:
+            return departure.send_rejoin(target, key, mark_ms, rejoin_at_ms)
+
         with ThreadPoolExecutor(max_workers=1) as aside:
             if self.mark and self.endpoints:
                 # Handed their mark, the pods need not wait for a kubelet to show the annotation: when
                 # all took it, they are given their sooner moment before the annotations are written.
                 mark_ms = int(leave_at)
-                held = departure.hand_marks(self.endpoints, io.departure_key, mark_ms)
-                handshake = aside.submit(departure.hasten, self.endpoints, mark_ms, held=held)
+                held = departure.hand_marks(self.endpoints, key, mark_ms)
+                handshake = aside.submit(
+                    departure.hasten,
+                    self.endpoints,
+                    mark_ms,
+                    held=held,
+                    staying=self.staying,
+                    rejoin=rejoin,
+                )
                 if len(held) == len(self.endpoints):
                     handshake.result()
             with ThreadPoolExecutor(max_workers=min(MARKING_THREADS, len(changes) or 1)) as pool:
@@ -199,17 +215,21 @@ class MarkDeparting:
                 io.post(EventSpec("Normal", "DepartureHandshake", message))
                 moment = result.sooner or moment
                 hastened = result.sooner is not None
+                rejoining = tuple(e for e in self.staying if e.pod in result.rejoining)
         if not self.mark:
             return
         # the pass goes on to shrink the StatefulSet: not before the moment
         with passes.waiting():
             time.sleep(max(0.0, moment - time.time()))
+        describe = partial(_state_and_members, io, spec.group_id)
+        if rejoining:  # the pods that stay join the departures' rebalance as soon as it is under way
+            with passes.waiting():
+                departure.rejoin_when_rebalancing(describe, self.leaving, rejoining, int(leave_at), rejoin)
         if hastened:
             # Every departing consumer took the sooner moment and has left: their pods stop once the
             # group has settled without them and its members have had a second to fetch what they were
             # given (departure.wait_until_settled says why).
             bound_s = departure.settle_bound_s(spec.heartbeat_interval_ms)
-            describe = partial(_state_and_members, io, spec.group_id)
             with passes.waiting():
                 settled = departure.wait_until_settled(describe, self.leaving, bound_s)
             if not settled:
@@ -245,6 +265,7 @@ def departure_marks(obs: Observed, scale: ScalePlan) -> MarkDeparting | None:
     )
     mark: list[Manifest] = []
     clear: list[str] = []
+    staying: list[Manifest] = []
     for pod in obs.pods:
         ordinal = builders.pod_ordinal(pod, obs.spec.name)
         if ordinal is None or not builders.consumer_may_run(pod):
@@ -256,13 +277,19 @@ def departure_marks(obs: Observed, scale: ScalePlan) -> MarkDeparting | None:
             mark.append(pod)
         elif marked and not departing:
             clear.append(name)
+        elif not departing and not marked:
+            staying.append(pod)
     if not mark and not clear:
         return None
     mark.sort(key=lambda pod: str(pod["metadata"]["name"]))
     names = tuple(str(pod["metadata"]["name"]) for pod in mark)
     ordinals = (builders.pod_ordinal(pod, obs.spec.name) for pod in mark)
     leaving = tuple(i for o in ordinals if o is not None for i in obs.spec.pod_member_ids(o))
-    return MarkDeparting(names, tuple(sorted(clear)), departure.every_endpoint(mark), leaving)
+    endpoints = departure.every_endpoint(mark)
+    # Told to join again only when some departing pods leave at a moment the handshake sets.
+    told = sorted(staying, key=lambda pod: str(pod["metadata"]["name"])) if endpoints else []
+    staying_endpoints = tuple(e for e in map(departure.endpoint, told) if e is not None)
+    return MarkDeparting(names, tuple(sorted(clear)), endpoints, leaving, staying_endpoints)
 
 
 @dataclass(frozen=True, slots=True)

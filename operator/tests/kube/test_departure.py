@@ -50,6 +50,7 @@ class FakePods:
         self.silent = silent
         self.now = MARK_MS / 1000 - 1.0  # the mark is one second ahead
         self.sent: dict[str, tuple[int, int]] = {}
+        self.told: dict[str, int] = {}  # the pods that stay, and the moment each was told to join again
 
     def clock(self) -> float:
         return self.now
@@ -66,9 +67,24 @@ class FakePods:
         self.sent[target.pod] = (mark_ms, leave_at_ms)
         return target.pod not in self.refuses
 
-    def hasten(self, targets: list[Endpoint], held: frozenset[str] = frozenset()) -> departure.Handshake:
+    def rejoin(self, target: Endpoint, mark_ms: int, rejoin_at_ms: int) -> bool:
+        assert mark_ms == MARK_MS
+        self.told[target.pod] = rejoin_at_ms
+        return target.pod not in self.refuses
+
+    def hasten(
+        self, targets: list[Endpoint], held: frozenset[str] = frozenset(), staying: tuple[Endpoint, ...] = ()
+    ) -> departure.Handshake:
         return hasten(
-            targets, MARK_MS, held=held, read=self.read, send=self.send, clock=self.clock, sleep=self.sleep
+            targets,
+            MARK_MS,
+            held=held,
+            staying=staying,
+            read=self.read,
+            send=self.send,
+            rejoin=self.rejoin,
+            clock=self.clock,
+            sleep=self.sleep,
         )
 
 
@@ -118,8 +134,83 @@ def test_a_pod_that_never_answers_is_named_apart_from_one_whose_kubelet_is_slow(
 def test_a_pod_that_refuses_the_sooner_moment_makes_the_step_wait_for_the_marks() -> None:
     start = MARK_MS / 1000 - 1.0
     pods = FakePods({"p-1": start, "p-2": start}, refuses=frozenset({"p-2"}))
-    assert pods.hasten(TARGETS) == departure.Handshake("refused", pods=("p-2",))
+    assert pods.hasten(TARGETS, staying=STAYING) == departure.Handshake("refused", pods=("p-2",))
     assert set(pods.sent) == {"p-1", "p-2"}
+    assert pods.told == {}  # no departure is certain: the pods that stay join again at their heartbeat
+
+
+STAYING = (Endpoint("p-0", "10.1.0.3", 8080), Endpoint("p-3", "10.1.0.4", 8080))
+
+
+def test_once_every_departing_pod_took_the_moment_the_pods_that_stay_are_told_a_latest_moment() -> None:
+    start = MARK_MS / 1000 - 1.0
+    pods = FakePods({"p-1": start, "p-2": start}, refuses=frozenset({"p-3"}))  # p-3 cannot (cooperative)
+    handshake = pods.hasten(TARGETS, held=frozenset({"p-1", "p-2"}), staying=STAYING)
+    sooner = start + departure.LEAD_S
+    assert handshake == departure.Handshake("sooner", sooner, rejoining=("p-0",), staying=2)
+    latest_ms = int(sooner * 1000) + int(departure.REJOIN_LATEST_S * 1000)
+    assert pods.told == {"p-0": latest_ms, "p-3": latest_ms}
+    message = handshake.message(["p-1", "p-2"], MARK_MS / 1000)
+    assert message.endswith("1 of the 2 pods that stay join again right after")
+    none_can = departure.Handshake("sooner", sooner, staying=2).message(["p-1", "p-2"], MARK_MS / 1000)
+    assert none_can.endswith("; the 2 pods that stay cannot join again on demand")
+    # None to tell: the message says nothing of them.
+    assert "stay" not in pods.hasten(TARGETS, held=frozenset({"p-1", "p-2"})).message(["p-1"], MARK_MS / 1000)
+
+
+class FakeGroup:
+    """A group described at a fake clock: Stable with the departing members until `rebalancing_at`."""
+
+    def __init__(self, rebalancing_at: float, state: str = "PreparingRebalance") -> None:
+        self.now = 100.0
+        self.rebalancing_at = rebalancing_at
+        self.state = state
+        self.described = 0
+
+    def describe(self) -> tuple[str, frozenset[str]] | None:
+        self.described += 1
+        if self.now < self.rebalancing_at:
+            return "Stable", frozenset({"p-0", "p-1"})
+        return self.state, frozenset({"p-0"} if self.state == "Stable" else {"p-0", "p-1"})
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+Told = dict[str, tuple[int, int]]
+
+
+def rejoin_when_rebalancing(group: FakeGroup, told: Told) -> int:
+    def rejoin(target: Endpoint, mark_ms: int, rejoin_at_ms: int) -> bool:
+        told[target.pod] = (mark_ms, rejoin_at_ms)
+        return target.pod != "p-3"
+
+    return departure.rejoin_when_rebalancing(
+        group.describe, ["p-1"], STAYING, MARK_MS, rejoin, clock=lambda: group.now, sleep=group.sleep
+    )
+
+
+def test_the_pods_that_stay_join_again_as_soon_as_the_group_is_seen_rebalancing_not_before() -> None:
+    group, told = FakeGroup(rebalancing_at=100.045), Told()
+    assert rejoin_when_rebalancing(group, told) == 1
+    assert group.described == 6  # every 10 ms from the moment until the LeaveGroups started the rebalance
+    now_ms = int(group.now * 1000)
+    assert 100_045 <= now_ms <= 100_050 and told == {"p-0": (MARK_MS, now_ms), "p-3": (MARK_MS, now_ms)}
+    # Already Stable again without the departed member (its heartbeat found the rebalance): told all the
+    # same, and a member that has rebalanced since it was first told does nothing.
+    group, told = FakeGroup(rebalancing_at=100.0, state="Stable"), Told()
+    assert rejoin_when_rebalancing(group, told) == 1 and group.described == 1
+
+
+def test_a_group_never_seen_rebalancing_or_not_described_leaves_the_pods_their_latest_moment() -> None:
+    group, told = FakeGroup(rebalancing_at=float("inf")), Told()
+    assert rejoin_when_rebalancing(group, told) == 0 and told == {}
+    assert group.now >= 100 + departure.REJOIN_LATEST_S - departure.REBALANCING_POLL_S
+
+    def unreachable() -> tuple[str, frozenset[str]] | None:
+        return None
+
+    assert departure.rejoin_when_rebalancing(unreachable, ["p-1"], STAYING, MARK_MS, lambda *_: True) == 0
 
 
 def test_a_pod_that_does_not_answer_reads_as_unmarked() -> None:

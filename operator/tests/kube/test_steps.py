@@ -138,7 +138,10 @@ def test_departing_pods_that_all_answer_the_handshake_are_marked_with_their_endp
         departure.Endpoint("orders-1", "10.0.0.1", 8080),
         departure.Endpoint("orders-2", "10.0.0.2", 8080),
     )
-    # One departing pod without the port: none leaves sooner, all leave at the mark's moment.
+    # The pod that stays is told when to join again.
+    assert marks.staying == (departure.Endpoint("orders-0", "10.0.0.0", 8080),)
+    # One departing pod without the port: none leaves sooner, all leave at the mark's moment, and the pods
+    # that stay are told nothing (their members learn of the rebalance from their heartbeat).
     obs.pods[2]["spec"]["containers"][0]["ports"] = [{"name": "http", "containerPort": 8080}]
     (marks,) = [s for s in plan_actions(obs).steps if isinstance(s, MarkDeparting)]
     assert marks == MarkDeparting(("orders-1", "orders-2"), leaving=("orders-1", "orders-2"))
