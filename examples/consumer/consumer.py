@@ -288,6 +288,14 @@ class Departure:
         self.handed: tuple[float, bool] | None = None
         self.rejoin: Rejoin | None = None  # when to join again, as the pod stays and others leave
 
+    def signed(self, signature: str, what: str, *values: int) -> bool:
+        """Whether the operator signed `what` and the values for this pod with the fleet's key."""
+        if self.key is None or self.pod is None:
+            return False
+        message = "\n".join([what, self.pod, *map(str, values)]).encode()
+        expected = hmac.new(self.key, message, hashlib.sha256).hexdigest()
+        return hmac.compare_digest(expected, signature)
+
     def mark(self) -> float | None:
         filed = departure(self.path)
         with self.guard:
@@ -317,10 +325,7 @@ class Departure:
         """Holds `mark_ms` as if the file showed it, if the operator signed it for this pod, the mark's
         moment has not come (an old request sent again counts for nothing) and is at most
         HANDED_MARK_AHEAD_S ahead, and the file holds no other mark."""
-        if self.path is None or self.key is None or self.pod is None:
-            return False
-        expected = hmac.new(self.key, f"departure\n{self.pod}\n{mark_ms}".encode(), hashlib.sha256)
-        if not hmac.compare_digest(expected.hexdigest(), signature):
+        if self.path is None or not self.signed(signature, "departure", mark_ms):
             return False
         mark, now = mark_ms / 1000, self.clock()
         filed = departure(self.path)
@@ -343,11 +348,7 @@ class Departure:
         consumers can, the operator signed it for this pod, the pod is not itself departing, and the
         moment is at most HANDED_MARK_AHEAD_S ahead and has not long passed. A later moment for the
         same mark replaces the one held (the operator brings it forward once the group rebalances)."""
-        if not self.rejoins or self.key is None or self.pod is None:
-            return False
-        message = f"rejoin\n{self.pod}\n{mark_ms}\n{rejoin_at_ms}"
-        expected = hmac.new(self.key, message.encode(), hashlib.sha256)
-        if not hmac.compare_digest(expected.hexdigest(), signature):
+        if not self.rejoins or not self.signed(signature, "rejoin", mark_ms, rejoin_at_ms):
             return False
         mark, moment, now = mark_ms / 1000, rejoin_at_ms / 1000, self.clock()
         if not now - REJOIN_LATE_S < moment <= now + HANDED_MARK_AHEAD_S or self.mark() is not None:

@@ -89,16 +89,20 @@ def fleet_key(signing_key: bytes, namespace: str, name: str, uid: str) -> str:
     return hmac.new(signing_key, f"{namespace}/{name}/{uid}".encode(), hashlib.sha256).hexdigest()
 
 
+def _hmac(key: str, *parts: object) -> str:
+    """HMAC-SHA256 under the fleet's key of the parts, one per line (the first names what is signed)."""
+    return hmac.new(key.encode(), "\n".join(map(str, parts)).encode(), hashlib.sha256).hexdigest()
+
+
 def signature(key: str, pod: str, mark_ms: int) -> str:
     """What a pod checks before it holds a mark it was handed: HMAC-SHA256 of its name and the mark."""
-    return hmac.new(key.encode(), f"departure\n{pod}\n{mark_ms}".encode(), hashlib.sha256).hexdigest()
+    return _hmac(key, "departure", pod, mark_ms)
 
 
 def rejoin_signature(key: str, pod: str, mark_ms: int, rejoin_at_ms: int) -> str:
     """What a pod that stays checks before it joins again at a moment: HMAC-SHA256 of its name, the
     departing pods' mark and the moment, apart from a mark's (it never makes a pod leave)."""
-    message = f"rejoin\n{pod}\n{mark_ms}\n{rejoin_at_ms}"
-    return hmac.new(key.encode(), message.encode(), hashlib.sha256).hexdigest()
+    return _hmac(key, "rejoin", pod, mark_ms, rejoin_at_ms)
 
 
 class NoAnswer(Enum):
@@ -185,25 +189,26 @@ def read_mark(target: Endpoint) -> int | NoAnswer | None:
     return mark if isinstance(mark, int) else None
 
 
-def hand_mark(target: Endpoint, key: str, mark_ms: int) -> int | NoAnswer | None:
-    """Hands the pod its mark, signed: `mark_ms` if it took it, None if not (no key, another key, a
-    consumer that does not take marks this way: it is then asked for the mark its file shows), NO_ANSWER
-    if it did not answer."""
-    body: dict[str, int | str] = {"mark": mark_ms, "signature": signature(key, target.pod, mark_ms)}
+def _echoed(target: Endpoint, body: Mapping[str, int | str], field: str) -> bool | NoAnswer:
+    """POSTs `body`; True if the pod answered 200 with the same `field`, NO_ANSWER if it did not answer."""
     try:
         status, value = _request(target, "POST", body)
     except (OSError, http.client.HTTPException):
         return NO_ANSWER
-    return mark_ms if status == 200 and value.get("mark") == mark_ms else None
+    return status == 200 and value.get(field) == body[field]
+
+
+def hand_mark(target: Endpoint, key: str, mark_ms: int) -> int | NoAnswer | None:
+    """Hands the pod its mark, signed: `mark_ms` if it took it, None if not (no key, another key, a
+    consumer that does not take marks this way: it is then asked for the mark its file shows), NO_ANSWER
+    if it did not answer."""
+    took = _echoed(target, {"mark": mark_ms, "signature": signature(key, target.pod, mark_ms)}, "mark")
+    return NO_ANSWER if took is NO_ANSWER else (mark_ms if took else None)
 
 
 def send_sooner(target: Endpoint, mark_ms: int, leave_at_ms: int) -> bool:
     """True if the pod took the sooner moment for this mark."""
-    try:
-        status, value = _request(target, "POST", {"mark": mark_ms, "leaveAt": leave_at_ms})
-    except (OSError, http.client.HTTPException):
-        return False
-    return status == 200 and value.get("leaveAt") == leave_at_ms
+    return _echoed(target, {"mark": mark_ms, "leaveAt": leave_at_ms}, "leaveAt") is True
 
 
 def send_rejoin(target: Endpoint, key: str, mark_ms: int, rejoin_at_ms: int) -> bool:
@@ -214,11 +219,7 @@ def send_rejoin(target: Endpoint, key: str, mark_ms: int, rejoin_at_ms: int) -> 
         "rejoinAt": rejoin_at_ms,
         "signature": rejoin_signature(key, target.pod, mark_ms, rejoin_at_ms),
     }
-    try:
-        status, value = _request(target, "POST", body)
-    except (OSError, http.client.HTTPException):
-        return False
-    return status == 200 and value.get("rejoinAt") == rejoin_at_ms
+    return _echoed(target, body, "rejoinAt") is True
 
 
 # -- the handshake -------------------------------------------------------------------------------------------
