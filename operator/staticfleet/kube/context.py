@@ -23,6 +23,7 @@ from staticfleet.kube.kubeapi import KubeApi
 from staticfleet.kube.lag_reads import LagReads
 from staticfleet.kube.limits import Limits
 from staticfleet.kube.metrics import OperatorMetrics
+from staticfleet.kube.own_writes import OwnStatusWrites
 from staticfleet.kube.scaling import DEFAULT_STEP_TIMEOUT
 from staticfleet.kube.secrets import SecretFiles
 from staticfleet.kube.spec import GroupSpec, OperatorDefaults
@@ -129,9 +130,8 @@ class OperatorContext:
     """The children last applied per resource: a pass at rest applies nothing (applied.py)."""
     lag_reads: LagReads = field(default_factory=LagReads)
     """When each fleet's lag was last read: at most every LAG_REFRESH_S (lag_reads.py)."""
-    written_versions: dict[tuple[str, str], str] = field(default_factory=dict)
-    """The resourceVersion this process's last status write left per resource (namespace, name): the
-    watch event of that version is our own write, which needs no pass of its own."""
+    own_writes: OwnStatusWrites = field(default_factory=OwnStatusWrites)
+    """The status writes this process made per resource: their watch events need no pass (own_writes.py)."""
     departure_signing_key: bytes = field(default_factory=lambda: token_bytes(32), repr=False)
     """What each fleet's departure key is derived from (--departure-signing-key-file); every replica of
     the operator must have the same one. Without the file: one of this process's own."""
@@ -172,7 +172,7 @@ class OperatorContext:
         self.conflicts.pop((namespace, name), None)
         self.applied.forget((namespace, name))
         self.lag_reads.forget((namespace, name))
-        self.written_versions.pop((namespace, name), None)
+        self.own_writes.forget((namespace, name))
 
     def close(self) -> None:
         self.admins.close()

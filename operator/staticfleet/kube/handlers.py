@@ -36,6 +36,7 @@ from staticfleet.kube.context import OperatorContext
 from staticfleet.kube.limits import RECONCILE_THREADS
 from staticfleet.kube.members import running_and_ready
 from staticfleet.kube.observe import claim_of
+from staticfleet.kube.own_writes import canonical
 from staticfleet.kube.reconcile import Follow, Retry, finalize, reconcile
 from staticfleet.kube.secrets import COMPONENT
 from staticfleet.kube.spec import GROUP, PLURAL, VERSION
@@ -102,9 +103,9 @@ class OperatorMemo:
     ctx: OperatorContext
     interval_s: float = 2.0
     triggers: dict[tuple[str, str], Wake] = field(default_factory=dict)
-    seen: dict[tuple[str, str], str] = field(default_factory=dict)
+    seen: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     """Per resource, what its last watch event showed, but for what changes without telling the pass
-    anything new (resource_essence)."""
+    anything new (resource_essence), and its status."""
     pods_ready: set[tuple[str, str]] = field(default_factory=set)
     """The fleets' pods whose last watch event showed them running and ready."""
     pass_threads: int = RECONCILE_THREADS
@@ -243,27 +244,33 @@ async def _wait(trigger: asyncio.Event, stopped: kopf.DaemonStopped, timeout: fl
 
 
 def resource_essence(body: Mapping[str, Any]) -> str:
-    """The resource as a pass reads it: without its resourceVersion, its managedFields and kopf's record of
-    the spec it handled, which change without changing anything a pass decides on."""
+    """The resource as a pass reads it, but for its status: without its resourceVersion, its
+    managedFields and kopf's record of the spec it handled, which change without changing anything a
+    pass decides on."""
     metadata = dict(body.get("metadata") or {})
     for volatile in ("resourceVersion", "managedFields"):
         metadata.pop(volatile, None)
     annotations = dict(metadata.get("annotations") or {})
     annotations.pop(DIFFBASE_ANNOTATION, None)
     metadata["annotations"] = annotations
-    return json.dumps({**body, "metadata": metadata}, sort_keys=True, default=str)
+    rest = {field: value for field, value in body.items() if field != "status"}
+    return json.dumps({**rest, "metadata": metadata}, sort_keys=True, default=str)
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
 async def resource_changed(namespace: str | None, name: str, body: kopf.Body, memo: Any, **_: Any) -> None:
     key = (namespace or "", name)
-    essence, before = resource_essence(body), memo.seen.get(key)
-    memo.seen[key] = essence
-    version = body.get("metadata", {}).get("resourceVersion")
-    if version is not None and memo.ctx.written_versions.get(key) == version:
+    seen = (resource_essence(body), canonical(body.get("status")))
+    before = memo.seen.get(key)
+    memo.seen[key] = seen
+    own = memo.ctx.own_writes
+    if own.version(key, body.get("metadata", {}).get("resourceVersion")):
         return  # the status this process just wrote: the pass that wrote it has seen it
-    if essence == before:
-        return  # kopf's own record of a spec change that has poked the fleet already
+    if before is not None and seen[0] == before[0]:
+        if seen[1] == before[1]:
+            return  # kopf's own record of a spec change that has poked the fleet already
+        if own.status(key, body.get("status")):
+            return  # the same write, its event handled before the pass read the write's response
     memo.poke(namespace, name)
 
 

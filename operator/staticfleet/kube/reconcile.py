@@ -89,13 +89,9 @@ class PassIO:
         return self.ctx.departure_key(self.observed.spec)
 
     def write_status(self, status: FleetStatus) -> None:
-        before = self.resource_version
-        self.status, self.resource_version = write_status(
-            self.ctx.api, self.body, status.to_status(), self.resource_version, self.status
+        self.status, self.resource_version = write_own_status(
+            self.ctx, self.body, status.to_status(), self.resource_version, self.status
         )
-        if self.resource_version != before:
-            meta = self.body["metadata"]
-            self.ctx.written_versions[(str(meta["namespace"]), str(meta["name"]))] = self.resource_version
 
     def post(self, event: EventSpec) -> None:
         post_event(self.ctx, self.body, event)
@@ -158,6 +154,23 @@ def write_status(
     raise AssertionError("unreachable")
 
 
+def write_own_status(
+    ctx: OperatorContext,
+    body: Manifest,
+    status: Mapping[str, Any],
+    resource_version: str,
+    expected: Mapping[str, Any],
+) -> tuple[dict[str, Any], str]:
+    """write_status, noted in ctx.own_writes before and after, so that its watch event starts no pass."""
+    meta = body["metadata"]
+    key = (str(meta["namespace"]), str(meta["name"]))
+    ctx.own_writes.writing(key, prune(status))
+    written, version = write_status(ctx.api, body, status, resource_version, expected)
+    if version != resource_version:
+        ctx.own_writes.wrote(key, version, written)
+    return written, version
+
+
 def post_event(ctx: OperatorContext, body: Manifest, event: EventSpec) -> None:
     try:
         ctx.events(body, event)
@@ -167,11 +180,9 @@ def post_event(ctx: OperatorContext, body: Manifest, event: EventSpec) -> None:
 
 def _write_only(ctx: OperatorContext, body: Manifest, step: WriteStatus) -> None:
     """A pass that only writes status (an invalid or conflicting resource)."""
-    previous = body.get("status") or {}
-    written, _ = write_status(
-        ctx.api, body, step.status.to_status(), str(body["metadata"].get("resourceVersion", "")), previous
-    )
     meta, spec = body["metadata"], body.get("spec") or {}
+    previous, version = body.get("status") or {}, str(meta.get("resourceVersion", ""))
+    written, _ = write_own_status(ctx, body, step.status.to_status(), version, previous)
     group = str(spec.get("groupId") or f"{meta['namespace']}.{meta['name']}")
     ctx.metrics.observe_fleet(meta["namespace"], meta["name"], group, int(spec.get("replicas") or 0), written)
     for event in step.events:

@@ -260,7 +260,8 @@ def test_the_pre_registration_is_withdrawn_once_the_group_has_every_instance() -
     # start (handlers.Wake).
     assert reconcile(ctx, "shop", "orders", {}) is Follow.READINESS
     # The version its status write left is remembered: that version's watch event needs no pass.
-    assert ctx.written_versions == {("shop", "orders"): kube.group["metadata"]["resourceVersion"]}
+    assert ctx.own_writes.version(("shop", "orders"), kube.group["metadata"]["resourceVersion"])
+    assert ctx.own_writes.status(("shop", "orders"), kube.group["status"])
     admin.members = {"orders-0", "orders-1", "orders-2"}
     kube.set_pods(0, 1, 2)
     assert reconcile(ctx, "shop", "orders", {}) is Follow.NOTHING
@@ -268,8 +269,10 @@ def test_the_pre_registration_is_withdrawn_once_the_group_has_every_instance() -
     assert "preRegistration" not in kube.group["status"]
     assert conditions(kube)["Ready"]["status"] == "True"
     assert kube.group["status"]["lastScale"]["completedAt"]
+    written = kube.group["metadata"]["resourceVersion"]
     ctx.forget("shop", "orders")  # the resource is gone: nothing of it is kept
-    assert ctx.written_versions == {}
+    assert not ctx.own_writes.version(("shop", "orders"), written)
+    assert not ctx.own_writes.status(("shop", "orders"), kube.group["status"])
 
 
 def steady(replicas: int) -> tuple[FakeKube, FakeAdmin, Context]:
