@@ -89,7 +89,7 @@ class PassIO:
         return self.ctx.departure_key(self.observed.spec)
 
     def write_status(self, status: FleetStatus) -> None:
-        self.status, self.resource_version = write_own_status(
+        self.status, self.resource_version = write_status(
             self.ctx, self.body, status.to_status(), self.resource_version, self.status
         )
 
@@ -122,14 +122,15 @@ class WithdrawalIO:
 
 
 def write_status(
-    api: KubeApi,
+    ctx: OperatorContext,
     body: Manifest,
     status: Mapping[str, Any],
     resource_version: str,
     expected: Mapping[str, Any],
 ) -> tuple[dict[str, Any], str]:
     """Server-side apply of the whole status, on the condition that the resource is still at
-    `resource_version`. Returns what the server holds now.
+    `resource_version`. Returns what the server holds now. The write is noted in ctx.own_writes before
+    and after it, so that its watch event starts no pass.
 
     A newer version whose status is still `expected` (what this pass last read or wrote: the spec, a
     label or kopf's finalizer changed) takes the write again at that version: the status records what
@@ -140,35 +141,23 @@ def write_status(
     if prune(status) == dict(expected):
         return dict(expected), resource_version
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    key = (str(namespace), str(name))
+    ctx.own_writes.writing(key, prune(status))
     for attempt in range(1, CONFLICT_ATTEMPTS + 1):
         try:
-            written = api.apply_group_status(namespace, name, status, resource_version)
-            return dict(written.get("status") or {}), str(written["metadata"].get("resourceVersion", ""))
+            written = ctx.api.apply_group_status(namespace, name, status, resource_version)
         except KubeError as exc:
             if exc.status != 409 or attempt == CONFLICT_ATTEMPTS:
                 raise
-            fresh = api.get_group(namespace, name)
+            fresh = ctx.api.get_group(namespace, name)
             if fresh is None or (fresh.get("status") or {}) != dict(expected):
                 raise
             resource_version = str(fresh["metadata"].get("resourceVersion", ""))
+            continue
+        held, version = dict(written.get("status") or {}), str(written["metadata"].get("resourceVersion", ""))
+        ctx.own_writes.wrote(key, version, held)
+        return held, version
     raise AssertionError("unreachable")
-
-
-def write_own_status(
-    ctx: OperatorContext,
-    body: Manifest,
-    status: Mapping[str, Any],
-    resource_version: str,
-    expected: Mapping[str, Any],
-) -> tuple[dict[str, Any], str]:
-    """write_status, noted in ctx.own_writes before and after, so that its watch event starts no pass."""
-    meta = body["metadata"]
-    key = (str(meta["namespace"]), str(meta["name"]))
-    ctx.own_writes.writing(key, prune(status))
-    written, version = write_status(ctx.api, body, status, resource_version, expected)
-    if version != resource_version:
-        ctx.own_writes.wrote(key, version, written)
-    return written, version
 
 
 def post_event(ctx: OperatorContext, body: Manifest, event: EventSpec) -> None:
@@ -182,7 +171,7 @@ def _write_only(ctx: OperatorContext, body: Manifest, step: WriteStatus) -> None
     """A pass that only writes status (an invalid or conflicting resource)."""
     meta, spec = body["metadata"], body.get("spec") or {}
     previous, version = body.get("status") or {}, str(meta.get("resourceVersion", ""))
-    written, _ = write_own_status(ctx, body, step.status.to_status(), version, previous)
+    written, _ = write_status(ctx, body, step.status.to_status(), version, previous)
     group = str(spec.get("groupId") or f"{meta['namespace']}.{meta['name']}")
     ctx.metrics.observe_fleet(meta["namespace"], meta["name"], group, int(spec.get("replicas") or 0), written)
     for event in step.events:
