@@ -4,8 +4,8 @@ A scale-down marks the pods it takes away with a moment to leave (steps.MarkDepa
 for the slowest kubelet to show the mark in every pod's downwardAPI file. A pod whose container declares
 a port named `departure` also answers over HTTP which mark it has read (GET /departure) and accepts a
 sooner moment for that mark (POST /departure). Once every departing pod has read the mark, the operator
-names one moment a tenth of a second ahead and they all leave then, together, as they would have at the
-mark's moment: one rebalance, without the margin.
+names one moment LEAD_S ahead and they all leave then, together, as they would have at the mark's
+moment: one rebalance, without the margin.
 
 The operator need not wait for the kubelet to show the mark: it also hands each pod the mark itself, at
 the moment it writes the annotation (POST /departure {"mark", "signature"}). The signature is an
@@ -53,12 +53,14 @@ log = logging.getLogger(__name__)
 
 PORT_NAME = "departure"
 PATH = "/departure"
-# The sooner moment is this far ahead when it is sent: the requests to every pod go out at once and
-# each takes milliseconds, and a consumer looks at its mark and its moment between polls (a librdkafka
-# client serves no other call on a consumer while its poll waits, so nothing can cut that wait short):
-# the example consumer's polls are 0.1 s long, 0.01 s while it holds a mark. A pod the request reaches
-# after the moment leaves at once, a little after the others; one it does not reach keeps the mark's.
-LEAD_S = 0.1
+# The sooner moment is this far ahead when it is sent: the requests to every pod go out at once (ten
+# pods of a fleet of twenty on a busy two-core node: all answered within about 25 ms), and a consumer
+# looks at its mark and its moment between polls (a librdkafka client serves no other call on a consumer
+# while its poll waits, so nothing can cut that wait short): the example consumer's polls are 0.1 s long,
+# 0.01 s while it holds a mark. A pod the request reaches after the moment leaves at once, a little after
+# the others, and may meet the rebalance they started (a second one: 0.03 s was too short on Apache
+# Kafka); one it does not reach keeps the mark's.
+LEAD_S = 0.07
 # The latest moment the pods that stay are first told to join again, this long after the departing pods'
 # moment; the operator brings it forward as soon as it sees the group rebalancing. By then any member still
 # in the group has found the rebalance by its heartbeat (and drops the moment), unless none has started.

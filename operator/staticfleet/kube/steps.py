@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
@@ -171,60 +171,56 @@ class MarkDeparting:
     def run(self, io: StepIO) -> None:
         spec = io.observed.spec
         leave_at = str(int((time.time() + DEPARTURE_DELAY_S) * 1000))
-        changes = [(name, leave_at) for name in self.mark] + [(name, None) for name in self.clear]
-
-        def annotate(change: tuple[str, str | None]) -> None:
-            name, value = change
-            try:
-                io.api.annotate_pod(spec.namespace, name, {builders.DEPARTING_ANNOTATION: value})
-            except KubeError as exc:  # without the mark the consumer waits for the removal: slower, not wrong
-                log.info("%s/%s: could not mark pod %s: %s", spec.namespace, spec.name, name, exc)
-
-        handshake: Future[departure.Handshake] | None = None
-        hastened = False
-        rejoining: tuple[departure.Endpoint, ...] = ()
-        key = io.departure_key if self.mark and self.endpoints else ""
+        if not self.mark:
+            self.annotate(io, leave_at)
+            return
+        mark_ms = int(leave_at)
+        key = io.departure_key if self.endpoints else ""
 
         def rejoin(target: departure.Endpoint, mark_ms: int, rejoin_at_ms: int) -> bool:
             return departure.send_rejoin(target, key, mark_ms, rejoin_at_ms)
 
-        with ThreadPoolExecutor(max_workers=1) as aside:
-            if self.mark and self.endpoints:
-                # Handed their mark, the pods need not wait for a kubelet to show the annotation: when
-                # all took it, they are given their sooner moment before the annotations are written.
-                mark_ms = int(leave_at)
-                held = departure.hand_marks(self.endpoints, key, mark_ms)
-                handshake = aside.submit(
-                    departure.hasten,
-                    self.endpoints,
-                    mark_ms,
-                    held=held,
-                    staying=self.staying,
-                    rejoin=rejoin,
-                )
-                if len(held) == len(self.endpoints):
-                    handshake.result()
-            with ThreadPoolExecutor(max_workers=min(MARKING_THREADS, len(changes) or 1)) as pool:
-                list(pool.map(annotate, changes))
-            moment = int(leave_at) / 1000
-            if handshake is not None:
-                result = handshake.result()
-                io.metrics.departure_handshakes.labels(spec.group_id, result.result).inc()
-                message = result.message(self.mark, moment)
-                log.info("%s/%s: departure handshake: %s", spec.namespace, spec.name, message)
-                io.post(EventSpec("Normal", "DepartureHandshake", message))
-                moment = result.sooner or moment
-                hastened = result.sooner is not None
-                rejoining = tuple(e for e in self.staying if e.pod in result.rejoining)
-        if not self.mark:
-            return
+        result: departure.Handshake | None = None
+        annotated = False
+        if self.endpoints:
+            # Handed their mark, the pods need not wait for a kubelet to show the annotation: when all
+            # took it, they are given their sooner moment at once.
+            held = departure.hand_marks(self.endpoints, key, mark_ms)
+            hasten = partial(
+                departure.hasten, self.endpoints, mark_ms, held=held, staying=self.staying, rejoin=rejoin
+            )
+            if len(held) == len(self.endpoints):
+                result = hasten()
+            else:  # the others read the mark from their files: the annotations go out as the handshake waits
+                with ThreadPoolExecutor(max_workers=1) as aside:
+                    handshake = aside.submit(hasten)
+                    self.annotate(io, leave_at)
+                    annotated = True
+                    result = handshake.result()
+        hastened = result is not None and result.sooner is not None
+        if not annotated and not hastened:  # the consumers leave at the mark's moment, as their files show
+            self.annotate(io, leave_at)
+            annotated = True
         # the pass goes on to shrink the StatefulSet: not before the moment
+        moment = result.sooner if result is not None and result.sooner is not None else mark_ms / 1000
         with passes.waiting():
             time.sleep(max(0.0, moment - time.time()))
         describe = partial(_state_and_members, io, spec.group_id)
+        rejoining = tuple(e for e in self.staying if result is not None and e.pod in result.rejoining)
         if rejoining:  # the pods that stay join the departures' rebalance as soon as it is under way
             with passes.waiting():
-                departure.rejoin_when_rebalancing(describe, self.leaving, rejoining, int(leave_at), rejoin)
+                departure.rejoin_when_rebalancing(describe, self.leaving, rejoining, mark_ms, rejoin)
+        if not annotated:
+            # Every pod took its handed mark and has left: its annotation, which it holds the mark by once
+            # its file shows it, is written now. Written before, the writes (the API server's and etcd's
+            # work on the same nodes) came as the consumers left and as the operator watched for the
+            # rebalance, and delayed both.
+            self.annotate(io, leave_at)
+        if result is not None:
+            io.metrics.departure_handshakes.labels(spec.group_id, result.result).inc()
+            message = result.message(self.mark, mark_ms / 1000)
+            log.info("%s/%s: departure handshake: %s", spec.namespace, spec.name, message)
+            io.post(EventSpec("Normal", "DepartureHandshake", message))
         if hastened:
             # Every departing consumer took the sooner moment and has left: their pods stop once the
             # group has settled without them and its members have had a second to fetch what they were
@@ -240,6 +236,22 @@ class MarkDeparting:
                     spec.name,
                     bound_s,
                 )
+
+    def annotate(self, io: StepIO, leave_at: str) -> None:
+        """Writes the departing annotation (the moment, in epoch ms) on the marked pods and removes it
+        from the cleared ones, all at once."""
+        spec = io.observed.spec
+        changes = [(name, leave_at) for name in self.mark] + [(name, None) for name in self.clear]
+
+        def write(change: tuple[str, str | None]) -> None:
+            name, value = change
+            try:
+                io.api.annotate_pod(spec.namespace, name, {builders.DEPARTING_ANNOTATION: value})
+            except KubeError as exc:  # without the mark the consumer waits for the removal: slower, not wrong
+                log.info("%s/%s: could not mark pod %s: %s", spec.namespace, spec.name, name, exc)
+
+        with ThreadPoolExecutor(max_workers=min(MARKING_THREADS, len(changes) or 1)) as pool:
+            list(pool.map(write, changes))
 
 
 def _state_and_members(io: StepIO, group_id: str) -> tuple[str, frozenset[str]] | None:

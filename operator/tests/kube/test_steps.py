@@ -3,12 +3,13 @@ status write that ends it (status.plan_status)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, cast
 
 from staticfleet.admin.model import GroupDescription, MemberDescription, Node
-from staticfleet.kube import departure
+from staticfleet.kube import departure, steps
 from staticfleet.kube.builders import DEPARTING_ANNOTATION
 from staticfleet.kube.claims import Claim
 from staticfleet.kube.fleetstatus import FleetStatus
@@ -328,3 +329,103 @@ def test_a_checkpoint_writes_the_records_only_when_the_server_does_not_hold_them
     assert io.writes == [held], "the rest of the status is as the server holds it"
     Checkpoint("scale-down-recorded").run(cast(StepIO, io))
     assert len(io.writes) == 1, "nothing new to make durable"
+
+
+class MarkingIO:
+    """What MarkDeparting touches, each call noted in `calls` in order."""
+
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+        self.observed = observed(1, 3, {0, 1, 2}, group("orders-0", "orders-1", "orders-2"))
+        self.departure_key = "key"
+        self.api = self
+        self.admin = self
+        self.metrics = self
+
+    def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str | None]) -> None:
+        self.calls.append(f"annotate {name}")
+
+    def post(self, event: Any) -> None:
+        self.calls.append(f"event {event.reason}")
+
+    def describe_group(self, group_id: str) -> Any:
+        raise AssertionError("the departure functions describe the group, stubbed here")
+
+    @property
+    def departure_handshakes(self) -> Any:
+        return self
+
+    def labels(self, *values: str) -> Any:
+        return self
+
+    def inc(self) -> None:
+        pass
+
+
+def marking_run(monkeypatch: Any, *, took_marks: bool, sooner: bool) -> list[str]:
+    """Runs a MarkDeparting of orders-1 and orders-2 (orders-0 stays) with the handshake's requests
+    stubbed: whether the pods took their handed marks, and whether they took the sooner moment."""
+    calls: list[str] = []
+    marks: list[int] = []
+    ends = {p: departure.Endpoint(p, "10.0.0.1", 8080) for p in ("orders-0", "orders-1", "orders-2")}
+
+    def hand_marks(targets: Any, key: str, mark_ms: int) -> frozenset[str]:
+        calls.append("hand marks")
+        marks.append(mark_ms)
+        return frozenset(t.pod for t in targets) if took_marks else frozenset()
+
+    def hasten(targets: Any, mark_ms: int, **kwargs: Any) -> departure.Handshake:
+        calls.append("sooner moment")
+        if not sooner:
+            return departure.Handshake("refused", pods=("orders-2",))
+        return departure.Handshake("sooner", time.time() + 0.01, rejoining=("orders-0",), staying=1)
+
+    def rejoin_when_rebalancing(*args: Any, **kwargs: Any) -> int:
+        calls.append("rejoin now")
+        return 1
+
+    def wait_until_settled(*args: Any, **kwargs: Any) -> bool:
+        calls.append("settled")
+        return True
+
+    monkeypatch.setattr(departure, "hand_marks", hand_marks)
+    monkeypatch.setattr(departure, "hasten", hasten)
+    monkeypatch.setattr(departure, "rejoin_when_rebalancing", rejoin_when_rebalancing)
+    monkeypatch.setattr(departure, "wait_until_settled", wait_until_settled)
+    monkeypatch.setattr(steps, "DEPARTURE_DELAY_S", 0.05)
+    step = MarkDeparting(
+        ("orders-1", "orders-2"),
+        endpoints=(ends["orders-1"], ends["orders-2"]),
+        leaving=("orders-1", "orders-2"),
+        staying=(ends["orders-0"],),
+    )
+    step.run(cast(StepIO, MarkingIO(calls)))
+    calls.append(f"returned {'after' if time.time() >= marks[0] / 1000 else 'before'} the mark's moment")
+    return calls
+
+
+def test_pods_that_all_took_their_marks_are_annotated_only_after_leaving_and_the_rejoin(
+    monkeypatch: Any,
+) -> None:
+    calls = marking_run(monkeypatch, took_marks=True, sooner=True)
+    annotations = ["annotate orders-1", "annotate orders-2"]
+    assert calls[:3] == ["hand marks", "sooner moment", "rejoin now"], "no write on the way to the moment"
+    assert sorted(calls[3:5]) == annotations
+    assert calls[5:7] == ["event DepartureHandshake", "settled"]
+
+
+def test_pods_that_did_not_take_their_marks_are_annotated_before_their_moment(monkeypatch: Any) -> None:
+    calls = marking_run(monkeypatch, took_marks=False, sooner=True)
+    assert calls[0] == "hand marks"
+    assert {"annotate orders-1", "annotate orders-2"} <= set(calls[:4]), (
+        "the pods read the mark from their files"
+    )
+    assert calls.index("annotate orders-1") < calls.index("rejoin now")
+
+
+def test_pods_that_keep_the_marks_moment_are_annotated_before_it(monkeypatch: Any) -> None:
+    calls = marking_run(monkeypatch, took_marks=True, sooner=False)
+    assert calls[:2] == ["hand marks", "sooner moment"]
+    assert sorted(calls[2:4]) == ["annotate orders-1", "annotate orders-2"]
+    assert "rejoin now" not in calls and "settled" not in calls, "nobody left sooner"
+    assert calls[-1] == "returned after the mark's moment"
