@@ -48,8 +48,24 @@ Logger = logging.Logger | logging.LoggerAdapter[Any]
 registry = kopf.OperatorRegistry()
 PREFIX = "staticfleet.io"
 DIFFBASE_ANNOTATION = f"{PREFIX}/last-handled-configuration"
-"""Where kopf keeps the spec it last handled: it writes it after each change of the spec, which is one more
-watch event that needs no pass of its own."""
+"""Where kopf kept the spec it last handled, in the operator's earlier versions (NoDiffBase): a resource
+may still carry it, and a change to it alone starts no pass."""
+
+
+class NoDiffBase(kopf.DiffBaseStorage):
+    """kopf's record of the last spec it handled, which this operator does not keep. kopf needs it only to
+    tell a resource's creation from its update for handlers of either, and the operator has none: its
+    passes read the resource afresh, and its one handler of that kind is the deletion's. Kept in an
+    annotation, as kopf does by default, it cost a write after every change of the spec, which came as
+    the pass that the change started read the resource: that pass's first status write (in a scale-down,
+    the record of the departing members, before any of them is told) then met a newer resourceVersion,
+    and took a read and a second write."""
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        pass
 
 
 STEP_CHILD_EVENTS_DELAY_S = 0.25
@@ -153,9 +169,7 @@ class OperatorMemo:
 def settings() -> kopf.OperatorSettings:
     s = kopf.OperatorSettings()
     s.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
-    s.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=PREFIX, key=DIFFBASE_ANNOTATION.removeprefix(f"{PREFIX}/")
-    )
+    s.persistence.diffbase_storage = NoDiffBase()
     s.persistence.finalizer = f"{PREFIX}/finalizer"
     s.posting.level = logging.WARNING
     s.posting.reporting_component = COMPONENT

@@ -9,7 +9,16 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
-from staticfleet.kube.handlers import DIFFBASE_ANNOTATION, OperatorMemo, Wake, pod_changed, resource_changed
+import kopf
+
+from staticfleet.kube.handlers import (
+    DIFFBASE_ANNOTATION,
+    OperatorMemo,
+    Wake,
+    pod_changed,
+    resource_changed,
+    settings,
+)
 from staticfleet.kube.own_writes import OwnStatusWrites
 from staticfleet.kube.reconcile import Follow
 
@@ -224,3 +233,12 @@ def test_a_pod_settles_when_its_readiness_changes_or_it_goes_away() -> None:
         assert memo.pods_ready == set()
 
     asyncio.run(run())
+
+
+def test_kopf_keeps_no_record_of_the_spec_it_handled() -> None:
+    storage = settings().persistence.diffbase_storage
+    body = kopf.Body({"metadata": {"name": "orders", "namespace": "shop"}, "spec": {"replicas": 3}})
+    patch = kopf.Patch()
+    storage.store(body=body, patch=patch, essence=storage.build(body=body))
+    assert not patch, "no write after a change of the spec"
+    assert storage.fetch(body=body) is None
