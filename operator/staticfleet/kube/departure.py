@@ -7,13 +7,14 @@ sooner moment for that mark (POST /departure). Once every departing pod has read
 names one moment LEAD_S ahead and they all leave then, together, as they would have at the mark's
 moment: one rebalance, without the margin.
 
-The operator need not wait for the kubelet to show the mark: it also hands each pod the mark itself, at
-the moment it writes the annotation (POST /departure {"mark", "signature"}). The signature is an
+The operator need not wait for the kubelet to show the mark: it also hands each pod the mark itself,
+before it writes the annotation (POST /departure {"mark", "signature"}). The signature is an
 HMAC-SHA256, under the fleet's departure key, of the pod's name and the mark; the key is in a Secret the
 operator makes for the fleet (owned by it) and each consumer container reads from STATICFLEET_DEPARTURE_KEY.
 A pod that checks the signature holds that mark as if its file showed it, so the sooner moment can follow
-at once. A pod without the key, or one that does not check, answers otherwise and is asked for the mark
-its file holds, as before.
+at once, and the annotations are written only once the pods have left and the pods that stay were told
+to join again (steps.MarkDeparting). A pod without the key, or one that does not check, answers
+otherwise and is asked for the mark its file holds, as before.
 
 Once every departing pod has taken the sooner moment, the pods that stay are told to join the group again
 (POST /departure {"mark", "rejoinAt", "signature"}, signed the same way): a member that stays learns of the
