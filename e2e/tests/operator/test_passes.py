@@ -44,7 +44,7 @@ def quiet_count(runner: OperatorRunner) -> float:
     return float(wait_until(settled, timeout=60, interval=0.2, what="the operator's passes to settle"))
 
 
-def annotations(cluster: Cluster, namespace: str) -> dict[str, str]:
+def fleet_annotations(cluster: Cluster, namespace: str) -> dict[str, str]:
     return dict(get_fleet(cluster.kubectl, namespace, NAME)["metadata"].get("annotations") or {})
 
 
@@ -67,7 +67,7 @@ def test_a_change_to_the_resource_starts_one_pass_and_kopf_writes_no_record_of_i
     # No child carries a label of the resource: the pass it starts changes nothing.
     kubectl.run("label", f"scg/{NAME}", "-n", namespace, "team=payments")
     assert quiet_count(operator) - before == 1
-    assert KOPF_RECORD not in annotations(cluster, namespace)
+    assert KOPF_RECORD not in fleet_annotations(cluster, namespace)
 
 
 def test_a_scale_up_meets_a_pass_as_its_pods_become_ready_not_at_each_step_of_their_start(
