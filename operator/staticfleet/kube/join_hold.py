@@ -23,7 +23,16 @@ from staticfleet.admin import AdminError, GroupDescription
 log = logging.getLogger(__name__)
 
 POLL_S = 0.1
-"""How often the watcher asks whether everyone has joined: the most a held phase outlasts its need."""
+"""How often the watcher asks whether everyone has joined while no new instance has come lately."""
+
+ARRIVING_POLL_S = 0.02
+"""How often it asks while new instances are arriving (one joined within ARRIVING_FOR_S): the pods start
+one after another, and the time from the last one's join to the watcher's next look the whole group
+spends in the join phase, consuming nothing."""
+
+ARRIVING_FOR_S = 2.0
+"""How long after an instance's arrival the watcher keeps looking every ARRIVING_POLL_S: long enough for
+the next pod of a step to start, short enough that a pod that never comes costs few requests."""
 
 INCREMENTAL_LINGER_S = 1.0
 """How long a cooperative group's held join phase lasts after every instance has joined. With an
@@ -58,16 +67,21 @@ def release_when_joined(
     *,
     linger_s: float = 0.0,
     poll_s: float = POLL_S,
+    arriving_poll_s: float = ARRIVING_POLL_S,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> bool:
     """Waits until every instance has joined, then `linger_s` more (or until `bound_s` passes), then
-    releases the hold. True when the release removed the pending member (False: it had expired, or the
+    releases the hold. Looks every `poll_s`, and every `arriving_poll_s` for ARRIVING_FOR_S after an
+    instance joined. True when the release removed the pending member (False: it had expired, or the
     coordinator could not be reached; the reconcile pass then tries again)."""
     deadline = clock() + bound_s
+    present: int | None = None  # how many of the instances the last look found
+    arrived_at = -ARRIVING_FOR_S  # when that number last grew (never, at first)
     while clock() < deadline:
         try:
-            if everyone_joined(admin.describe_group(group_id), instance_ids):
+            group = admin.describe_group(group_id)
+            if everyone_joined(group, instance_ids):
                 log.info(
                     "group %s: all %d instances joined; releasing the join phase%s",
                     group_id,
@@ -76,9 +90,13 @@ def release_when_joined(
                 )
                 sleep(linger_s)
                 break
+            now_present = len(set(instance_ids) & group.instance_ids)
+            if present is not None and now_present > present:
+                arrived_at = clock()
+            present = now_present
         except AdminError as exc:  # the group may not exist yet, or the coordinator is moving
             log.debug("group %s: waiting for %s to join: %s", group_id, ", ".join(instance_ids), exc)
-        sleep(poll_s)
+        sleep(arriving_poll_s if clock() - arrived_at < ARRIVING_FOR_S else poll_s)
     else:
         log.info(
             "group %s: not every instance joined within %.0f s; releasing the join phase", group_id, bound_s

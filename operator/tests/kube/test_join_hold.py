@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from staticfleet.admin import CoordinatorUnreachable, GroupDescription, GroupNotFound, MemberDescription, Node
-from staticfleet.kube.join_hold import INCREMENTAL_LINGER_S, release_when_joined
+from staticfleet.kube.join_hold import ARRIVING_FOR_S, INCREMENTAL_LINGER_S, release_when_joined
 
 IDS = ("orders-0", "orders-1", "orders-2")
 
@@ -45,7 +45,7 @@ class Admin:
         return True
 
 
-def test_the_hold_is_released_as_soon_as_every_instance_has_joined() -> None:
+def test_the_hold_is_released_once_every_instance_has_joined_looked_for_sooner_as_they_arrive() -> None:
     clock = Clock()
     admin = Admin(
         GroupNotFound("not yet"),
@@ -53,9 +53,24 @@ def test_the_hold_is_released_as_soon_as_every_instance_has_joined() -> None:
         frozenset({"orders-0", "orders-2"}),
         frozenset(IDS),
     )
-    assert release_when_joined(admin, "g", "hold-1", IDS, 60.0, poll_s=0.1, clock=clock, sleep=clock.sleep)
+    assert release_when_joined(
+        admin, "g", "hold-1", IDS, 60.0, poll_s=0.1, arriving_poll_s=0.02, clock=clock, sleep=clock.sleep
+    )
     assert admin.released == ["hold-1"] and admin.describes == 4
-    assert abs(clock.now - 0.3) < 1e-9
+    # Two looks 0.1 s apart; once orders-2 has arrived, the next 0.02 s later.
+    assert abs(clock.now - 0.22) < 1e-9
+
+
+def test_an_instance_that_does_not_come_is_looked_for_often_only_for_a_while_after_the_last_arrival() -> None:
+    clock = Clock()
+    admin = Admin(frozenset({"orders-0"}), frozenset({"orders-0", "orders-1"}))
+    assert release_when_joined(
+        admin, "g", "hold-1", IDS, 10.0, poll_s=0.5, arriving_poll_s=0.02, clock=clock, sleep=clock.sleep
+    )
+    often = round(ARRIVING_FOR_S / 0.02)
+    seldom = round((10.0 - 0.5 - ARRIVING_FOR_S) / 0.5)
+    assert abs(admin.describes - (2 + often + seldom)) <= 2
+    assert admin.released == ["hold-1"]
 
 
 def test_a_lingering_hold_is_released_its_linger_after_every_instance_joined_and_only_then() -> None:
