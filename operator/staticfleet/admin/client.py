@@ -72,6 +72,10 @@ def _kafka_error_code(exc: BaseException) -> int | None:
     return code if isinstance(code, int) else None
 
 
+UNKNOWN_GROUP_CONFIG = "Unknown group config name"
+"""How Apache Kafka's INVALID_CONFIG begins when the key itself is unknown (GroupConfig.validateNames)."""
+
+
 class GroupAdmin:
     """One connection to one cluster; safe to share between threads (calls are serialised)."""
 
@@ -81,6 +85,10 @@ class GroupAdmin:
         self._lock = threading.Lock()
         self._admin: Any = None
         self._cluster_id: str | None = None
+        # Group config keys the cluster refused, with its refusal: a cluster does not learn a key while
+        # this connection lasts, so a scale-up on Apache Kafka does not ask again before holding its join
+        # phase. Cleared with the connection, as the cluster id is.
+        self._refused_keys: dict[str, tuple[int, str]] = {}
 
     def __enter__(self) -> GroupAdmin:
         return self
@@ -94,6 +102,7 @@ class GroupAdmin:
 
     def _discard(self) -> None:
         self._cluster_id = None
+        self._refused_keys.clear()
         admin, self._admin = self._admin, None
         if admin is not None:
             with contextlib.suppress(Exception):  # closing a broken client must not hide the original error
@@ -369,8 +378,15 @@ class GroupAdmin:
     def set_group_config(self, group_id: str, name: str, value: str | None) -> None:
         """IncrementalAlterConfigs on the GROUP resource: SET value, or DELETE when value is None.
 
-        ConfigRejected carries the cluster's error (Apache Kafka rejects keys it does not know)."""
+        ConfigRejected carries the cluster's error (Apache Kafka rejects keys it does not know); a key
+        the cluster said it does not know is refused again without asking while this connection lasts
+        (its deletion is still sent: Kafka answers NONE to deleting a key it never had)."""
         from kafka.protocol.admin import IncrementalAlterConfigsRequest
+
+        refused = self._refused_keys.get(name) if value is not None else None
+        if refused is not None:
+            code, detail = refused
+            raise ConfigRejected(code, f"group {group_id} config {name}: {detail} (refused before)")
 
         def run(admin: Any) -> None:
             op = _DELETE if value is None else _SET
@@ -380,11 +396,13 @@ class GroupAdmin:
             response = admin._manager.run(admin._manager.send, request)
             answer = response.responses[0]
             if answer.error_code:
-                text = (
-                    f"group {group_id} config {name}: {error_name(answer.error_code)}"
-                    f"{': ' + answer.error_message if answer.error_message else ''}"
+                detail = error_name(answer.error_code) + (
+                    f": {answer.error_message}" if answer.error_message else ""
                 )
+                text = f"group {group_id} config {name}: {detail}"
                 if answer.error_code in (ErrorCode.invalid_config, ErrorCode.invalid_request):
+                    if UNKNOWN_GROUP_CONFIG in (answer.error_message or ""):  # the key, not its value
+                        self._refused_keys[name] = (answer.error_code, detail)
                     raise ConfigRejected(answer.error_code, text)
                 raise KafkaErrorResponse(answer.error_code, text)
 

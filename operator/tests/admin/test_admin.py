@@ -134,21 +134,29 @@ def test_pre_registration_is_accepted_by_staticfleet(staticfleet_cluster: Backen
         assert admin.describe_group_configs(group) == {}
         with pytest.raises(ConfigRejected) as rejected:
             admin.set_group_config(group, "staticfleet.no.such.key", "1")
+        # A value refused is not the key refused: the next value is asked for.
+        with pytest.raises(ConfigRejected, match="empty instance id"):
+            admin.set_group_config(group, EXPECTED_INSTANCE_IDS, "x-0,,x-1")
+        admin.set_group_config(group, EXPECTED_INSTANCE_IDS, "x-0")
+        assert admin.describe_group_configs(group) == {EXPECTED_INSTANCE_IDS: "x-0"}
     assert rejected.value.code == INVALID_CONFIG
 
 
-def test_pre_registration_is_rejected_by_apache_kafka(kafka_cluster: Backend) -> None:
+def test_pre_registration_is_rejected_by_apache_kafka_and_not_asked_again_on_the_connection(
+    kafka_cluster: Backend,
+) -> None:
     group = unique("prereg")
-    with (
-        GroupAdmin(KafkaConnection(kafka_cluster.bootstrap)) as admin,
-        pytest.raises(ConfigRejected) as rejected,
-    ):
-        admin.set_group_config(group, EXPECTED_INSTANCE_IDS, "x-0,x-1")
-    assert rejected.value.code == INVALID_CONFIG
-    assert rejected.value.name == "INVALID_CONFIG"
-    assert EXPECTED_INSTANCE_IDS in str(rejected.value)
-    # A withdrawal (after a held join phase) deletes a config Kafka never had: it answers NONE.
     with GroupAdmin(KafkaConnection(kafka_cluster.bootstrap)) as admin:
+        with pytest.raises(ConfigRejected) as rejected:
+            admin.set_group_config(group, EXPECTED_INSTANCE_IDS, "x-0,x-1")
+        assert rejected.value.code == INVALID_CONFIG
+        assert rejected.value.name == "INVALID_CONFIG"
+        assert EXPECTED_INSTANCE_IDS in str(rejected.value) and "refused before" not in str(rejected.value)
+        # The next scale-up's pre-registration, another group's: refused as Kafka refused the key.
+        with pytest.raises(ConfigRejected) as again:
+            admin.set_group_config(unique("prereg"), EXPECTED_INSTANCE_IDS, "y-0")
+        assert again.value.code == INVALID_CONFIG and "refused before" in str(again.value)
+        # A withdrawal (after a held join phase) deletes a config Kafka never had: it answers NONE.
         admin.set_group_config(group, EXPECTED_INSTANCE_IDS, None)
 
 
