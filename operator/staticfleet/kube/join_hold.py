@@ -76,12 +76,13 @@ def release_when_joined(
     instance joined. True when the release removed the pending member (False: it had expired, or the
     coordinator could not be reached; the reconcile pass then tries again)."""
     deadline = clock() + bound_s
+    wanted = frozenset(instance_ids)
     present: int | None = None  # how many of the instances the last look found
     arrived_at = -ARRIVING_FOR_S  # when that number last grew (never, at first)
     while clock() < deadline:
         try:
             group = admin.describe_group(group_id)
-            if everyone_joined(group, instance_ids):
+            if everyone_joined(group, wanted):
                 log.info(
                     "group %s: all %d instances joined; releasing the join phase%s",
                     group_id,
@@ -90,7 +91,7 @@ def release_when_joined(
                 )
                 sleep(linger_s)
                 break
-            now_present = len(set(instance_ids) & group.instance_ids)
+            now_present = len(wanted & group.instance_ids)
             if present is not None and now_present > present:
                 arrived_at = clock()
             present = now_present

@@ -197,12 +197,13 @@ class MarkDeparting:
                     self.annotate(io, leave_at)
                     annotated = True
                     result = handshake.result()
-        hastened = result is not None and result.sooner is not None
+        sooner = result.sooner if result is not None else None
+        hastened = sooner is not None
         if not annotated and not hastened:  # the consumers leave at the mark's moment, as their files show
             self.annotate(io, leave_at)
             annotated = True
         # the pass goes on to shrink the StatefulSet: not before the moment
-        moment = result.sooner if result is not None and result.sooner is not None else mark_ms / 1000
+        moment = sooner if sooner is not None else mark_ms / 1000
         with passes.waiting():
             time.sleep(max(0.0, moment - time.time()))
         describe = partial(_state_and_members, io, spec.group_id)
