@@ -19,9 +19,8 @@ with its own topic and group, among them:
   heartbeat and tuned as its users would tune it;
 - the consumer protocol (KIP-848), as plain fleets and as a StaticConsumerGroup.
 
-A rolling restart goes to every fleet, each beginning at a random moment of a 3 s span (so that no fleet's
-pods keep one place in the others' replacement cycle); a coordinator restart to all at once; a scale step
-to one fleet at a time, each alone with the control plane. Each is timed per fleet, from its own
+A rolling restart and a scale step go to one fleet at a time, each alone with the control plane, each run
+beginning one fleet further on; a coordinator restart to all at once. Each is timed per fleet, from its own
 command until its group is Stable with exactly the expected members, every one of them assigned (for a
 rolling restart: and every pod replaced and ready). Rebalances are counted by the coordinator over the
 operation plus a settle period: the generation on the embedded coordinator, the broker's "Preparing to
@@ -55,7 +54,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "operator"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -77,9 +76,12 @@ from bench.fleet_report import (
     COORDINATOR_RESTART,
     DETAIL_HEADERS,
     OPERATIONS,
+    PARTITION_SECONDS_MARGIN,
     ROLLING_RESTART,
     SCALE_DOWN,
     SCALE_UP,
+    SECONDS_MARGIN,
+    SECONDS_MARGIN_SHARE,
     Sample,
     Summary,
     comparison_headers,
@@ -119,17 +121,11 @@ RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 CONSUMER_APP = "consumer"
 SETTLE_S = 5.0
 # How often each group is observed while an operation runs: every 0.05 s while one fleet is watched (a
-# scale step, whose seconds to Stable are short); while several are (a rolling restart, a coordinator
+# scale step, whose seconds to Stable are short, or a rolling restart); while several are (a coordinator
 # restart) they are observed in turn, with 0.2 s between rounds, so that the polls of nine fleets do not
 # load the machine they are measured on. A fleet's end is then seen up to one round late.
 POLL_S = 0.2
 ALONE_POLL_S = 0.05
-# A rolling restart of several fleets at once replaces their pods in lockstep: each pod takes about as
-# long, so fleets begun a fixed interval apart keep it, and a fleet whose pods always start just before or
-# after another's always meets that fleet's starts (the operated fleets begin later, by the operator's
-# pass). Each fleet therefore begins at a random moment of this span, drawn anew each run, about one
-# pod's replacement: no fleet keeps one place in the others' cycle.
-ROLLOUT_SPREAD_S = 3.0
 # How long the new fleets may take to be Stable before the first operation: longer than a member's rebalance
 # timeout (max.poll.interval.ms, 300 s), after which the coordinator removes a consumer-protocol member that
 # never revoked (librdkafka 2.16 can lose the heartbeat answer that told it to, with 180 consumers starting
@@ -584,13 +580,11 @@ def measure(
     timeout_s: float,
     begin_all: Callable[[], None] | None = None,
     cost: Callable[[Fleet, float, float], Mapping[str, Any]] | None = None,
-    offsets: Sequence[float] | None = None,
 ) -> list[Sample]:
     """Runs `act` on each fleet (it returns the fleet's done-check), polls every group until done, then
     counts the rebalances over the operation and a settle period, and with `cost` what the operation cost
     the application over the same window (the Sample fields it returns: the partition-seconds without a
-    consumer, or the records a Kafka Streams fleet restored). With `offsets`, fleet i begins that many
-    seconds after the first call (each fleet's time counts from its own beginning)."""
+    consumer, or the records a Kafka Streams fleet restored)."""
     marks = {f.kind: backend.rebalance_mark(f.group) for f in fleets}
     watches: list[Watch] = []
     if begin_all is not None:  # one action for every fleet (a coordinator restart)
@@ -599,12 +593,7 @@ def measure(
         back = time.monotonic()  # the groups were unreachable until now
         watches = [Watch(f, began, act(f), began_wall, unstable=back - began, last=back) for f in fleets]
     else:
-        start = time.monotonic()
-        order = sorted(range(len(fleets)), key=lambda i: offsets[i] if offsets else 0.0)
-        for index in order:
-            if offsets:
-                time.sleep(max(0.0, start + offsets[index] - time.monotonic()))
-            fleet = fleets[index]
+        for fleet in fleets:
             began, began_wall = time.monotonic(), time.time()
             watches.append(Watch(fleet, began, act(fleet), began_wall, last=began))
     deadline = time.monotonic() + timeout_s
@@ -751,13 +740,16 @@ def wait_for_phase(backend: Backend, fleet: Fleet, fraction: float, rng: random.
     time.sleep(max(0.0, cycle_moment(origin, now, cycle_s, fraction) - now))
 
 
-def rollout_offsets(run: int, fleets: int) -> list[float] | None:
-    """When each fleet's rolling restart begins, in seconds after the operation does: a random moment of
-    ROLLOUT_SPREAD_S for each, the same for a run number every time (None for a lone fleet)."""
-    if fleets < 2:
-        return None
-    spread = random.Random(f"rollout {run}")
-    return [spread.uniform(0, ROLLOUT_SPREAD_S) for _ in range(fleets)]
+Operated = TypeVar("Operated")
+
+
+def in_turn(fleets: Sequence[Operated], run: int) -> list[Operated]:
+    """The fleets in the order run `run` operates them: each run begins one fleet further on, so that no
+    kind always goes first (on a fresh coordinator) or last."""
+    if not fleets:
+        return []
+    first = (run - 1) % len(fleets)
+    return [*fleets[first:], *fleets[:first]]
 
 
 def run_operations(
@@ -801,11 +793,22 @@ def run_operations(
         generation = generations[fleet.kind]
         return lambda view: fleet.expected(view, n) and kube.rolled(fleet, generation)
 
+    # Members learn of a rebalance from their next heartbeat, and their heartbeats keep the phase of the
+    # group's last rebalance: where in that cycle a command lands decides how long its rebalance waits.
+    # Run i of k sends each command (i - 1/2)/k of the fleet's heartbeat interval into the cycle, so that
+    # the runs cover it evenly and their median is its middle.
+    fraction = (run - 0.5) / args.runs
+    rng = random.Random(run)
     if ROLLING_RESTART in args.operations:
-        report(measure(backend, fleets, restart, operation=ROLLING_RESTART, run=run, replicas=n,
-                       timeout_s=slow + per_pod_s * n, cost=cost,
-                       offsets=rollout_offsets(run, len(fleets))))  # fmt: skip
-        wait_settled(backend, fleets, slow, strict=False)
+        # One fleet at a time, as a scale step: a static member's partitions wait out its pod's restart,
+        # and fleets rolled at once restart a pod each at a time on this machine's cores, each restart
+        # slower for the others' (where a cluster's nodes would each restart their own), while a dynamic
+        # fleet's partitions wait on rebalances, which need less of the machine.
+        for fleet in in_turn(fleets, run):
+            wait_for_phase(backend, fleet, fraction, rng)
+            report(measure(backend, [fleet], restart, operation=ROLLING_RESTART, run=run, replicas=n,
+                           timeout_s=slow + per_pod_s * n, cost=cost))  # fmt: skip
+            wait_settled(backend, [fleet], slow, strict=False)
 
     def scaler(replicas: int) -> Callable[[Fleet], Callable[[GroupView | None], bool]]:
         def act(fleet: Fleet) -> Callable[[GroupView | None], bool]:
@@ -820,12 +823,6 @@ def run_operations(
         # each other in the controller manager's client rate limit (about 20 requests a second), and the
         # fleet whose StatefulSet changes last (the operated one, by a few hundred milliseconds) waits for
         # the others' pods.
-        # Members learn of a rebalance from their next heartbeat, and their heartbeats keep the phase of
-        # the group's last rebalance: where in that cycle a command lands decides how long its rebalance
-        # waits. Run i of k sends each command (i - 1/2)/k of the fleet's heartbeat interval into the
-        # cycle, so that the runs cover it evenly and their median is its middle.
-        fraction = (run - 0.5) / args.runs
-        rng = random.Random(run)
         if SCALE_DOWN not in args.operations:  # the scale-up starts from the scaled-down fleet: not measured
             for fleet in fleets:
                 kube.scale(fleet, down)
@@ -834,7 +831,7 @@ def run_operations(
         for operation, replicas in ((SCALE_DOWN, down), (SCALE_UP, up)):
             if operation not in args.operations:
                 continue
-            for fleet in fleets:
+            for fleet in in_turn(fleets, run):
                 wait_for_phase(backend, fleet, fraction, rng)
                 report(measure(backend, [fleet], scaler(replicas), operation=operation, run=run, replicas=n,
                                timeout_s=slow, cost=cost))  # fmt: skip
@@ -1208,14 +1205,13 @@ def _doc_body(args: argparse.Namespace, summaries: Sequence[Summary], backends: 
         "every fleet's StatefulSet, as `kubectl rollout restart statefulset/<name>` does (kubectl rolls "
         "only built-in workloads; the operator leaves the annotation in place), so it waits for no "
         "operator pass, which a template change made in the StaticConsumerGroup does. A rolling restart "
-        f"goes to every fleet, each beginning at a random moment of a {ROLLOUT_SPREAD_S:.0f} s span drawn "
-        "anew each run (begun one right after the other, the fleets' pods are replaced in lockstep, and "
-        "the fleet begun first, or last, always meets the others' pods starting at the same point of its "
-        "own restarts); a scale step to one fleet at a time (scaled at "
-        "once, the fleets' pods would queue behind each other in the controller manager's client rate "
-        "limit). Members learn of a rebalance from their next heartbeat, which keeps the phase of the "
+        "and a scale step go to one fleet at a time, each run beginning one fleet further on (rolled at "
+        "once, the fleets would restart a pod each at a time on this machine's two cores, each restart "
+        "slower for the others', where a cluster's nodes restart their own; scaled at once, their pods "
+        "would queue behind each other in the controller manager's client rate limit). "
+        "Members learn of a rebalance from their next heartbeat, which keeps the phase of the "
         "group's last rebalance, so where a command lands in that cycle decides how long its rebalance "
-        "waits: run i of k sends each scale command (i - 1/2)/k of the fleet's heartbeat interval after a "
+        "waits: run i of k sends each command (i - 1/2)/k of the fleet's heartbeat interval after a "
         "multiple of it from the group's last rebalance (as the coordinator recorded it; a random moment "
         "for the consumer protocol, which has no join phase), so that the runs cover the cycle evenly "
         "and their median is its middle. Each fleet's time runs from its own command until its group is "
@@ -1239,7 +1235,13 @@ def _doc_body(args: argparse.Namespace, summaries: Sequence[Summary], backends: 
         "which this does not count.",
         "",
         "The machine is shared with other work and noisy: compare the fleets within one coordinator's "
-        "table (they ran side by side, in one run), not with figures from another run or day.",
+        "table (they ran side by side, in one run), not with figures from another run or day. The last "
+        "column holds each measure against the best of staticfleet's fleets on that measure, and counts a "
+        "baseline better with fewer rebalances, Stable sooner by more than "
+        f"{SECONDS_MARGIN:g} s or {SECONDS_MARGIN_SHARE:.0%} of the time, whichever is more (a rolling "
+        "restart's time, each pod's readiness seen at the probe's 1 s period, spreads over seconds from "
+        f"run to run for every kind), or more than {PARTITION_SECONDS_MARGIN:g} partition-second fewer "
+        "stopped.",
         "",
         "How to read the scale steps: *s not Stable* is the rebalance itself, while every member waits for "
         "the others; members learn of a rebalance from their next heartbeat, so it lasts up to one "

@@ -17,9 +17,17 @@ SCALE_DOWN = "scale down by half"
 SCALE_UP = "scale up by half"
 COORDINATOR_RESTART = "coordinator restart"
 OPERATIONS = (ROLLING_RESTART, SCALE_DOWN, SCALE_UP, COORDINATOR_RESTART)
-# Differences smaller than these are noise on this machine, not a baseline doing better.
+# Differences smaller than these are noise on this machine, not a baseline doing better: in time, 0.1 s
+# or a share of the time, whichever is more (a rolling restart's 40 s spread over seconds from run to run,
+# each pod's readiness seen at a probe period of 1 s, the same for every kind).
 SECONDS_MARGIN = 0.1
+SECONDS_MARGIN_SHARE = 0.01
 PARTITION_SECONDS_MARGIN = 1.0
+
+
+def seconds_margin(best_s: float) -> float:
+    """How much sooner than `best_s` a baseline must be Stable to count as sooner."""
+    return max(SECONDS_MARGIN, SECONDS_MARGIN_SHARE * best_s)
 
 
 @dataclass
@@ -220,7 +228,7 @@ def baseline_wins(
         how = []
         if theirs.median_rebalances < best_rebalances:
             how.append(f"{best_rebalances - theirs.median_rebalances:g} fewer rebalances")
-        if theirs.median_s < best_seconds - SECONDS_MARGIN:
+        if theirs.median_s < best_seconds - seconds_margin(best_seconds):
             how.append(f"Stable {best_seconds - theirs.median_s:.1f} s sooner")
         their_cost = cost.median(theirs)
         if best_cost is not None and their_cost is not None and their_cost < best_cost - cost.margin:

@@ -46,6 +46,8 @@ import yaml
 from bench.fleet_kinds import FleetKind, backend_name
 from bench.fleet_report import (
     RESTORED,
+    SECONDS_MARGIN,
+    SECONDS_MARGIN_SHARE,
     Cost,
     Summary,
     comparison_headers,
@@ -242,9 +244,8 @@ def doc_body(
         "written during the operations: a task's store holds a record per record of its partition, and a "
         "task that moves to a pod which never ran it restores its partition's from the changelog.",
         "",
-        "Operations and timing as for the consumer fleets above: a rolling restart goes to every fleet, "
-        "each beginning at a random moment of a 3 s span, a scale step to one fleet at a time, a "
-        "coordinator restart to all. "
+        "Operations and timing as for the consumer fleets above: a rolling restart and a scale step go to "
+        "one fleet at a time, a coordinator restart to all. "
         "Each fleet's time runs from its command until its group is Stable with exactly the expected "
         "members, each with a task, and every pod is ready (its instance RUNNING: stores restored). "
         "Rebalances are counted over the operation plus 5 s; in brackets, how many of them were "
@@ -277,7 +278,8 @@ def doc_body(
         "StatefulSet grows). As the coordinator comes back from a restart, a group's leader may find the "
         "topics' metadata changed and rejoin, a follow-up, on either coordinator.",
         "",
-        "*where a baseline does better*: fewer rebalances, Stable more than 0.1 s sooner, or fewer "
+        f"*where a baseline does better*: fewer rebalances, Stable sooner by more than {SECONDS_MARGIN:g} s "
+        f"or {SECONDS_MARGIN_SHARE:.0%} of the time (whichever is more), or fewer "
         f"records restored by more than half of one task's store ({records / partitions / 2:.0f} records: "
         "the partitions' sizes spread with the keys' hash, so below that it is which tasks moved, not the "
         "membership).",

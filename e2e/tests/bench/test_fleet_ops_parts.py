@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from bench.fleet_kinds import OPERATOR_INTERVAL_S
-from bench.fleet_ops import ROLLOUT_SPREAD_S, Kube, last_stabilized_at, rollout_offsets, step_finished
+from bench.fleet_ops import Kube, in_turn, last_stabilized_at, step_finished
 from e2e.helm import CHART
 from examples.demo.fleet import CLIENT_HEARTBEAT_MS, cycle_moment, heartbeat_ms, last_rebalance_at
 
@@ -83,17 +83,15 @@ def test_a_fleet_is_settled_for_the_next_operation_only_once_its_operator_has_fi
     assert not step_finished({"preRegistration": {"instanceIds": ["fleet-15"], "accepted": True}})
 
 
-def test_each_fleets_rolling_restart_begins_at_its_own_random_moment_drawn_anew_each_run() -> None:
-    first, second = rollout_offsets(1, 9), rollout_offsets(2, 9)
-    assert first is not None and second is not None
-    assert len(first) == 9 and all(0 <= o < ROLLOUT_SPREAD_S for o in first + second)
-    assert first == rollout_offsets(1, 9)  # the same run number draws the same moments
-    assert first != second
-    assert len(set(first)) == 9
-    # Across runs the fleets trade places: none always begins first.
-    firsts = {min(range(9), key=(rollout_offsets(run, 9) or []).__getitem__) for run in range(1, 30)}
-    assert len(firsts) > 3
-    assert rollout_offsets(1, 1) is None  # a lone fleet begins at once
+def test_each_run_operates_the_fleets_in_turn_beginning_one_further_on() -> None:
+    fleets = ["a", "b", "c"]
+    assert in_turn(fleets, 1) == ["a", "b", "c"]
+    assert in_turn(fleets, 2) == ["b", "c", "a"]
+    assert in_turn(fleets, 4) == ["a", "b", "c"]
+    # Over as many runs as fleets, each goes first once and last once.
+    orders = [in_turn(fleets, run) for run in range(1, 4)]
+    assert {o[0] for o in orders} == {"a", "b", "c"} and {o[-1] for o in orders} == {"a", "b", "c"}
+    assert in_turn([], 3) == []
 
 
 def _pods(*deleting: bool) -> Any:

@@ -19,6 +19,7 @@ from bench.fleet_kinds import (
     kinds_on,
 )
 from bench.fleet_report import (
+    ROLLING_RESTART,
     SCALE_DOWN,
     SCALE_UP,
     Sample,
@@ -87,6 +88,21 @@ def test_a_baseline_does_better_only_beyond_the_noise_and_against_our_best_kind_
     assert wins == [(DYNAMIC_TUNED, ["Stable 1.0 s sooner"])]
     assert wins_text(wins) == "plain dynamic 250 ms: Stable 1.0 s sooner"
     assert wins_text([]) == "none"
+
+
+def test_a_long_operation_counts_as_sooner_only_beyond_a_share_of_its_time() -> None:
+    def wins(ours_s: float, theirs_s: float) -> list[tuple[str, list[str]]]:
+        summaries = summarize(
+            [
+                sample(STATICFLEET, ours_s, 0, 30.0, operation=ROLLING_RESTART),
+                sample(DYNAMIC_TUNED, theirs_s, 40, 400.0, operation=ROLLING_RESTART),
+            ]
+        )
+        return baseline_wins({s.kind: s for s in summaries}, [STATICFLEET], [DYNAMIC_TUNED])
+
+    assert wins(41.34, 41.19) == []  # 0.15 s of 41 s: within 1 %
+    assert wins(41.0, 40.5) == [(DYNAMIC_TUNED, ["Stable 0.5 s sooner"])]
+    assert wins(1.5, 1.3) == [(DYNAMIC_TUNED, ["Stable 0.2 s sooner"])]  # a short step: beyond 0.1 s counts
 
 
 def test_the_comparison_has_a_row_per_operation_with_every_kind_and_the_baselines_that_do_better() -> None:
