@@ -801,9 +801,9 @@ def run_operations(
     rng = random.Random(run)
     if ROLLING_RESTART in args.operations:
         # One fleet at a time, as a scale step: a static member's partitions wait out its pod's restart,
-        # and fleets rolled at once restart a pod each at a time on this machine's cores, each restart
-        # slower for the others' (where a cluster's nodes would each restart their own), while a dynamic
-        # fleet's partitions wait on rebalances, which need less of the machine.
+        # and fleets rolled at once restart one pod each at the same time on this machine's cores, each
+        # restart slower for the others' (where a cluster's nodes would each restart their own), while a
+        # dynamic fleet's partitions wait on rebalances, which need less of the machine.
         for fleet in in_turn(fleets, run):
             wait_for_phase(backend, fleet, fraction, rng)
             report(measure(backend, [fleet], restart, operation=ROLLING_RESTART, run=run, replicas=n,
@@ -1206,9 +1206,9 @@ def _doc_body(args: argparse.Namespace, summaries: Sequence[Summary], backends: 
         "only built-in workloads; the operator leaves the annotation in place), so it waits for no "
         "operator pass, which a template change made in the StaticConsumerGroup does. A rolling restart "
         "and a scale step go to one fleet at a time, each run beginning one fleet further on (rolled at "
-        "once, the fleets would restart a pod each at a time on this machine's two cores, each restart "
-        "slower for the others', where a cluster's nodes restart their own; scaled at once, their pods "
-        "would queue behind each other in the controller manager's client rate limit). "
+        "once, the fleets would restart one pod each at the same time on this machine's two cores, each "
+        "restart slower for the others', where a cluster's nodes restart their own; scaled at once, their "
+        "pods would queue behind each other in the controller manager's client rate limit). "
         "Members learn of a rebalance from their next heartbeat, which keeps the phase of the "
         "group's last rebalance, so where a command lands in that cycle decides how long its rebalance "
         "waits: run i of k sends each command (i - 1/2)/k of the fleet's heartbeat interval after a "
